@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nmt needs (only those missing), then configures
+# and builds Release into build/. Safe to run again: it only does what is left.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache
+  libtorch-dev libopenblas0-pthread libopenblas-dev
+  libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev
+  python3 python3-nltk
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 2; }
+    sudo_cmd=(sudo)
+  fi
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build_dir=${NMT_BUILD_DIR:-build}
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${NMT_CMAKE_ARGS:-}
+fi
+cmake --build "$build_dir" -j"$(nproc)"

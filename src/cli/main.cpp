@@ -1,0 +1,85 @@
+// `nmt`: train, translate and evaluate a zh→en Transformer.
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "util/errors.h"
+
+namespace {
+
+void add_runtime_flags(CLI::App* sub, nmt::cli::RuntimeFlags& f) {
+  sub->add_option("--attention", f.attention, "attention backend: torch | naive | flash")
+      ->check(CLI::IsMember({"torch", "naive", "flash"}));
+  sub->add_option("--device", f.device, "device: cpu | cuda | auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Logs go to stderr so that stdout carries only results (translations).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("nmt"));
+  spdlog::set_pattern("[%H:%M:%S] %v");
+
+  CLI::App app{"nmt: a Chinese→English Transformer trainer with its own attention operators"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  nmt::cli::TrainArgs train;
+  auto* train_cmd = app.add_subcommand("train", "train a model from a YAML config");
+  train_cmd->add_option("--config", train.config, "YAML config file")->required();
+  train_cmd->add_option("--set", train.sets, "override a config key: key.path=value (repeatable)");
+  add_runtime_flags(train_cmd, train.runtime);
+
+  nmt::cli::TranslateArgs translate;
+  auto* tr_cmd = app.add_subcommand("translate", "translate lines greedily (stdin or --input)");
+  tr_cmd->add_option("--checkpoint", translate.checkpoint,
+                     "checkpoint folder (a run folder means its best/ or last/)")
+      ->required();
+  tr_cmd->add_option("--input", translate.input, "file with one sentence per line (default: stdin)");
+  tr_cmd->add_option("--max-len", translate.max_len, "maximum target tokens")->check(CLI::PositiveNumber);
+  tr_cmd->add_option("--batch-size", translate.batch_size, "sentences decoded together")
+      ->check(CLI::PositiveNumber);
+  add_runtime_flags(tr_cmd, translate.runtime);
+
+  nmt::cli::EvaluateArgs eval;
+  auto* ev_cmd = app.add_subcommand("evaluate", "translate --src and score it against --ref");
+  ev_cmd->add_option("--checkpoint", eval.checkpoint, "checkpoint folder")->required();
+  ev_cmd->add_option("--src", eval.src, "source sentences, one per line")->required();
+  ev_cmd->add_option("--ref", eval.ref, "reference translations, line-aligned")->required();
+  ev_cmd->add_option("--output", eval.output, "also write the translations here");
+  add_runtime_flags(ev_cmd, eval.runtime);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "nmt: error: " << e.what() << " (see nmt --help)\n";
+    return nmt::kExitInput;
+  }
+
+  try {
+    if (train_cmd->parsed()) return nmt::cli::run_train(train);
+    if (tr_cmd->parsed()) return nmt::cli::run_translate(translate);
+    if (ev_cmd->parsed()) return nmt::cli::run_evaluate(eval);
+  } catch (const nmt::InputError& e) {
+    std::cerr << "nmt: error: " << e.what() << "\n";
+    return nmt::kExitInput;
+  } catch (const c10::Error& e) {
+    std::cerr << "nmt: runtime error: " << e.what_without_backtrace() << "\n";
+    return nmt::kExitRuntime;
+  } catch (const std::exception& e) {
+    std::cerr << "nmt: runtime error: " << e.what() << "\n";
+    return nmt::kExitRuntime;
+  }
+  return nmt::kExitInput;
+}

@@ -1,0 +1,330 @@
+// The only file that knows YAML. A table of fields (path, parse, print) drives
+// loading, --set overrides, unknown-key rejection and the resolved dump, so a
+// new key is added in one place.
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include "util/errors.h"
+
+namespace nmt {
+namespace {
+
+struct Field {
+  std::string path;  // "section.key"
+  // Parses node into cfg, or throws InputError via `fail(problem)`.
+  std::function<void(Config&, const YAML::Node&, const std::function<void(const std::string&)>& fail)>
+      parse;
+  std::function<void(const Config&, YAML::Emitter&)> emit;
+};
+
+std::string scalar_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+template <typename Get>
+Field int_field(std::string path, Get get, int64_t lo, int64_t hi) {
+  return {path,
+          [=](Config& c, const YAML::Node& n, const auto& fail) {
+            int64_t v = 0;
+            if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
+              fail("expected an integer, got '" + scalar_text(n) + "'");
+            if (v < lo || v > hi)
+              fail(std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + "]");
+            get(c) = v;
+          },
+          [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
+}
+
+template <typename Get>
+Field uint_field(std::string path, Get get) {
+  return {path,
+          [=](Config& c, const YAML::Node& n, const auto& fail) {
+            uint64_t v = 0;
+            if (!n.IsScalar() || n.Scalar().rfind('-', 0) == 0 ||
+                !YAML::convert<uint64_t>::decode(n, v))
+              fail("expected a non-negative integer, got '" + scalar_text(n) + "'");
+            get(c) = v;
+          },
+          [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
+}
+
+// lo_open: the lower bound itself is not allowed.
+template <typename Get>
+Field double_field(std::string path, Get get, double lo, double hi, bool lo_open = false) {
+  return {path,
+          [=](Config& c, const YAML::Node& n, const auto& fail) {
+            double v = 0;
+            if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
+              fail("expected a number, got '" + scalar_text(n) + "'");
+            if (v < lo || v > hi || (lo_open && v == lo)) {
+              std::ostringstream os;
+              os << v << " is out of range " << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
+              fail(os.str());
+            }
+            get(c) = v;
+          },
+          [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
+}
+
+template <typename Get>
+Field bool_field(std::string path, Get get) {
+  return {path,
+          [=](Config& c, const YAML::Node& n, const auto& fail) {
+            bool v = false;
+            if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v))
+              fail("expected true or false, got '" + scalar_text(n) + "'");
+            get(c) = v;
+          },
+          [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
+}
+
+// choices empty: any non-empty string.
+template <typename Get>
+Field string_field(std::string path, Get get, std::vector<std::string> choices = {}) {
+  return {path,
+          [=](Config& c, const YAML::Node& n, const auto& fail) {
+            if (!n.IsScalar() || n.Scalar().empty())
+              fail("expected a non-empty string, got '" + scalar_text(n) + "'");
+            const std::string v = n.Scalar();
+            if (!choices.empty()) {
+              bool ok = false;
+              std::string list;
+              for (const auto& ch : choices) {
+                ok = ok || ch == v;
+                list += (list.empty() ? "" : " | ") + ch;
+              }
+              if (!ok) fail("'" + v + "' is not one of: " + list);
+            }
+            get(c) = v;
+          },
+          [=](const Config& c, YAML::Emitter& e) {
+            e << YAML::DoubleQuoted << get(const_cast<Config&>(c));
+          }};
+}
+
+#define NMT_REF(member) [](Config& c) -> auto& { return c.member; }
+
+const std::vector<Field>& fields() {
+  constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+  static const std::vector<Field> table = {
+      string_field("data.train_src", NMT_REF(data.train_src)),
+      string_field("data.train_tgt", NMT_REF(data.train_tgt)),
+      string_field("data.valid_src", NMT_REF(data.valid_src)),
+      string_field("data.valid_tgt", NMT_REF(data.valid_tgt)),
+      string_field("data.test_src", NMT_REF(data.test_src)),
+      string_field("data.test_tgt", NMT_REF(data.test_tgt)),
+      int_field("data.max_len", NMT_REF(data.max_len), 1, 4096),
+
+      bool_field("tokenizer.shared", NMT_REF(tokenizer.shared)),
+      string_field("tokenizer.model_type", NMT_REF(tokenizer.model_type),
+                   {"unigram", "bpe", "char", "word"}),
+      int_field("tokenizer.src_vocab_size", NMT_REF(tokenizer.src_vocab_size), 8, 1000000),
+      int_field("tokenizer.tgt_vocab_size", NMT_REF(tokenizer.tgt_vocab_size), 8, 1000000),
+      double_field("tokenizer.src_character_coverage",
+                   NMT_REF(tokenizer.src_character_coverage), 0.9, 1.0),
+      double_field("tokenizer.tgt_character_coverage",
+                   NMT_REF(tokenizer.tgt_character_coverage), 0.9, 1.0),
+      string_field("tokenizer.cache_dir", NMT_REF(tokenizer.cache_dir)),
+
+      int_field("model.d_model", NMT_REF(model.d_model), 8, 8192),
+      int_field("model.heads", NMT_REF(model.heads), 1, 256),
+      int_field("model.encoder_layers", NMT_REF(model.encoder_layers), 1, 64),
+      int_field("model.decoder_layers", NMT_REF(model.decoder_layers), 1, 64),
+      int_field("model.ff_dim", NMT_REF(model.ff_dim), 1, 65536),
+      double_field("model.dropout", NMT_REF(model.dropout), 0.0, 0.9),
+      bool_field("model.tie_embeddings", NMT_REF(model.tie_embeddings)),
+      int_field("model.max_positions", NMT_REF(model.max_positions), 2, 65536),
+
+      string_field("attention.backend", NMT_REF(attention.backend), {"torch", "naive", "flash"}),
+      string_field("attention.device", NMT_REF(attention.device), {"cpu", "cuda", "auto"}),
+
+      string_field("train.checkpoint_dir", NMT_REF(train.checkpoint_dir)),
+      uint_field("train.seed", NMT_REF(train.seed)),
+      int_field("train.threads", NMT_REF(train.threads), 0, 1024),
+      int_field("train.batch_tokens", NMT_REF(train.batch_tokens), 0, kBig),
+      int_field("train.batch_sentences", NMT_REF(train.batch_sentences), 0, kBig),
+      int_field("train.max_steps", NMT_REF(train.max_steps), 0, kBig),
+      int_field("train.max_epochs", NMT_REF(train.max_epochs), 0, kBig),
+      double_field("train.max_minutes", NMT_REF(train.max_minutes), 0.0, 1e7),
+      double_field("train.lr", NMT_REF(train.lr), 0.0, 10.0, /*lo_open=*/true),
+      int_field("train.warmup_steps", NMT_REF(train.warmup_steps), 1, kBig),
+      double_field("train.adam_beta1", NMT_REF(train.adam_beta1), 0.0, 0.999999),
+      double_field("train.adam_beta2", NMT_REF(train.adam_beta2), 0.0, 0.999999),
+      double_field("train.adam_eps", NMT_REF(train.adam_eps), 0.0, 1.0, true),
+      double_field("train.weight_decay", NMT_REF(train.weight_decay), 0.0, 1.0),
+      double_field("train.label_smoothing", NMT_REF(train.label_smoothing), 0.0, 0.99),
+      double_field("train.clip_norm", NMT_REF(train.clip_norm), 0.0, 1e6),
+      int_field("train.log_every", NMT_REF(train.log_every), 1, kBig),
+      int_field("train.eval_every", NMT_REF(train.eval_every), 1, kBig),
+      int_field("train.valid_max_sentences", NMT_REF(train.valid_max_sentences), 0, kBig),
+      bool_field("train.progress", NMT_REF(train.progress)),
+
+      int_field("decode.max_len", NMT_REF(decode.max_len), 1, 4096),
+      int_field("decode.batch_size", NMT_REF(decode.batch_size), 1, 100000),
+  };
+  return table;
+}
+#undef NMT_REF
+
+const Field* find_field(const std::string& path) {
+  for (const auto& f : fields())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+std::string known_keys(const std::string& section) {
+  std::string out;
+  for (const auto& f : fields()) {
+    if (f.path.compare(0, section.size() + 1, section + ".") != 0) continue;
+    out += (out.empty() ? "" : ", ") + f.path.substr(section.size() + 1);
+  }
+  return out;
+}
+
+std::string where(const std::string& source, const YAML::Node& node) {
+  return source + ":" + std::to_string(node.Mark().line + 1);
+}
+
+[[noreturn]] void input_error(const std::string& location, const std::string& key,
+                              const std::string& problem) {
+  throw InputError(location + ": " + (key.empty() ? "" : key + ": ") + problem);
+}
+
+// Location of a key for cross-field messages: "file:line" or "--set ...".
+std::string origin_of(const Config& cfg, const std::string& key) {
+  auto it = cfg.origin.find(key);
+  return it != cfg.origin.end() ? it->second : cfg.source_name;
+}
+
+void load_into(Config& cfg, const YAML::Node& root, const std::string& source) {
+  if (!root || root.IsNull()) return;  // an empty file means all defaults
+  if (!root.IsMap()) input_error(where(source, root), "", "expected a mapping of sections");
+  static const std::vector<std::string> kSections = {"data",      "tokenizer", "model",
+                                                     "attention", "train",     "decode"};
+  for (const auto& sec : root) {
+    const std::string name = sec.first.as<std::string>();
+    if (std::find(kSections.begin(), kSections.end(), name) == kSections.end())
+      input_error(where(source, sec.first), name,
+                  "unknown section (known: data, tokenizer, model, attention, train, decode)");
+    if (sec.second.IsNull()) continue;
+    if (!sec.second.IsMap()) input_error(where(source, sec.second), name, "expected a mapping");
+    for (const auto& kv : sec.second) {
+      const std::string path = name + "." + kv.first.as<std::string>();
+      const Field* f = find_field(path);
+      const std::string loc = where(source, kv.first);
+      if (!f) input_error(loc, path, "unknown key (known in " + name + ": " + known_keys(name) + ")");
+      f->parse(cfg, kv.second, [&](const std::string& problem) { input_error(loc, path, problem); });
+      cfg.origin[path] = loc;
+    }
+  }
+}
+
+}  // namespace
+
+void validate(const Config& cfg) {
+  const auto& m = cfg.model;
+  if (m.d_model % m.heads != 0)
+    input_error(origin_of(cfg, "model.heads"), "model.heads",
+                std::to_string(m.heads) + " does not divide model.d_model " +
+                    std::to_string(m.d_model));
+  if (m.d_model / m.heads > 256)
+    input_error(origin_of(cfg, "model.heads"), "model.heads",
+                "head size d_model/heads = " + std::to_string(m.d_model / m.heads) +
+                    " exceeds 256");
+  if (cfg.train.batch_tokens == 0 && cfg.train.batch_sentences == 0)
+    input_error(origin_of(cfg, "train.batch_tokens"), "train.batch_tokens",
+                "0 needs train.batch_sentences > 0");
+  if (cfg.train.batch_tokens > 0 && cfg.train.batch_tokens < 2 * cfg.data.max_len + 2)
+    input_error(origin_of(cfg, "train.batch_tokens"), "train.batch_tokens",
+                std::to_string(cfg.train.batch_tokens) +
+                    " cannot hold one pair of data.max_len " + std::to_string(cfg.data.max_len));
+  if (cfg.train.max_steps == 0 && cfg.train.max_epochs == 0 && cfg.train.max_minutes == 0)
+    input_error(origin_of(cfg, "train.max_steps"), "train.max_steps",
+                "0 with no max_epochs or max_minutes would train forever");
+  if (cfg.model.max_positions < cfg.data.max_len + 2 ||
+      cfg.model.max_positions < cfg.decode.max_len + 1)
+    input_error(origin_of(cfg, "model.max_positions"), "model.max_positions",
+                std::to_string(cfg.model.max_positions) +
+                    " is shorter than data.max_len + 2 or decode.max_len + 1");
+}
+
+Config parse_config(const std::string& yaml_text, const std::string& source_name) {
+  Config cfg;
+  cfg.source_name = source_name;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(source_name + ":" + std::to_string(e.mark.line + 1) +
+                     ": invalid YAML: " + e.msg);
+  }
+  load_into(cfg, root, source_name);
+  validate(cfg);
+  return cfg;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+void apply_override(Config& cfg, const std::string& assignment) {
+  const std::string loc = "--set " + assignment;
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError(loc + ": expected key.path=value");
+  const std::string path = assignment.substr(0, eq);
+  const Field* f = find_field(path);
+  if (!f) {
+    const auto dot = path.find('.');
+    const std::string section = path.substr(0, dot);
+    const std::string known = known_keys(section);
+    input_error(loc, path,
+                known.empty() ? "unknown section" : "unknown key (known in " + section + ": " + known + ")");
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    input_error(loc, path, "invalid value: " + e.msg);
+  }
+  f->parse(cfg, value, [&](const std::string& problem) { input_error(loc, path, problem); });
+  cfg.origin[path] = loc;
+  validate(cfg);
+}
+
+std::string to_yaml(const Config& cfg) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  std::string section;
+  for (const auto& f : fields()) {
+    const auto dot = f.path.find('.');
+    const std::string sec = f.path.substr(0, dot);
+    if (sec != section) {
+      if (!section.empty()) e << YAML::EndMap;
+      e << YAML::Key << sec << YAML::Value << YAML::BeginMap;
+      section = sec;
+    }
+    e << YAML::Key << f.path.substr(dot + 1) << YAML::Value;
+    f.emit(cfg, e);
+  }
+  e << YAML::EndMap << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace nmt

@@ -1,0 +1,102 @@
+// Typed configuration. YAML is read in config.cpp only; everything else sees
+// these structs. Every field has a default and a comment; configs/toy.yaml
+// carries the same comments for users.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace nmt {
+
+struct DataConfig {
+  std::string train_src = "data/toy/train.zh";  // training source (one sentence a line)
+  std::string train_tgt = "data/toy/train.en";  // training target, line-aligned with train_src
+  std::string valid_src = "data/toy/valid.zh";  // validation source
+  std::string valid_tgt = "data/toy/valid.en";  // validation target
+  std::string test_src = "data/toy/test.zh";    // test source (used by the demo's evaluation)
+  std::string test_tgt = "data/toy/test.en";    // test target
+  int64_t max_len = 64;  // pairs with more tokens than this (either side) are skipped in training
+};
+
+struct TokenizerConfig {
+  bool shared = false;             // one SentencePiece model for both languages
+  int64_t src_vocab_size = 800;    // source (or shared) vocabulary size
+  std::string model_type = "unigram";  // SentencePiece model type: unigram | bpe | char | word
+  int64_t tgt_vocab_size = 600;    // target vocabulary size (ignored when shared)
+  double src_character_coverage = 0.9995;  // high for Chinese: rare characters stay pieces
+  double tgt_character_coverage = 1.0;     // English: every character
+  std::string cache_dir = "checkpoints/tokenizers";  // trained models are reused from here
+};
+
+struct ModelConfig {
+  int64_t d_model = 128;         // hidden size C
+  int64_t heads = 4;             // attention heads H; must divide d_model
+  int64_t encoder_layers = 3;    // encoder depth
+  int64_t decoder_layers = 3;    // decoder depth
+  int64_t ff_dim = 512;          // feed-forward inner size
+  double dropout = 0.1;          // dropout on sublayer outputs and embeddings
+  bool tie_embeddings = true;    // output projection shares the target embedding matrix
+  int64_t max_positions = 256;   // longest sequence the sinusoidal table covers
+};
+
+struct AttentionConfig {
+  std::string backend = "torch";  // torch (LibTorch built-in) | naive | flash
+  std::string device = "cpu";     // cpu | cuda | auto (cuda when available)
+};
+
+struct TrainConfig {
+  std::string checkpoint_dir = "checkpoints/toy";  // where last/ and best/ are written
+  uint64_t seed = 1;              // seeds parameters, dropout and data order
+  int64_t threads = 0;            // intra-op threads; 0 = all cores
+  int64_t batch_tokens = 3000;    // batch size in target+source tokens (0 = use batch_sentences)
+  int64_t batch_sentences = 0;    // batch size in sentence pairs (used when batch_tokens = 0)
+  int64_t max_steps = 4000;       // stop after this many optimizer steps (0 = no limit)
+  int64_t max_epochs = 0;         // stop after this many epochs (0 = no limit)
+  double max_minutes = 0;         // stop after this much wall time (0 = no limit)
+  double lr = 1e-3;               // peak learning rate, reached after warmup_steps
+  int64_t warmup_steps = 400;     // linear warmup, then inverse-square-root decay
+  double adam_beta1 = 0.9;        // Adam beta1
+  double adam_beta2 = 0.98;       // Adam beta2
+  double adam_eps = 1e-9;         // Adam epsilon
+  double weight_decay = 0.0;      // Adam (L2) weight decay
+  double label_smoothing = 0.1;   // cross-entropy label smoothing
+  double clip_norm = 1.0;         // global gradient-norm clip (0 = off)
+  int64_t log_every = 50;         // log a line every N steps
+  int64_t eval_every = 500;       // validate (and maybe save best) every N steps
+  int64_t valid_max_sentences = 0;  // validate on at most this many pairs (0 = all)
+  bool progress = true;           // live progress line when stderr is a terminal
+};
+
+struct DecodeConfig {
+  int64_t max_len = 80;       // stop decoding after this many target tokens
+  int64_t batch_size = 64;    // sentences decoded together
+};
+
+struct Config {
+  DataConfig data;
+  TokenizerConfig tokenizer;
+  ModelConfig model;
+  AttentionConfig attention;
+  TrainConfig train;
+  DecodeConfig decode;
+
+  // Where each key was set ("file:line" or "--set"), for error messages.
+  std::map<std::string, std::string> origin;
+  std::string source_name;  // the file the config came from
+};
+
+// Reads and validates a YAML config file. Throws InputError with
+// "FILE:LINE: key.path: problem" on any problem.
+Config load_config(const std::string& path);
+// Same, from text (checkpoints store their resolved config this way).
+Config parse_config(const std::string& yaml_text, const std::string& source_name);
+// Applies "key.path=value" (validated as in a file), then re-validates.
+void apply_override(Config& cfg, const std::string& assignment);
+// Cross-field checks; called by the loaders and after overrides.
+void validate(const Config& cfg);
+// The fully resolved config as YAML (every key, with its value).
+std::string to_yaml(const Config& cfg);
+
+}  // namespace nmt

@@ -1,0 +1,163 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/errors.h"
+
+namespace nmt {
+
+namespace {
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t extra = 0;  // continuation bytes this lead byte announces
+    if (c < 0x80) extra = 0;
+    else if ((c >> 5) == 0x6) extra = 1;
+    else if ((c >> 4) == 0xE) extra = 2;
+    else if ((c >> 3) == 0x1E) extra = 3;
+    else return false;
+    if (i + extra >= s.size()) return false;
+    for (size_t k = 1; k <= extra; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open file");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!valid_utf8(line))
+      throw InputError(path + ":" + std::to_string(lines.size() + 1) + ": not valid UTF-8");
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt_path,
+                             const Tokenizer& src_tok, const Tokenizer& tgt_tok,
+                             int64_t max_len) {
+  std::vector<std::string> src = read_lines(src_path);
+  std::vector<std::string> tgt = read_lines(tgt_path);
+  if (src.size() != tgt.size())
+    throw InputError(tgt_path + ": has " + std::to_string(tgt.size()) + " lines but " + src_path +
+                     " has " + std::to_string(src.size()));
+  if (src.empty()) throw InputError(src_path + ": no sentences");
+  ParallelCorpus corpus;
+  for (size_t i = 0; i < src.size(); ++i) {
+    std::vector<int64_t> s = src_tok.encode(src[i]);
+    std::vector<int64_t> t = tgt_tok.encode(tgt[i]);
+    // +1: the decoder sees <start> y1..yn and predicts y1..yn <end>.
+    if (max_len > 0 && (static_cast<int64_t>(s.size()) > max_len ||
+                        static_cast<int64_t>(t.size()) + 1 > max_len || s.empty())) {
+      ++corpus.skipped;
+      continue;
+    }
+    corpus.src.push_back(std::move(s));
+    corpus.tgt.push_back(std::move(t));
+    corpus.src_text.push_back(std::move(src[i]));
+    corpus.tgt_text.push_back(std::move(tgt[i]));
+  }
+  if (corpus.src.empty())
+    throw InputError(src_path + ": no pair fits data.max_len " + std::to_string(max_len));
+  return corpus;
+}
+
+Batch Batch::to(const torch::Device& device) const {
+  Batch b = *this;
+  b.src = src.to(device), b.src_lengths = src_lengths.to(device);
+  b.tgt_in = tgt_in.to(device), b.tgt_out = tgt_out.to(device);
+  b.tgt_lengths = tgt_lengths.to(device);
+  return b;
+}
+
+std::pair<torch::Tensor, torch::Tensor> make_source_batch(
+    const std::vector<std::vector<int64_t>>& sources) {
+  const int64_t n = static_cast<int64_t>(sources.size());
+  int64_t s_max = 1;
+  for (const auto& s : sources) s_max = std::max<int64_t>(s_max, s.size());
+  torch::Tensor src = torch::full({n, s_max}, kPadId, torch::kLong);
+  torch::Tensor len = torch::empty({n}, torch::kLong);
+  auto src_a = src.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < n; ++b) {
+    const auto& s = sources[b];
+    for (size_t t = 0; t < s.size(); ++t) src_a[b][t] = s[t];
+    len[b] = static_cast<int64_t>(s.size());
+  }
+  return {src, len};
+}
+
+Batch make_batch(const ParallelCorpus& corpus, const std::vector<int64_t>& indices) {
+  const int64_t n = static_cast<int64_t>(indices.size());
+  std::vector<std::vector<int64_t>> sources;
+  int64_t t_max = 1;
+  for (int64_t i : indices) {
+    sources.push_back(corpus.src[i]);
+    t_max = std::max<int64_t>(t_max, corpus.tgt[i].size() + 1);
+  }
+  Batch b;
+  std::tie(b.src, b.src_lengths) = make_source_batch(sources);
+  b.tgt_in = torch::full({n, t_max}, kPadId, torch::kLong);
+  b.tgt_out = torch::full({n, t_max}, kPadId, torch::kLong);
+  b.tgt_lengths = torch::empty({n}, torch::kLong);
+  auto in_a = b.tgt_in.accessor<int64_t, 2>();
+  auto out_a = b.tgt_out.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < n; ++r) {
+    const auto& y = corpus.tgt[indices[r]];
+    const int64_t len = static_cast<int64_t>(y.size());
+    in_a[r][0] = kStartId;                                 // <start> y1 .. yn
+    for (int64_t t = 0; t < len; ++t) in_a[r][t + 1] = y[t];
+    for (int64_t t = 0; t < len; ++t) out_a[r][t] = y[t];  // y1 .. yn <end>
+    out_a[r][len] = kEndId;
+    b.tgt_lengths[r] = len + 1;
+    b.tokens += len + 1;
+    b.src_tokens += static_cast<int64_t>(corpus.src[indices[r]].size());
+  }
+  return b;
+}
+
+std::vector<std::vector<int64_t>> plan_batches(const ParallelCorpus& corpus, int64_t batch_tokens,
+                                               int64_t batch_sentences, std::mt19937_64& rng) {
+  const int64_t n = static_cast<int64_t>(corpus.src.size());
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return std::make_pair(corpus.tgt[a].size(), corpus.src[a].size()) <
+           std::make_pair(corpus.tgt[b].size(), corpus.src[b].size());
+  });
+  std::vector<std::vector<int64_t>> batches;
+  std::vector<int64_t> cur;
+  int64_t s_max = 0, t_max = 0;
+  for (int64_t i : order) {
+    const int64_t s = std::max<int64_t>(s_max, corpus.src[i].size());
+    const int64_t t = std::max<int64_t>(t_max, corpus.tgt[i].size() + 1);
+    const int64_t rows = static_cast<int64_t>(cur.size()) + 1;
+    // Budget counts padded positions, which is what the compute pays for.
+    const bool full = batch_tokens > 0 ? rows * (s + t) > batch_tokens : rows > batch_sentences;
+    if (full && !cur.empty()) {
+      batches.push_back(std::move(cur));
+      cur.clear();
+      s_max = t_max = 0;
+    }
+    cur.push_back(i);
+    s_max = std::max<int64_t>(s_max, corpus.src[i].size());
+    t_max = std::max<int64_t>(t_max, corpus.tgt[i].size() + 1);
+  }
+  if (!cur.empty()) batches.push_back(std::move(cur));
+  std::shuffle(batches.begin(), batches.end(), rng);
+  return batches;
+}
+
+}  // namespace nmt

@@ -1,0 +1,56 @@
+// Parallel corpus loading and teacher-forcing batches.
+#pragma once
+
+#include <torch/nn.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace nmt {
+
+class Tokenizer;
+
+// Reads a text file as lines (UTF-8, '\n' or "\r\n"); InputError names the
+// file when it cannot be read or is not valid UTF-8 (with the line number).
+std::vector<std::string> read_lines(const std::string& path);
+
+struct ParallelCorpus {
+  std::vector<std::vector<int64_t>> src;  // token ids, no specials
+  std::vector<std::vector<int64_t>> tgt;  // token ids, no specials
+  std::vector<std::string> src_text, tgt_text;
+  int64_t skipped = 0;  // pairs dropped for exceeding max_len
+};
+
+// Loads line-aligned files; InputError when their line counts differ.
+// max_len <= 0 keeps everything.
+ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt_path,
+                             const Tokenizer& src_tok, const Tokenizer& tgt_tok, int64_t max_len);
+
+struct Batch {
+  torch::Tensor src;          // src: [B, S] ids, right-padded with <pad>
+  torch::Tensor src_lengths;  // src_lengths: [B]
+  torch::Tensor tgt_in;       // tgt_in: [B, T] = <start> y1..yn (padded)
+  torch::Tensor tgt_out;      // tgt_out: [B, T] = y1..yn <end> (padded)
+  torch::Tensor tgt_lengths;  // tgt_lengths: [B] = n + 1
+  int64_t tokens = 0;         // non-pad target tokens (n + 1 per pair)
+  int64_t src_tokens = 0;     // non-pad source tokens
+
+  Batch to(const torch::Device& device) const;
+};
+
+// Teacher forcing: labels are the decoder input shifted left by one.
+Batch make_batch(const ParallelCorpus& corpus, const std::vector<int64_t>& indices);
+
+// Source-only batch for decoding: src [B, S] and src_lengths [B].
+std::pair<torch::Tensor, torch::Tensor> make_source_batch(
+    const std::vector<std::vector<int64_t>>& sources);
+
+// One epoch's batches: pairs sorted by length (random tie order) so batches
+// carry little padding, cut by a token or sentence budget, batch order
+// shuffled. Deterministic for a given rng state.
+std::vector<std::vector<int64_t>> plan_batches(const ParallelCorpus& corpus, int64_t batch_tokens,
+                                               int64_t batch_sentences, std::mt19937_64& rng);
+
+}  // namespace nmt

@@ -1,0 +1,166 @@
+#include "model/transformer.h"
+
+#include <cmath>
+
+namespace nmt {
+
+namespace nn = torch::nn;
+
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& opts)
+    : options(opts) {
+  TORCH_CHECK(opts.d_model() % opts.heads() == 0, "heads must divide d_model");
+  const int64_t c = opts.d_model();
+  q_proj = register_module("q_proj", nn::Linear(c, c));
+  k_proj = register_module("k_proj", nn::Linear(c, c));
+  v_proj = register_module("v_proj", nn::Linear(c, c));
+  out_proj = register_module("out_proj", nn::Linear(c, c));
+  for (auto* lin : {&q_proj, &k_proj, &v_proj, &out_proj}) {
+    nn::init::xavier_uniform_((*lin)->weight);
+    nn::init::zeros_((*lin)->bias);
+  }
+}
+
+torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const {
+  const int64_t h = options.heads();
+  return x.view({x.size(0), x.size(1), h, x.size(2) / h}).transpose(1, 2);
+}
+
+torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query,
+                                              const torch::Tensor& memory,
+                                              const torch::Tensor& key_lengths, bool causal,
+                                              const AttentionRuntime& runtime) {
+  const torch::Tensor q = split_heads(q_proj(query));   // [B, H, Tq, D]
+  const torch::Tensor k = split_heads(k_proj(memory));  // [B, H, Tk, D]
+  const torch::Tensor v = split_heads(v_proj(memory));  // [B, H, Tk, D]
+  ops::AttentionOptions opts;
+  opts.causal = causal;
+  opts.key_lengths = key_lengths;
+  const torch::Tensor o = ops::attention(q, k, v, opts, runtime.backend);  // [B, H, Tq, D]
+  // concat heads: [B, H, Tq, D] -> [B, Tq, C]
+  return out_proj(o.transpose(1, 2).reshape({query.size(0), query.size(1), options.d_model()}));
+}
+
+torch::Tensor MultiHeadAttentionImpl::probs(const torch::Tensor& query,
+                                            const torch::Tensor& memory,
+                                            const torch::Tensor& key_lengths) {
+  ops::AttentionOptions opts;
+  opts.key_lengths = key_lengths;
+  return ops::attention_probs(split_heads(q_proj(query)), split_heads(k_proj(memory)), opts);
+}
+
+EncoderLayerImpl::EncoderLayerImpl(const TransformerLayerOptions& o) {
+  self_attn = register_module("self_attn", MultiHeadAttention(MultiHeadAttentionOptions(o.d_model(), o.heads())));
+  ff1 = register_module("ff1", nn::Linear(o.d_model(), o.ff_dim()));
+  ff2 = register_module("ff2", nn::Linear(o.ff_dim(), o.d_model()));
+  norm1 = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
+  norm2 = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
+  dropout = register_module("dropout", nn::Dropout(o.dropout()));
+}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& src_lengths,
+                                        const AttentionRuntime& runtime) {
+  // Pre-LayerNorm residual blocks: x + f(LN(x)); stable without long warmup.
+  const torch::Tensor h = norm1(x);
+  torch::Tensor out = x + dropout(self_attn(h, h, src_lengths, /*causal=*/false, runtime));
+  return out + dropout(ff2(dropout(torch::relu(ff1(norm2(out))))));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) {
+  const MultiHeadAttentionOptions mha(o.d_model(), o.heads());
+  self_attn = register_module("self_attn", MultiHeadAttention(mha));
+  cross_attn = register_module("cross_attn", MultiHeadAttention(mha));
+  ff1 = register_module("ff1", nn::Linear(o.d_model(), o.ff_dim()));
+  ff2 = register_module("ff2", nn::Linear(o.ff_dim(), o.d_model()));
+  norm1 = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
+  norm2 = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
+  norm3 = register_module("norm3", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
+  dropout = register_module("dropout", nn::Dropout(o.dropout()));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& y, const torch::Tensor& memory,
+                                        const torch::Tensor& tgt_lengths,
+                                        const torch::Tensor& src_lengths,
+                                        const AttentionRuntime& runtime) {
+  // Masked self-attention: causal + target padding. Each row's residual adds
+  // only that position's own input, so no future token leaks through it.
+  const torch::Tensor h = norm1(y);
+  const bool causal = !runtime.disable_causal_mask;
+  torch::Tensor out = y + dropout(self_attn(h, h, tgt_lengths, causal, runtime));
+  // Cross-attention: queries from the decoder, keys/values from the encoder.
+  out = out + dropout(cross_attn(norm2(out), memory, src_lengths, /*causal=*/false, runtime));
+  return out + dropout(ff2(dropout(torch::relu(ff1(norm3(out))))));
+}
+
+TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) {
+  const int64_t c = o.d_model();
+  src_embed = register_module("src_embed", nn::Embedding(nn::EmbeddingOptions(o.src_vocab(), c).padding_idx(kPadId)));
+  tgt_embed = register_module("tgt_embed", nn::Embedding(nn::EmbeddingOptions(o.tgt_vocab(), c).padding_idx(kPadId)));
+  {
+    // Unit-variance after the sqrt(C) scaling in the forward pass.
+    torch::NoGradGuard no_grad;
+    src_embed->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(c)));
+    tgt_embed->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(c)));
+    src_embed->weight[kPadId].zero_();
+    tgt_embed->weight[kPadId].zero_();
+  }
+  const TransformerLayerOptions layer(c, o.heads(), o.ff_dim());
+  encoder_layers = register_module("encoder_layers", nn::ModuleList());
+  decoder_layers = register_module("decoder_layers", nn::ModuleList());
+  for (int64_t i = 0; i < o.encoder_layers(); ++i)
+    encoder_layers->push_back(EncoderLayer(TransformerLayerOptions(layer).dropout(o.dropout())));
+  for (int64_t i = 0; i < o.decoder_layers(); ++i)
+    decoder_layers->push_back(DecoderLayer(TransformerLayerOptions(layer).dropout(o.dropout())));
+  encoder_norm = register_module("encoder_norm", nn::LayerNorm(nn::LayerNormOptions({c})));
+  decoder_norm = register_module("decoder_norm", nn::LayerNorm(nn::LayerNormOptions({c})));
+  if (!o.tie_embeddings()) out_proj = register_module("out_proj", nn::Linear(c, o.tgt_vocab()));
+  dropout = register_module("dropout", nn::Dropout(o.dropout()));
+
+  // Sinusoidal positions: PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...).
+  const torch::Tensor t = torch::arange(o.max_positions(), torch::kFloat).unsqueeze(1);
+  const torch::Tensor i2 = torch::arange(0, c, 2, torch::kFloat);
+  const torch::Tensor angle = t * torch::exp(i2 * (-std::log(10000.0) / static_cast<double>(c)));
+  torch::Tensor pe = torch::zeros({o.max_positions(), c});
+  pe.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, c, 2)}, torch::sin(angle));
+  pe.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, c, 2)},
+                torch::cos(angle).narrow(1, 0, c / 2));
+  positions_ = register_buffer("positions", pe);
+}
+
+torch::Tensor TransformerImpl::add_positions(const torch::Tensor& embedded) {
+  const int64_t t = embedded.size(1);
+  TORCH_CHECK(t <= options_.max_positions(), "sequence of ", t,
+              " tokens exceeds model.max_positions ", options_.max_positions());
+  const double scale = std::sqrt(static_cast<double>(options_.d_model()));
+  return dropout(embedded * scale + positions_.narrow(0, 0, t).unsqueeze(0));
+}
+
+torch::Tensor TransformerImpl::encode(const torch::Tensor& src, const torch::Tensor& src_lengths) {
+  torch::Tensor x = add_positions(src_embed(src));  // [B, S, C]
+  for (const auto& layer : *encoder_layers)
+    x = layer->as<EncoderLayer>()->forward(x, src_lengths, runtime_);
+  return encoder_norm(x);
+}
+
+torch::Tensor TransformerImpl::embed_target(const torch::Tensor& tgt_in) {
+  return add_positions(tgt_embed(tgt_in));
+}
+
+torch::Tensor TransformerImpl::decode_embedded(const torch::Tensor& y_in,
+                                               const torch::Tensor& memory,
+                                               const torch::Tensor& tgt_lengths,
+                                               const torch::Tensor& src_lengths) {
+  torch::Tensor y = y_in;
+  for (const auto& layer : *decoder_layers)
+    y = layer->as<DecoderLayer>()->forward(y, memory, tgt_lengths, src_lengths, runtime_);
+  y = decoder_norm(y);
+  return options_.tie_embeddings() ? torch::matmul(y, tgt_embed->weight.t()) : out_proj(y);
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& src_lengths,
+                                       const torch::Tensor& tgt_in,
+                                       const torch::Tensor& tgt_lengths) {
+  const torch::Tensor memory = encode(src, src_lengths);
+  return decode_embedded(embed_target(tgt_in), memory, tgt_lengths, src_lengths);
+}
+
+}  // namespace nmt

@@ -1,0 +1,141 @@
+// Encoder-decoder Transformer (pre-LayerNorm residual blocks). The
+// multi-head split/concat and projections are here; the softmax(QKᵀ)V core
+// goes through ops::attention with a run-time backend.
+#pragma once
+
+#include <torch/nn.h>
+
+#include "ops/attention/attention.h"
+
+namespace nmt {
+
+// Fixed special token ids, shared by both vocabularies.
+constexpr int64_t kPadId = 0;
+constexpr int64_t kUnkId = 1;
+constexpr int64_t kStartId = 2;
+constexpr int64_t kEndId = 3;
+
+// What every attention call in a model needs to know besides its tensors.
+struct AttentionRuntime {
+  ops::AttentionBackend backend = ops::AttentionBackend::kTorch;
+  // Only for check-causality's negative test: decoder self-attention without
+  // its causal mask, to show that the check detects leakage.
+  bool disable_causal_mask = false;
+};
+
+struct MultiHeadAttentionOptions {
+  MultiHeadAttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, heads);
+  TORCH_ARG(double, dropout) = 0.0;
+};
+
+class MultiHeadAttentionImpl : public torch::nn::Module {
+ public:
+  explicit MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options);
+  // query: [B, Tq, C], memory: [B, Tk, C] (query itself for self-attention)
+  // -> [B, Tq, C]. key_lengths: [B] or undefined.
+  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& memory,
+                        const torch::Tensor& key_lengths, bool causal,
+                        const AttentionRuntime& runtime);
+  // [B, T, C] -> [B, H, T, D] view (no copy: the kernels take strides).
+  torch::Tensor split_heads(const torch::Tensor& x) const;
+  // Cross-attention probabilities [B, H, Tq, Tk] for display.
+  torch::Tensor probs(const torch::Tensor& query, const torch::Tensor& memory,
+                      const torch::Tensor& key_lengths);
+
+  MultiHeadAttentionOptions options;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
+};
+TORCH_MODULE(MultiHeadAttention);
+
+struct TransformerLayerOptions {
+  TransformerLayerOptions(int64_t d_model, int64_t heads, int64_t ff_dim)
+      : d_model_(d_model), heads_(heads), ff_dim_(ff_dim) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, heads);
+  TORCH_ARG(int64_t, ff_dim);
+  TORCH_ARG(double, dropout) = 0.1;
+};
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit EncoderLayerImpl(const TransformerLayerOptions& options);
+  // x: [B, S, C], src_lengths: [B] -> [B, S, C]
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& src_lengths,
+                        const AttentionRuntime& runtime);
+
+  MultiHeadAttention self_attn{nullptr};
+  torch::nn::Linear ff1{nullptr}, ff2{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(EncoderLayer);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const TransformerLayerOptions& options);
+  // y: [B, T, C], memory: [B, S, C], tgt_lengths/src_lengths: [B] -> [B, T, C]
+  torch::Tensor forward(const torch::Tensor& y, const torch::Tensor& memory,
+                        const torch::Tensor& tgt_lengths, const torch::Tensor& src_lengths,
+                        const AttentionRuntime& runtime);
+
+  MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
+  torch::nn::Linear ff1{nullptr}, ff2{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+struct TransformerOptions {
+  TransformerOptions(int64_t src_vocab, int64_t tgt_vocab)
+      : src_vocab_(src_vocab), tgt_vocab_(tgt_vocab) {}
+  TORCH_ARG(int64_t, src_vocab);
+  TORCH_ARG(int64_t, tgt_vocab);
+  TORCH_ARG(int64_t, d_model) = 128;
+  TORCH_ARG(int64_t, heads) = 4;
+  TORCH_ARG(int64_t, encoder_layers) = 3;
+  TORCH_ARG(int64_t, decoder_layers) = 3;
+  TORCH_ARG(int64_t, ff_dim) = 512;
+  TORCH_ARG(double, dropout) = 0.1;
+  TORCH_ARG(bool, tie_embeddings) = true;
+  TORCH_ARG(int64_t, max_positions) = 256;
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const TransformerOptions& options);
+
+  // src: [B, S] ids, src_lengths: [B] -> memory [B, S, C]
+  torch::Tensor encode(const torch::Tensor& src, const torch::Tensor& src_lengths);
+  // tgt_in: [B, T] ids -> scaled embeddings + positions [B, T, C]
+  torch::Tensor embed_target(const torch::Tensor& tgt_in);
+  // y: [B, T, C] (from embed_target) -> logits [B, T, V]
+  torch::Tensor decode_embedded(const torch::Tensor& y, const torch::Tensor& memory,
+                                const torch::Tensor& tgt_lengths,
+                                const torch::Tensor& src_lengths);
+  // Teacher-forced logits: [B, T, V].
+  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_lengths,
+                        const torch::Tensor& tgt_in, const torch::Tensor& tgt_lengths);
+
+  void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
+  ops::AttentionBackend attention_backend() const { return runtime_.backend; }
+  void set_disable_causal_mask(bool disable) { runtime_.disable_causal_mask = disable; }
+  const TransformerOptions& options() const { return options_; }
+
+  torch::nn::Embedding src_embed{nullptr}, tgt_embed{nullptr};
+  torch::nn::ModuleList encoder_layers{nullptr}, decoder_layers{nullptr};
+  torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};
+  torch::nn::Linear out_proj{nullptr};  // unused when embeddings are tied
+  torch::nn::Dropout dropout{nullptr};
+
+ private:
+  torch::Tensor add_positions(const torch::Tensor& embedded);  // [B, T, C]
+
+  TransformerOptions options_;
+  AttentionRuntime runtime_;
+  torch::Tensor positions_;  // [max_positions, C] sinusoidal table (buffer)
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace nmt

@@ -1,0 +1,55 @@
+// The one attention interface of the model: scaled dot-product attention
+// with a backend chosen at run time. Multi-head split/concat and projections
+// live in the model; this is only the core softmax(s·QKᵀ + mask)·V.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+
+namespace nmt::ops {
+
+enum class AttentionBackend { kTorch, kNaive, kFlash };
+
+// Parses "torch" | "naive" | "flash"; throws InputError otherwise.
+AttentionBackend parse_backend(const std::string& name);
+std::string backend_name(AttentionBackend backend);
+
+struct AttentionOptions {
+  bool causal = false;          // query i sees keys j <= i (top-left aligned)
+  at::Tensor key_lengths;       // key_lengths: [B] int64, keys j >= length masked; undefined = none
+  std::optional<double> scale;  // default 1/sqrt(D)
+};
+
+// q: [B, H, Tq, D], k: [B, H, Tk, D], v: [B, H, Tk, D] -> [B, H, Tq, D].
+// Differentiable with respect to q, k and v in every backend. A query row
+// that sees no key yields zeros (and zero gradients).
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const AttentionOptions& options, AttentionBackend backend);
+
+// The probabilities P: [B, H, Tq, Tk] the backend would apply, for display
+// (attention maps) and tests. Not differentiable.
+at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k,
+                           const AttentionOptions& options);
+
+// Per-backend entry points (attention() dispatches to these).
+at::Tensor attention_torch(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const AttentionOptions& options);
+at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const AttentionOptions& options);
+at::Tensor attention_flash_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const AttentionOptions& options);
+#ifdef NMT_WITH_CUDA
+at::Tensor attention_naive_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const AttentionOptions& options);
+at::Tensor attention_flash_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const AttentionOptions& options);
+#endif
+
+// Boolean mask [B, 1|H, Tq, Tk] (true = may attend) for the options; used by
+// the torch backend and attention_probs.
+at::Tensor visibility_mask(int64_t batch, int64_t q_len, int64_t k_len,
+                           const AttentionOptions& options, const at::TensorOptions& device);
+
+}  // namespace nmt::ops

@@ -1,0 +1,67 @@
+// Plain-data description of one attention call, shared by every kernel
+// (CPU and CUDA). No LibTorch here: kernels see pointers, strides and sizes
+// only, so they compile and can be tested without LibTorch.
+//
+// Layout: q [B, H, Tq, D], k/v [B, H, Tk, D]. The last dimension (D) is
+// contiguous; batch, head and time strides are given in elements, so views
+// such as x.view({B, T, H, D}).transpose(1, 2) need no copy.
+// o, lse, and all gradients are written contiguous ([B, H, Tq, D] etc.).
+//
+// Masking semantics (identical in every backend):
+//   - causal: query i sees keys j <= i (top-left aligned, also when Tq != Tk);
+//   - key_lengths[b]: keys j >= key_lengths[b] are padding and masked;
+//   - a query row with no visible key gives o = 0, lse = -inf, and zero
+//     gradients (never NaN).
+#pragma once
+
+#include <cstdint>
+
+namespace nmt::ops {
+
+template <typename T>
+struct AttentionForwardParams {
+  const T* q;  // q: [B, H, Tq, D], strides q_stride_{b,h,t}
+  const T* k;  // k: [B, H, Tk, D], strides k_stride_{b,h,t}
+  const T* v;  // v: [B, H, Tk, D], strides v_stride_{b,h,t}
+  T* o;        // o: [B, H, Tq, D], contiguous (written)
+  T* lse;      // lse: [B, H, Tq], contiguous (written; may be null for naive)
+  T* probs;    // probs: [B, H, Tq, Tk], contiguous (naive only: written when non-null)
+  const int64_t* key_lengths;  // key_lengths: [B], values in [0, Tk]; null = all keys valid
+
+  int64_t q_stride_b, q_stride_h, q_stride_t;
+  int64_t k_stride_b, k_stride_h, k_stride_t;
+  int64_t v_stride_b, v_stride_h, v_stride_t;
+
+  int64_t batch;     // B
+  int64_t heads;     // H
+  int64_t q_len;     // Tq
+  int64_t k_len;     // Tk
+  int64_t head_dim;  // D
+  T scale;           // usually 1/sqrt(D)
+  bool causal;
+};
+
+template <typename T>
+struct AttentionBackwardParams {
+  const T* q;     // q: [B, H, Tq, D], strided as in the forward
+  const T* k;     // k: [B, H, Tk, D], strided
+  const T* v;     // v: [B, H, Tk, D], strided
+  const T* o;     // o: [B, H, Tq, D], contiguous (flash only)
+  const T* lse;   // lse: [B, H, Tq], contiguous (flash only)
+  const T* probs; // probs: [B, H, Tq, Tk], contiguous (naive only)
+  const T* d_o;   // d_o: [B, H, Tq, D], contiguous
+  T* dq;          // dq: [B, H, Tq, D], contiguous (written)
+  T* dk;          // dk: [B, H, Tk, D], contiguous (written)
+  T* dv;          // dv: [B, H, Tk, D], contiguous (written)
+  const int64_t* key_lengths;  // key_lengths: [B] or null
+
+  int64_t q_stride_b, q_stride_h, q_stride_t;
+  int64_t k_stride_b, k_stride_h, k_stride_t;
+  int64_t v_stride_b, v_stride_h, v_stride_t;
+
+  int64_t batch, heads, q_len, k_len, head_dim;
+  T scale;
+  bool causal;
+};
+
+}  // namespace nmt::ops

@@ -1,0 +1,45 @@
+// The `torch` backend: LibTorch's own scaled-dot-product attention, the
+// reference the other backends are measured against.
+#include <torch/version.h>
+
+#include <cmath>
+
+#include "ops/attention/attention.h"
+
+namespace nmt::ops {
+
+at::Tensor attention_torch(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const AttentionOptions& options) {
+  const int64_t batch = q.size(0), q_len = q.size(2), k_len = k.size(2);
+  const double default_scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const double scale = options.scale.value_or(default_scale);
+
+  // LibTorch gives NaN for a row with no visible key. Such rows are opened to
+  // every key (a finite softmax) and their output multiplied by 0, so both the
+  // output and the gradients flowing back through them are exactly zero.
+  c10::optional<at::Tensor> mask;  // std::optional only from 2.x on
+  at::Tensor row_visible;
+  if (options.causal || options.key_lengths.defined()) {
+    at::Tensor m = visibility_mask(batch, q_len, k_len, options, q.options());
+    const at::Tensor empty_row = m.logical_not().all(-1, /*keepdim=*/true);  // [B,1,Tq,1]
+    if (options.key_lengths.defined() && empty_row.any().item<bool>()) {
+      m = m | empty_row;
+      row_visible = empty_row.logical_not().to(q.scalar_type());
+    }
+    mask = m;
+  }
+
+#if TORCH_VERSION_MAJOR >= 2
+  at::Tensor out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/false, scale);
+#else
+  // 1.13 has no scale argument (it always uses 1/sqrt(D)); its boolean mask
+  // means "may attend", as in 2.x.
+  const at::Tensor q_scaled = scale == default_scale ? q : q * (scale / default_scale);
+  at::Tensor out = std::get<0>(at::_scaled_dot_product_attention(
+      q_scaled, k, v, mask, 0.0, /*need_attn_weights=*/false, /*is_causal=*/false));
+#endif
+  if (row_visible.defined()) out = out * row_visible;
+  return out;
+}
+
+}  // namespace nmt::ops

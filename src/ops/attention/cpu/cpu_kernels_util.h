@@ -1,0 +1,182 @@
+// SIMD helpers shared by the CPU attention kernels: a portable vector type
+// (GCC/Clang vector extensions, so one code path compiles to AVX-512, AVX2
+// or SSE depending on -march), a range-reduced polynomial exp2, and a
+// 64-byte aligned scratch buffer. No LibTorch, no intrinsics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace nmt::ops::cpu::detail {
+
+// Vector width follows the instruction set we are compiled for. kAccRegs is
+// how many vector registers a micro-kernel may keep as accumulators while
+// leaving room for the loaded operands (32 registers with AVX-512, 16 else).
+#if defined(__AVX512F__)
+inline constexpr int kVecBytes = 64;
+inline constexpr int kAccRegs = 24;
+#elif defined(__AVX__)
+inline constexpr int kVecBytes = 32;
+inline constexpr int kAccRegs = 12;
+#else
+inline constexpr int kVecBytes = 16;
+inline constexpr int kAccRegs = 12;
+#endif
+
+template <typename T>
+struct Simd;
+
+// Polynomial coefficients below approximate 2^f on [-0.5, 0.5]; they are
+// Chebyshev interpolants converted to monomial form (max relative error
+// 2.5e-9 for the degree-6 float version, 4.3e-18 for degree-11 double), so
+// the result is within ~1-2 ulp after rounding.
+template <>
+struct Simd<float> {
+  typedef float Vec __attribute__((vector_size(kVecBytes)));
+  typedef int32_t Mask __attribute__((vector_size(kVecBytes)));
+  typedef uint32_t Bits __attribute__((vector_size(kVecBytes)));
+  static constexpr int kLanes = kVecBytes / sizeof(float);
+  // Adding 1.5 * 2^23 rounds to an integer n and leaves n in the low
+  // mantissa bits, so (bits + bias) << mantissa is 2^n with no conversion.
+  static constexpr float kRoundMagic = 12582912.0f;
+  static constexpr uint32_t kExpBias = 127;
+  static constexpr int kMantissaBits = 23;
+  // Clamping at -127 makes the exponent field 0 (result exactly 0, also
+  // for -inf inputs) instead of wrapping around.
+  static constexpr float kMinArg = -127.0f;
+  static constexpr float kMaxArg = 127.0f;
+  static constexpr int kPolyDegree = 6;
+  static constexpr float kPoly[kPolyDegree + 1] = {
+      1.0f,
+      6.931472067028325960e-01f,
+      2.402265092228875808e-01f,
+      5.550327226670301710e-02f,
+      9.618056678524637131e-03f,
+      1.340042817761593862e-03f,
+      1.546144469856933819e-04f};
+};
+
+template <>
+struct Simd<double> {
+  typedef double Vec __attribute__((vector_size(kVecBytes)));
+  typedef int64_t Mask __attribute__((vector_size(kVecBytes)));
+  typedef uint64_t Bits __attribute__((vector_size(kVecBytes)));
+  static constexpr int kLanes = kVecBytes / sizeof(double);
+  static constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
+  static constexpr uint64_t kExpBias = 1023;
+  static constexpr int kMantissaBits = 52;
+  static constexpr double kMinArg = -1023.0;
+  static constexpr double kMaxArg = 1023.0;
+  static constexpr int kPolyDegree = 11;
+  static constexpr double kPoly[kPolyDegree + 1] = {
+      9.999999999999999968558e-01, 6.931471805599453092119e-01,
+      2.402265069591016003158e-01, 5.550410866482163352081e-02,
+      9.618129107587148869840e-03, 1.333355814640424641051e-03,
+      1.540353046382442741911e-04, 1.525273384419583773430e-05,
+      1.321543249489089197046e-06, 1.017805583470079725368e-07,
+      7.074200420606509390699e-09, 4.456022374666841290979e-10};
+};
+
+template <typename T>
+using Vec = typename Simd<T>::Vec;
+
+template <typename T>
+inline constexpr int kLanes = Simd<T>::kLanes;
+
+template <typename T>
+inline Vec<T> vec_set1(T x) {
+  return Vec<T>{} + x;
+}
+
+// Pointers given to these two must be aligned to the vector size (all our
+// packed tiles are).
+template <typename T>
+inline Vec<T> vec_load(const T* ptr) {
+  return *reinterpret_cast<const Vec<T>*>(ptr);
+}
+
+template <typename T>
+inline void vec_store(T* ptr, Vec<T> x) {
+  *reinterpret_cast<Vec<T>*>(ptr) = x;
+}
+
+// Element type of a vector type (lets the functions below deduce it).
+template <typename V>
+using ElementOf = std::decay_t<decltype(std::declval<V>()[0])>;
+
+template <typename V>
+inline V vec_max(V a, V b) {
+  return a > b ? a : b;
+}
+
+// Reinterprets the bits of a vector (std::bit_cast is C++20).
+template <typename To, typename From>
+inline To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+// 2^x for every lane. Inputs at or below kMinArg (including -inf) give 0,
+// so masked scores can be fed straight in.
+template <typename V>
+inline V vec_exp2(V x) {
+  using T = ElementOf<V>;
+  using S = Simd<T>;
+  using Bits = typename S::Bits;
+  x = x < S::kMinArg ? vec_set1<T>(S::kMinArg) : x;
+  x = x > S::kMaxArg ? vec_set1<T>(S::kMaxArg) : x;
+  const V shifted = x + S::kRoundMagic;
+  const V n = shifted - S::kRoundMagic;
+  const V f = x - n;  // in [-0.5, 0.5]
+  V poly = vec_set1<T>(S::kPoly[S::kPolyDegree]);
+#pragma GCC unroll 16
+  for (int i = S::kPolyDegree - 1; i >= 0; --i) poly = poly * f + S::kPoly[i];
+  const Bits pow2n = (bit_cast<Bits>(shifted) + S::kExpBias) << S::kMantissaBits;
+  return poly * bit_cast<V>(pow2n);
+}
+
+inline constexpr int64_t round_up(int64_t x, int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
+// Uninitialized, 64-byte aligned scratch memory (per-thread tiles).
+template <typename T>
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(int64_t count) { reset(count); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& other) noexcept : data_(std::exchange(other.data_, nullptr)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    return *this;
+  }
+  ~AlignedBuffer() { std::free(data_); }
+
+  void reset(int64_t count) {
+    std::free(data_);
+    data_ = nullptr;
+    if (count <= 0) return;
+    const auto bytes = static_cast<size_t>(
+        round_up(count * static_cast<int64_t>(sizeof(T)), 64));
+    data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](int64_t i) { return data_[i]; }
+
+ private:
+  T* data_ = nullptr;
+};
+
+}  // namespace nmt::ops::cpu::detail

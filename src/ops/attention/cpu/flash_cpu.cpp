@@ -1,0 +1,576 @@
+// FlashAttention-2 on the CPU: tiled attention with an online softmax, so no
+// [Tq, Tk] buffer ever exists. The tile products run on our own
+// register-blocked micro-kernel (micro_kernel below) rather than on BLAS:
+// the tiles are small (64 x 64 x D), BLAS call/packing overhead would
+// dominate, and a pthread OpenBLAS called from OpenMP workers could spawn its
+// own threads on top of ours.
+//
+// Layout trick: every tile keeps one index as the SIMD lane dimension.
+//   forward : lanes = query rows. Q_i is packed transposed once per task and
+//             K_j / V_j rows are read in place by scalar broadcast, so the
+//             row-wise max/sum of the online softmax are plain vertical
+//             vector ops (no horizontal reductions) and K, V need no copy.
+//   backward: lanes = keys. K_j / V_j are packed once per task (the task
+//             owns one key block), Q_i / dO_i rows are read in place.
+// Scores are computed in base 2 (scale * log2(e) folded into the packed
+// operand), so each probability costs one exp2 polynomial and no multiply.
+#include "ops/attention/cpu/attention_cpu.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ops/attention/cpu/cpu_kernels_util.h"
+
+namespace nmt::ops::cpu {
+namespace {
+
+using detail::AlignedBuffer;
+using detail::kAccRegs;
+using detail::kLanes;
+using detail::round_up;
+using detail::Vec;
+using detail::vec_exp2;
+using detail::vec_load;
+using detail::vec_max;
+using detail::vec_set1;
+using detail::vec_store;
+
+// Forward: a task is (b, h, query block of kBlockQ rows); it walks the key
+// blocks of kBlockK keys. kBlockQ must be a multiple of the vector lanes.
+constexpr int64_t kBlockQ = 64;
+constexpr int64_t kBlockK = 64;
+// Backward: a task is (b, h, key block of kBwdBlockK keys, the lane
+// dimension); it walks query blocks of kBwdBlockQ rows.
+constexpr int64_t kBwdBlockK = 64;
+constexpr int64_t kBwdBlockQ = 64;
+
+constexpr double kLog2e = 1.4426950408889634074;
+constexpr double kLn2 = 0.69314718055994530942;
+
+static_assert(kBlockQ % kLanes<double> == 0 && kBlockQ % kLanes<float> == 0);
+static_assert(kBwdBlockK % kLanes<double> == 0 && kBwdBlockK % kLanes<float> == 0);
+
+// Rows per register strip for NR accumulator vectors per row: fill the
+// accumulator registers, but keep at least two rows so loads are shared.
+template <int NR>
+constexpr int kStripRows = std::clamp(kAccRegs / NR, 2, 8);
+
+int64_t visible_keys(const int64_t* key_lengths, int64_t b, int64_t k_len) {
+  if (key_lengths == nullptr) return k_len;
+  return std::clamp<int64_t>(key_lengths[b], 0, k_len);
+}
+
+// Lane indices 0, 1, ..., L-1 as integers of the element width, for masks.
+template <typename T>
+typename detail::Simd<T>::Mask lane_iota() {
+  typename detail::Simd<T>::Mask iota{};
+  for (int t = 0; t < kLanes<T>; ++t) iota[t] = t;
+  return iota;
+}
+
+// The register-blocked product everything runs on. For an MR x NR strip:
+//   acc[i][v] = init(i, v) + sum_{k < depth} x[i * x_si + k * x_sk] * w[k * ldw + v * L + lane]
+//   epilogue(i, v, acc[i][v])
+// x is read one scalar at a time (broadcast), so it may be a strided user
+// tensor in either orientation; w is a packed, vector-aligned tile. The
+// accumulators stay in registers for the whole depth loop.
+template <typename T, int MR, int NR, typename Init, typename Epilogue>
+inline __attribute__((always_inline)) void micro_kernel(
+    int64_t depth, const T* x, int64_t x_si, int64_t x_sk, const T* w, int64_t ldw,
+    const Init& init, const Epilogue& epilogue) {
+  constexpr int L = kLanes<T>;
+  Vec<T> acc[MR][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+    for (int v = 0; v < NR; ++v) acc[i][v] = init(i, v);
+  }
+  for (int64_t k = 0; k < depth; ++k) {
+    const T* w_k = w + k * ldw;
+    const T* x_k = x + k * x_sk;
+    Vec<T> w_vec[NR];
+#pragma GCC unroll 16
+    for (int v = 0; v < NR; ++v) w_vec[v] = vec_load(w_k + v * L);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const T x_ik = x_k[i * x_si];
+#pragma GCC unroll 16
+      for (int v = 0; v < NR; ++v) acc[i][v] += x_ik * w_vec[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+    for (int v = 0; v < NR; ++v) epilogue(i, v, acc[i][v]);
+  }
+}
+
+// Dispatches a leftover strip of `rows` < kStripRows rows to the matching
+// instantiation, so row counts need not be multiples of the strip.
+template <typename T, int NR, int MR, typename Init, typename Epilogue>
+inline void remainder_strip(int64_t rows, int64_t row0, int64_t depth, const T* x, int64_t x_si,
+                            int64_t x_sk, const T* w, int64_t ldw, const Init& init,
+                            const Epilogue& epilogue) {
+  if constexpr (MR >= 1) {
+    if (rows == MR) {
+      micro_kernel<T, MR, NR>(
+          depth, x + row0 * x_si, x_si, x_sk, w, ldw,
+          [&](int i, int v) { return init(row0 + i, v); },
+          [&](int i, int v, Vec<T> a) { epilogue(row0 + i, v, a); });
+    } else {
+      remainder_strip<T, NR, MR - 1>(rows, row0, depth, x, x_si, x_sk, w, ldw, init, epilogue);
+    }
+  }
+}
+
+// out rows [0, rows) x NR vectors = x-strips times packed w; init/epilogue
+// get the absolute row index.
+//   x: [rows, depth] read as x[row * x_si + k * x_sk]
+//   w: [depth, NR * L] packed, row stride ldw
+template <typename T, int NR, typename Init, typename Epilogue>
+void tile_gemm(int64_t rows, int64_t depth, const T* x, int64_t x_si, int64_t x_sk, const T* w,
+               int64_t ldw, const Init& init, const Epilogue& epilogue) {
+  constexpr int kMr = kStripRows<NR>;
+  int64_t row0 = 0;
+  for (; row0 + kMr <= rows; row0 += kMr) {
+    micro_kernel<T, kMr, NR>(
+        depth, x + row0 * x_si, x_si, x_sk, w, ldw,
+        [&](int i, int v) { return init(row0 + i, v); },
+        [&](int i, int v, Vec<T> a) { epilogue(row0 + i, v, a); });
+  }
+  if (row0 < rows) {
+    remainder_strip<T, NR, kMr - 1>(rows - row0, row0, depth, x, x_si, x_sk, w, ldw, init,
+                                    epilogue);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------
+
+template <typename T>
+struct ForwardScratch {
+  explicit ForwardScratch(int64_t head_dim)
+      : qt(head_dim * kBlockQ), st(kBlockK * kBlockQ), ot(head_dim * kBlockQ) {}
+  AlignedBuffer<T> qt;  // qt: [D, kBlockQ], queries * scale * log2(e), transposed
+  AlignedBuffer<T> st;  // st: [kBlockK, kBlockQ], base-2 scores, then probabilities, transposed
+  AlignedBuffer<T> ot;  // ot: [D, kBlockQ], unnormalized output, transposed
+};
+
+// One query block: rows [i0, i0 + kBlockQ) of head (b, h).
+template <typename T>
+void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i0,
+                         ForwardScratch<T>& scratch) {
+  using V = Vec<T>;
+  constexpr int L = kLanes<T>;
+  constexpr int NR = kBlockQ / L;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  const int64_t D = p.head_dim, Tq = p.q_len;
+  const int64_t rows = std::min(kBlockQ, Tq - i0);
+
+  const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i0 * p.q_stride_t;  // q: [rows, D]
+  const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  T* o = p.o + ((b * p.heads + h) * Tq + i0) * D;          // o: [rows, D]
+  T* lse = p.lse + (b * p.heads + h) * Tq + i0;            // lse: [rows]
+  T* qt = scratch.qt.data();
+  T* st = scratch.st.data();
+  T* ot = scratch.ot.data();
+
+  // Keys at or past key_end are invisible to every row of this block.
+  int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
+  if (p.causal) key_end = std::min(key_end, i0 + rows);
+  if (key_end == 0) {
+    std::fill(o, o + rows * D, T(0));
+    std::fill(lse, lse + rows, neg_inf);
+    return;
+  }
+
+  // Pack Q_i transposed (lanes = query rows); padding rows are zero so they
+  // produce harmless finite scores.
+  const T q_scale = p.scale * static_cast<T>(kLog2e);
+  for (int64_t r = 0; r < kBlockQ; ++r) {
+    const T* q_r = q + r * p.q_stride_t;
+    for (int64_t d = 0; d < D; ++d) qt[d * kBlockQ + r] = r < rows ? q_r[d] * q_scale : T(0);
+  }
+
+  const auto iota = lane_iota<T>();
+  V m[NR], l[NR];  // running row max (base 2) and row sum, one lane per query row
+  for (int vi = 0; vi < NR; ++vi) {
+    m[vi] = vec_set1(neg_inf);
+    l[vi] = vec_set1(T(0));
+  }
+
+  for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+    const int64_t n = std::min(kBlockK, key_end - j0);
+    // Only a block crossing the diagonal needs an element-wise mask;
+    // length masking is already done by stopping at key_end.
+    const bool straddles = p.causal && j0 + n - 1 > i0;
+
+    // pass 1: S^T = K_j Q_i^T (base 2), causal mask, block max per row
+    V block_max[NR];
+    for (int vi = 0; vi < NR; ++vi) block_max[vi] = vec_set1(neg_inf);
+    tile_gemm<T, NR>(
+        n, D, k + j0 * p.k_stride_t, p.k_stride_t, 1, qt, kBlockQ,
+        [](int64_t, int) { return V{}; },
+        [&](int64_t c, int vi, V s) {
+          if (straddles) {
+            // Query row i0 + r sees key j0 + c iff r >= j0 + c - i0.
+            const int64_t first_row = std::clamp<int64_t>(j0 + c - i0, 0, kBlockQ);
+            s = (iota + vi * L) < static_cast<int>(first_row) ? vec_set1(neg_inf) : s;
+          }
+          vec_store(st + c * kBlockQ + vi * L, s);
+          block_max[vi] = vec_max(block_max[vi], s);
+        });
+
+    // pass 2: online softmax. alpha rescales what was accumulated under the
+    // old max. A row that has seen no visible key keeps m = -inf; using 0 as
+    // its reference avoids exp2(-inf - -inf) = NaN (it gives exactly 0).
+    V alpha[NR], m_ref[NR], row_sum[NR];
+    for (int vi = 0; vi < NR; ++vi) {
+      const V m_new = vec_max(m[vi], block_max[vi]);
+      m_ref[vi] = m_new == neg_inf ? V{} : m_new;
+      alpha[vi] = vec_exp2(m[vi] - m_ref[vi]);
+      m[vi] = m_new;
+      row_sum[vi] = V{};
+    }
+    for (int64_t c = 0; c < n; ++c) {
+      T* st_c = st + c * kBlockQ;
+#pragma GCC unroll 16
+      for (int vi = 0; vi < NR; ++vi) {
+        const V e = vec_exp2(vec_load(st_c + vi * L) - m_ref[vi]);
+        vec_store(st_c + vi * L, e);
+        row_sum[vi] += e;
+      }
+    }
+    for (int vi = 0; vi < NR; ++vi) l[vi] = alpha[vi] * l[vi] + row_sum[vi];
+
+    // pass 3: O^T = diag(alpha) O^T + V_j^T P^T. The first block overwrites
+    // ot, so it never needs clearing.
+    const bool first = j0 == 0;
+    tile_gemm<T, NR>(
+        D, n, v + j0 * p.v_stride_t, 1, p.v_stride_t, st, kBlockQ,
+        [&](int64_t d, int vi) {
+          return first ? V{} : vec_load(ot + d * kBlockQ + vi * L) * alpha[vi];
+        },
+        [&](int64_t d, int vi, V a) { vec_store(ot + d * kBlockQ + vi * L, a); });
+  }
+
+  // pass 4: normalize, transpose back, and save lse = ln(sum exp) for backward
+  for (int64_t r = 0; r < rows; ++r) {
+    const T l_r = l[r / L][r % L];
+    const T m_r = m[r / L][r % L];
+    const T inv_l = l_r > T(0) ? T(1) / l_r : T(0);
+    T* o_r = o + r * D;
+    for (int64_t d = 0; d < D; ++d) o_r[d] = ot[d * kBlockQ + r] * inv_l;
+    lse[r] = l_r > T(0) ? (m_r + std::log2(l_r)) * static_cast<T>(kLn2) : neg_inf;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Backward
+// ---------------------------------------------------------------------------
+
+template <typename T>
+struct BackwardScratch {
+  BackwardScratch(int64_t head_dim, int64_t padded_dim, int64_t q_len)
+      : kt(head_dim * kBwdBlockK),
+        vt(head_dim * kBwdBlockK),
+        kp(kBwdBlockK * padded_dim),
+        dkt(head_dim * kBwdBlockK),
+        dvt(head_dim * kBwdBlockK),
+        pt(kBwdBlockQ * kBwdBlockK),
+        ds(kBwdBlockQ * kBwdBlockK),
+        dq_acc(q_len * padded_dim) {}
+  AlignedBuffer<T> kt;      // kt: [D, Bk], keys * scale * log2(e), transposed
+  AlignedBuffer<T> vt;      // vt: [D, Bk], values transposed
+  AlignedBuffer<T> kp;      // kp: [Bk, Dp], keys with rows padded to Dp (lanes = head dim)
+  AlignedBuffer<T> dkt;     // dkt: [D, Bk], dK_j / scale accumulator, transposed
+  AlignedBuffer<T> dvt;     // dvt: [D, Bk], dV_j accumulator, transposed
+  AlignedBuffer<T> pt;      // pt: [Bq, Bk], probabilities of the current tile
+  AlignedBuffer<T> ds;      // ds: [Bq, Bk], dS of the current tile
+  AlignedBuffer<T> dq_acc;  // dq_acc: [Tq, Dp], dQ / scale accumulator for one head
+};
+
+// dQ_i += dS K_j for rows [0, rows): lanes run over the (padded) head dim,
+// chunked into at most kDqChunk vectors per strip.
+//   ds: [rows, Bk], kp: [n, Dp], dq_acc: [rows, Dp]
+template <typename T, int NR>
+void dq_chunk(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded_dim,
+              T* dq_acc) {
+  constexpr int L = kLanes<T>;
+  tile_gemm<T, NR>(
+      rows, n, ds, kBwdBlockK, 1, kp, padded_dim,
+      [&](int64_t r, int vi) { return vec_load(dq_acc + r * padded_dim + vi * L); },
+      [&](int64_t r, int vi, Vec<T> a) { vec_store(dq_acc + r * padded_dim + vi * L, a); });
+}
+
+template <typename T>
+void dq_update(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded_dim,
+               T* dq_acc) {
+  constexpr int L = kLanes<T>;
+  constexpr int kDqChunk = 4;
+  const int64_t vecs = padded_dim / L;
+  for (int64_t v0 = 0; v0 < vecs; v0 += kDqChunk) {
+    const T* kp_v = kp + v0 * L;
+    T* acc_v = dq_acc + v0 * L;
+    switch (std::min<int64_t>(kDqChunk, vecs - v0)) {
+      case 4: dq_chunk<T, 4>(rows, n, ds, kp_v, padded_dim, acc_v); break;
+      case 3: dq_chunk<T, 3>(rows, n, ds, kp_v, padded_dim, acc_v); break;
+      case 2: dq_chunk<T, 2>(rows, n, ds, kp_v, padded_dim, acc_v); break;
+      default: dq_chunk<T, 1>(rows, n, ds, kp_v, padded_dim, acc_v); break;
+    }
+  }
+}
+
+// One key block: keys [j0, j0 + n) of head (b, h). Accumulates this block's
+// share of dQ into dq_acc and writes dK_j, dV_j.
+//   lse2: [Tq] base-2 lse of this head (+inf for rows that see no key)
+//   delta: [Tq] rowsum(dO * O) of this head
+//   dq_acc: [Tq, Dp]
+template <typename T>
+void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t h, int64_t j0,
+                        int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
+                        BackwardScratch<T>& scratch) {
+  using V = Vec<T>;
+  constexpr int L = kLanes<T>;
+  constexpr int NR = kBwdBlockK / L;
+  constexpr int64_t Bk = kBwdBlockK;
+  const int64_t D = p.head_dim, Tq = p.q_len;
+  const int64_t Dp = round_up(D, L);
+  const int64_t n = std::min(Bk, key_end - j0);
+
+  const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
+  const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h + j0 * p.k_stride_t;  // k: [n, D]
+  const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h + j0 * p.v_stride_t;  // v: [n, D]
+  const T* d_o = p.d_o + (b * p.heads + h) * Tq * D;           // d_o: [Tq, D]
+  T* dk = p.dk + ((b * p.heads + h) * p.k_len + j0) * D;       // dk: [n, D]
+  T* dv = p.dv + ((b * p.heads + h) * p.k_len + j0) * D;       // dv: [n, D]
+  T* kt = scratch.kt.data();
+  T* vt = scratch.vt.data();
+  T* kp = scratch.kp.data();
+  T* dkt = scratch.dkt.data();
+  T* dvt = scratch.dvt.data();
+  T* pt = scratch.pt.data();
+  T* ds = scratch.ds.data();
+
+  // Pack K_j, V_j once for all query blocks. Padding keys (c >= n) are zero
+  // in kt/vt and their probabilities are masked to 0 below.
+  const T k_scale = p.scale * static_cast<T>(kLog2e);
+  for (int64_t c = 0; c < Bk; ++c) {
+    const bool real = c < n;
+    const T* k_c = k + c * p.k_stride_t;
+    const T* v_c = v + c * p.v_stride_t;
+    for (int64_t d = 0; d < D; ++d) {
+      kt[d * Bk + c] = real ? k_c[d] * k_scale : T(0);
+      vt[d * Bk + c] = real ? v_c[d] : T(0);
+    }
+    if (real) {
+      std::copy(k_c, k_c + D, kp + c * Dp);
+      std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
+    }
+  }
+  std::fill(dkt, dkt + D * Bk, T(0));
+  std::fill(dvt, dvt + D * Bk, T(0));
+
+  const auto iota = lane_iota<T>();
+  // Causal: query rows before j0 see none of these keys.
+  const int64_t q_begin = p.causal ? j0 : 0;
+  for (int64_t i0 = q_begin; i0 < Tq; i0 += kBwdBlockQ) {
+    const int64_t rows = std::min(kBwdBlockQ, Tq - i0);
+    const T* q_i = q + i0 * p.q_stride_t;  // q_i: [rows, D]
+    const T* do_i = d_o + i0 * D;          // do_i: [rows, D]
+    const T* lse2_i = lse2 + i0;
+    const T* delta_i = delta + i0;
+    const bool causal_mask = p.causal && j0 + n - 1 > i0;
+    const bool needs_mask = causal_mask || n < Bk;
+
+    // pass 1: P = exp2(S - lse) with S = Q_i K_j^T recomputed (base 2)
+    tile_gemm<T, NR>(
+        rows, D, q_i, p.q_stride_t, 1, kt, Bk, [](int64_t, int) { return V{}; },
+        [&](int64_t r, int vi, V s) {
+          V prob = vec_exp2(s - lse2_i[r]);
+          if (needs_mask) {
+            // Key j0 + c is visible to row i0 + r iff c < n and c <= i0 + r - j0.
+            const int64_t last = causal_mask ? std::clamp<int64_t>(i0 + r - j0, -1, n - 1) : n - 1;
+            prob = (iota + vi * L) > static_cast<int>(last) ? V{} : prob;
+          }
+          vec_store(pt + r * Bk + vi * L, prob);
+        });
+
+    // pass 2: dS = P * (dO_i V_j^T - delta)
+    tile_gemm<T, NR>(
+        rows, D, do_i, D, 1, vt, Bk, [](int64_t, int) { return V{}; },
+        [&](int64_t r, int vi, V dp) {
+          const V prob = vec_load(pt + r * Bk + vi * L);
+          vec_store(ds + r * Bk + vi * L, prob * (dp - delta_i[r]));
+        });
+
+    // pass 3: dV_j^T += dO_i^T P and dK_j^T += Q_i^T dS (scale applied at the end)
+    tile_gemm<T, NR>(
+        D, rows, do_i, 1, D, pt, Bk,
+        [&](int64_t d, int vi) { return vec_load(dvt + d * Bk + vi * L); },
+        [&](int64_t d, int vi, V a) { vec_store(dvt + d * Bk + vi * L, a); });
+    tile_gemm<T, NR>(
+        D, rows, q_i, 1, p.q_stride_t, ds, Bk,
+        [&](int64_t d, int vi) { return vec_load(dkt + d * Bk + vi * L); },
+        [&](int64_t d, int vi, V a) { vec_store(dkt + d * Bk + vi * L, a); });
+
+    // pass 4: dQ_i += dS K_j (scale applied when dq is written)
+    dq_update(rows, n, ds, kp, Dp, dq_acc + i0 * Dp);
+  }
+
+  // Transpose the dK_j, dV_j accumulators back into [n, D] rows.
+  for (int64_t c = 0; c < n; ++c) {
+    for (int64_t d = 0; d < D; ++d) {
+      dk[c * D + d] = dkt[d * Bk + c] * p.scale;
+      dv[c * D + d] = dvt[d * Bk + c];
+    }
+  }
+}
+
+// Keys at or beyond this index receive no gradient in batch row b.
+template <typename T>
+int64_t backward_key_end(const AttentionBackwardParams<T>& p, int64_t b) {
+  int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
+  // Causal: key j is seen only by rows i >= j, and there are q_len rows.
+  if (p.causal) key_end = std::min(key_end, p.q_len);
+  return key_end;
+}
+
+}  // namespace
+
+template <typename T>
+void flash_attention_forward(const AttentionForwardParams<T>& p) {
+  const int64_t B = p.batch, H = p.heads, Tq = p.q_len;
+  const int64_t num_q_blocks = (Tq + kBlockQ - 1) / kBlockQ;
+  const int64_t num_tasks = B * H * num_q_blocks;
+
+  // Scratch is allocated up front so an allocation failure throws here
+  // instead of terminating inside the parallel region.
+  const int max_threads = omp_get_max_threads();
+  std::vector<ForwardScratch<T>> scratches;
+  scratches.reserve(static_cast<size_t>(max_threads));
+  for (int t = 0; t < max_threads; ++t) scratches.emplace_back(p.head_dim);
+
+#pragma omp parallel num_threads(max_threads)
+  {
+    ForwardScratch<T>& scratch = scratches[static_cast<size_t>(omp_get_thread_num())];
+    // Dynamic: causal blocks differ in cost. Within a head the heaviest
+    // (last) query blocks go first so the tail of the schedule is short.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < num_tasks; ++task) {
+      const int64_t bh = task / num_q_blocks;
+      const int64_t qb = num_q_blocks - 1 - task % num_q_blocks;
+      forward_query_block(p, bh / H, bh % H, qb * kBlockQ, scratch);
+    }
+  }
+}
+
+template <typename T>
+void flash_attention_backward(const AttentionBackwardParams<T>& p) {
+  constexpr int L = kLanes<T>;
+  const int64_t B = p.batch, H = p.heads, Tq = p.q_len, Tk = p.k_len, D = p.head_dim;
+  const int64_t BH = B * H;
+  const int64_t Dp = round_up(D, L);
+  if (BH == 0) return;
+
+  // Per-row constants of the softmax backward: lse in base 2 (+inf for rows
+  // that see no key, so exp2(S - lse2) is 0 rather than NaN) and
+  // delta = rowsum(dO * O) = rowsum(dP * P). Also clear the dK/dV rows of
+  // keys no query can see; no task visits them.
+  AlignedBuffer<T> lse2(BH * Tq), delta(BH * Tq);
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    for (int64_t i = 0; i < Tq; ++i) {
+      const int64_t row = bh * Tq + i;
+      const T lse = p.lse[row];
+      lse2[row] = lse == -std::numeric_limits<T>::infinity()
+                      ? std::numeric_limits<T>::infinity()
+                      : lse * static_cast<T>(kLog2e);
+      const T* d_o = p.d_o + row * D;
+      const T* o = p.o + row * D;
+      T sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t d = 0; d < D; ++d) sum += d_o[d] * o[d];
+      delta[row] = sum;
+    }
+    const int64_t key_end = backward_key_end(p, bh / H);
+    std::fill(p.dk + (bh * Tk + key_end) * D, p.dk + (bh + 1) * Tk * D, T(0));
+    std::fill(p.dv + (bh * Tk + key_end) * D, p.dv + (bh + 1) * Tk * D, T(0));
+  }
+
+  // dQ_i collects contributions from every key block. With enough heads each
+  // thread owns whole heads and accumulates dQ privately; otherwise the key
+  // blocks of one head are shared out and per-thread dQ partials are summed.
+  const int max_threads = omp_get_max_threads();
+  const bool own_heads = max_threads == 1 || BH % max_threads == 0 || BH >= 4 * max_threads;
+  std::vector<BackwardScratch<T>> scratches;
+  scratches.reserve(static_cast<size_t>(max_threads));
+  for (int t = 0; t < max_threads; ++t) scratches.emplace_back(D, Dp, Tq);
+
+#pragma omp parallel num_threads(max_threads)
+  {
+    BackwardScratch<T>& scratch = scratches[static_cast<size_t>(omp_get_thread_num())];
+    T* dq_acc = scratch.dq_acc.data();
+    if (own_heads) {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t bh = 0; bh < BH; ++bh) {
+        const int64_t b = bh / H, h = bh % H;
+        const T* lse2_bh = lse2.data() + bh * Tq;
+        const T* delta_bh = delta.data() + bh * Tq;
+        const int64_t key_end = backward_key_end(p, b);
+        std::fill(dq_acc, dq_acc + Tq * Dp, T(0));
+        for (int64_t j0 = 0; j0 < key_end; j0 += kBwdBlockK) {
+          backward_key_block(p, b, h, j0, key_end, lse2_bh, delta_bh, dq_acc, scratch);
+        }
+        T* dq = p.dq + bh * Tq * D;  // dq: [Tq, D]
+        for (int64_t i = 0; i < Tq; ++i) {
+          for (int64_t d = 0; d < D; ++d) dq[i * D + d] = dq_acc[i * Dp + d] * p.scale;
+        }
+      }
+    } else {
+      const int num_threads = omp_get_num_threads();
+      for (int64_t bh = 0; bh < BH; ++bh) {
+        const int64_t b = bh / H, h = bh % H;
+        const T* lse2_bh = lse2.data() + bh * Tq;
+        const T* delta_bh = delta.data() + bh * Tq;
+        const int64_t key_end = backward_key_end(p, b);
+        const int64_t num_k_blocks = (key_end + kBwdBlockK - 1) / kBwdBlockK;
+        std::fill(dq_acc, dq_acc + Tq * Dp, T(0));
+        // Causal: early key blocks see the most query rows; they go first.
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t kb = 0; kb < num_k_blocks; ++kb) {
+          backward_key_block(p, b, h, kb * kBwdBlockK, key_end, lse2_bh, delta_bh, dq_acc,
+                             scratch);
+        }
+        // The implicit barriers of both loops separate this sum from the
+        // accumulation above and from the clearing of the next head.
+        T* dq = p.dq + bh * Tq * D;  // dq: [Tq, D]
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < Tq; ++i) {
+          for (int64_t d = 0; d < D; ++d) {
+            T sum = 0;
+            for (int t = 0; t < num_threads; ++t) {
+              sum += scratches[static_cast<size_t>(t)].dq_acc[i * Dp + d];
+            }
+            dq[i * D + d] = sum * p.scale;
+          }
+        }
+      }
+    }
+  }
+}
+
+template void flash_attention_forward<float>(const AttentionForwardParams<float>&);
+template void flash_attention_forward<double>(const AttentionForwardParams<double>&);
+template void flash_attention_backward<float>(const AttentionBackwardParams<float>&);
+template void flash_attention_backward<double>(const AttentionBackwardParams<double>&);
+
+}  // namespace nmt::ops::cpu

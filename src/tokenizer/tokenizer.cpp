@@ -1,0 +1,238 @@
+#include "tokenizer/tokenizer.h"
+
+#include <dlfcn.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/config.h"
+#include "model/transformer.h"
+#include "nmt_build_paths.h"
+#include "tokenizer/spm_shim.h"
+#include "util/errors.h"
+
+namespace nmt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The SentencePiece module, loaded once into its own namespace (spm_shim.h).
+struct SpmLibrary {
+  decltype(&nmt_spm_load) load;
+  decltype(&nmt_spm_free) free;
+  decltype(&nmt_spm_encode) encode;
+  decltype(&nmt_spm_decode) decode;
+  decltype(&nmt_spm_id_to_piece) id_to_piece;
+  decltype(&nmt_spm_vocab_size) vocab_size;
+  decltype(&nmt_spm_special_id) special_id;
+  decltype(&nmt_spm_train) train;
+
+  static const SpmLibrary& get() {
+    static const SpmLibrary lib = open();
+    return lib;
+  }
+
+ private:
+  // Next to the executable (build/), one level up (build/tests/), or where
+  // the build put it; NMT_SPM_MODULE overrides.
+  static std::vector<std::string> candidates() {
+    std::vector<std::string> c;
+    if (const char* env = std::getenv("NMT_SPM_MODULE")) c.emplace_back(env);
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      c.push_back((exe.parent_path() / "libnmt_spm.so").string());
+      c.push_back((exe.parent_path().parent_path() / "libnmt_spm.so").string());
+    }
+    c.emplace_back(NMT_SPM_MODULE_PATH);
+    return c;
+  }
+
+  static SpmLibrary open() {
+    void* h = nullptr;
+    std::string tried;
+    for (const auto& path : candidates()) {
+      if (!fs::exists(path)) continue;
+      h = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (h) break;
+      tried += std::string(" ") + path + " (" + dlerror() + ")";
+    }
+    if (!h) throw std::runtime_error("cannot load the SentencePiece module libnmt_spm.so:" + tried);
+    SpmLibrary lib{};
+    const auto sym = [&](const char* name) {
+      void* p = dlsym(h, name);
+      if (!p) throw std::runtime_error(std::string("libnmt_spm.so lacks ") + name);
+      return p;
+    };
+    lib.load = reinterpret_cast<decltype(lib.load)>(sym("nmt_spm_load"));
+    lib.free = reinterpret_cast<decltype(lib.free)>(sym("nmt_spm_free"));
+    lib.encode = reinterpret_cast<decltype(lib.encode)>(sym("nmt_spm_encode"));
+    lib.decode = reinterpret_cast<decltype(lib.decode)>(sym("nmt_spm_decode"));
+    lib.id_to_piece = reinterpret_cast<decltype(lib.id_to_piece)>(sym("nmt_spm_id_to_piece"));
+    lib.vocab_size = reinterpret_cast<decltype(lib.vocab_size)>(sym("nmt_spm_vocab_size"));
+    lib.special_id = reinterpret_cast<decltype(lib.special_id)>(sym("nmt_spm_special_id"));
+    lib.train = reinterpret_cast<decltype(lib.train)>(sym("nmt_spm_train"));
+    return lib;
+  }
+};
+
+}  // namespace
+
+Tokenizer::Tokenizer(const std::string& model_path) : path_(model_path) {
+  const SpmLibrary& lib = SpmLibrary::get();
+  char err[512] = {0};
+  handle_ = lib.load(model_path.c_str(), err, sizeof err);
+  if (!handle_) throw InputError(model_path + ": cannot load SentencePiece model: " + err);
+  vocab_size_ = lib.vocab_size(handle_);
+  if (lib.special_id(handle_, 0) != kPadId || lib.special_id(handle_, 1) != kUnkId ||
+      lib.special_id(handle_, 2) != kStartId || lib.special_id(handle_, 3) != kEndId) {
+    lib.free(handle_);
+    throw InputError(model_path + ": special ids differ from <pad>=0 <unk>=1 <start>=2 <end>=3");
+  }
+}
+
+Tokenizer::~Tokenizer() {
+  if (handle_) SpmLibrary::get().free(handle_);
+}
+
+Tokenizer::Tokenizer(Tokenizer&& other) noexcept
+    : path_(std::move(other.path_)), handle_(other.handle_), vocab_size_(other.vocab_size_) {
+  other.handle_ = nullptr;
+}
+
+std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
+  const SpmLibrary& lib = SpmLibrary::get();
+  std::vector<int> ids(text.size() + 8);  // never more pieces than bytes (+ a margin)
+  int n = lib.encode(handle_, text.c_str(), ids.data(), static_cast<int>(ids.size()));
+  if (n > static_cast<int>(ids.size())) {
+    ids.resize(n);
+    n = lib.encode(handle_, text.c_str(), ids.data(), n);
+  }
+  return {ids.begin(), ids.begin() + n};
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::vector<int> kept;
+  for (int64_t id : ids)
+    if (id > kEndId && id < vocab_size_) kept.push_back(static_cast<int>(id));
+  const SpmLibrary& lib = SpmLibrary::get();
+  std::string out(kept.size() * 16 + 16, '\0');
+  int n = lib.decode(handle_, kept.data(), static_cast<int>(kept.size()), out.data(),
+                     static_cast<int>(out.size()));
+  if (n > static_cast<int>(out.size())) {
+    out.resize(n);
+    n = lib.decode(handle_, kept.data(), static_cast<int>(kept.size()), out.data(), n);
+  }
+  out.resize(n);
+  return out;
+}
+
+std::vector<std::string> Tokenizer::pieces(const std::vector<int64_t>& ids) const {
+  const SpmLibrary& lib = SpmLibrary::get();
+  std::vector<std::string> out;
+  for (int64_t id : ids) {
+    std::string p(64, '\0');
+    int n = lib.id_to_piece(handle_, static_cast<int>(id), p.data(), static_cast<int>(p.size()));
+    if (n > static_cast<int>(p.size())) {
+      p.resize(n);
+      n = lib.id_to_piece(handle_, static_cast<int>(id), p.data(), n);
+    }
+    p.resize(n);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+int64_t Tokenizer::vocab_size() const { return vocab_size_; }
+
+namespace {
+
+// FNV-1a: a stable content hash (std::hash may differ between builds).
+uint64_t fnv1a(const std::string& bytes, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open training data");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void train_model(const std::string& input, const std::string& prefix, int64_t vocab,
+                 double coverage, const std::string& model_type) {
+  std::ostringstream args;
+  // identity normalization: decode(encode(x)) == x, full-width punctuation kept.
+  args << "--input=" << input << " --model_prefix=" << prefix << " --vocab_size=" << vocab
+       << " --character_coverage=" << coverage << " --model_type=" << model_type
+       << " --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3"
+       << " --pad_piece=<pad> --unk_piece=<unk> --bos_piece=<start> --eos_piece=<end>"
+       << " --normalization_rule_name=identity --hard_vocab_limit=false"
+       << " --num_threads=2 --minloglevel=2";
+  char err[512] = {0};
+  if (SpmLibrary::get().train(args.str().c_str(), err, sizeof err) != 0)
+    throw InputError(input + ": SentencePiece training failed: " + err);
+}
+
+}  // namespace
+
+TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string& train_src,
+                                  const std::string& train_tgt) {
+  const std::string src_text = read_file(train_src);
+  const std::string tgt_text = read_file(train_tgt);
+  std::ostringstream settings;
+  settings << cfg.shared << '|' << cfg.model_type << '|' << cfg.src_vocab_size << '|'
+           << cfg.tgt_vocab_size << '|' << cfg.src_character_coverage << '|'
+           << cfg.tgt_character_coverage << "|v1";
+  uint64_t h = fnv1a(settings.str());
+  h = fnv1a(src_text, h);
+  h = fnv1a(tgt_text, h);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  const fs::path dir = fs::path(cfg.cache_dir) / hex;
+  TokenizerPaths paths{(dir / "src.model").string(), (dir / "tgt.model").string()};
+  if (fs::exists(paths.src_model) && fs::exists(paths.tgt_model)) {
+    spdlog::info("tokenizer: reusing {}", dir.string());
+    return paths;
+  }
+
+  // Train into a private scratch folder and rename it into place: a crash
+  // never leaves a half-written entry, and concurrent runs cannot collide.
+  fs::create_directories(cfg.cache_dir);
+  const fs::path tmp = fs::path(cfg.cache_dir) /
+                       (std::string(hex) + ".tmp" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  spdlog::info("tokenizer: training SentencePiece ({}, {}) into {}", cfg.model_type,
+               cfg.shared ? "shared" : "one per language", dir.string());
+  if (cfg.shared) {
+    const std::string both = (tmp / "both.txt").string();
+    std::ofstream(both, std::ios::binary)
+        << src_text << (src_text.empty() || src_text.back() == '\n' ? "" : "\n") << tgt_text;
+    train_model(both, (tmp / "src").string(), cfg.src_vocab_size,
+                std::min(cfg.src_character_coverage, cfg.tgt_character_coverage), cfg.model_type);
+    fs::remove(both);
+    fs::copy_file(tmp / "src.model", tmp / "tgt.model");
+  } else {
+    train_model(train_src, (tmp / "src").string(), cfg.src_vocab_size,
+                cfg.src_character_coverage, cfg.model_type);
+    train_model(train_tgt, (tmp / "tgt").string(), cfg.tgt_vocab_size,
+                cfg.tgt_character_coverage, cfg.model_type);
+  }
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  // Another process may have finished the same entry first: theirs is as good.
+  if (ec) fs::remove_all(tmp);
+  if (!fs::exists(paths.src_model) || !fs::exists(paths.tgt_model))
+    throw std::runtime_error("tokenizer: could not store models in " + dir.string() + ": " + ec.message());
+  return paths;
+}
+
+}  // namespace nmt

@@ -1,0 +1,45 @@
+// SentencePiece tokenizers with fixed special ids (see model/transformer.h):
+// <pad>=0, <unk>=1, <start>=2, <end>=3.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nmt {
+
+struct TokenizerConfig;
+
+class Tokenizer {
+ public:
+  // Loads a SentencePiece model file; InputError naming the file on failure.
+  explicit Tokenizer(const std::string& model_path);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  std::vector<int64_t> encode(const std::string& text) const;  // no <start>/<end>
+  std::string decode(const std::vector<int64_t>& ids) const;   // specials dropped
+  std::vector<std::string> pieces(const std::vector<int64_t>& ids) const;
+  int64_t vocab_size() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  void* handle_ = nullptr;  // owned by the SentencePiece module (spm_shim.h)
+  int64_t vocab_size_ = 0;
+};
+
+struct TokenizerPaths {
+  std::string src_model;
+  std::string tgt_model;
+};
+
+// Trains the source and target models from the training split, or reuses
+// the ones in tokenizer.cache_dir trained from the same data and settings.
+TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string& train_src,
+                                  const std::string& train_tgt);
+
+}  // namespace nmt

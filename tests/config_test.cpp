@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "config/config.h"
+#include "test_util.h"
+#include "util/errors.h"
+
+namespace nmt {
+namespace {
+
+// The InputError message for a config text, or "" when it loads.
+::testing::AssertionResult starts_with(const std::string& s, const std::string& prefix) {
+  if (s.rfind(prefix, 0) == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << s << "' does not start with '" << prefix << "'";
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "x.yaml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsAndShippedConfigLoad) {
+  EXPECT_EQ(error_of(""), "");
+  const Config cfg = load_config(testing::source_dir() + "/configs/toy.yaml");
+  EXPECT_EQ(cfg.attention.backend, "torch");
+  EXPECT_GT(cfg.model.d_model, 0);
+}
+
+TEST(Config, UnknownKeyNamesFileLineAndKey) {
+  EXPECT_TRUE(starts_with(error_of("model:\n  d_model: 64\n  haeds: 4\n"), "x.yaml:3: model.haeds: unknown key"));
+  EXPECT_TRUE(starts_with(error_of("modle:\n  d_model: 64\n"), "x.yaml:1: modle: unknown secti"));
+}
+
+TEST(Config, WrongTypeAndRange) {
+  EXPECT_EQ(error_of("train:\n  lr: fast\n"), "x.yaml:2: train.lr: expected a number, got 'fast'");
+  EXPECT_EQ(error_of("model:\n  heads: [1, 2]\n"),
+            "x.yaml:2: model.heads: expected an integer, got 'a list'");
+  EXPECT_EQ(error_of("model:\n  dropout: 1.5\n"), "x.yaml:2: model.dropout: 1.5 is out of range [0, 0.9]");
+  EXPECT_EQ(error_of("attention:\n  backend: fast\n"),
+            "x.yaml:2: attention.backend: 'fast' is not one of: torch | naive | flash");
+  EXPECT_EQ(error_of("model:\n  tie_embeddings: maybe\n"),
+            "x.yaml:2: model.tie_embeddings: expected true or false, got 'maybe'");
+}
+
+TEST(Config, CrossFieldCheckNamesTheKeyLine) {
+  EXPECT_EQ(error_of("model:\n  d_model: 128\n  heads: 3\n"),
+            "x.yaml:3: model.heads: 3 does not divide model.d_model 128");
+}
+
+TEST(Config, InvalidYamlAndMissingFile) {
+  EXPECT_TRUE(starts_with(error_of("model: [\n"), "x.yaml:2: invalid YA"));
+  try {
+    load_config("/nonexistent/cfg.yaml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/cfg.yaml: cannot open config file");
+  }
+}
+
+TEST(Config, OverridesAreValidated) {
+  Config cfg;
+  apply_override(cfg, "model.heads=8");
+  EXPECT_EQ(cfg.model.heads, 8);
+  apply_override(cfg, "attention.backend=flash");
+  EXPECT_EQ(cfg.attention.backend, "flash");
+  EXPECT_THROW(apply_override(cfg, "model.heads=7"), InputError);
+  EXPECT_THROW(apply_override(cfg, "model.nope=1"), InputError);
+  EXPECT_THROW(apply_override(cfg, "noequals"), InputError);
+  try {
+    apply_override(cfg, "train.lr=abc");
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--set train.lr=abc: train.lr: expected a number, got 'abc'");
+  }
+}
+
+TEST(Config, ResolvedYamlRoundTrips) {
+  Config cfg;
+  apply_override(cfg, "model.d_model=96");
+  apply_override(cfg, "data.train_src=some file.zh");
+  const Config again = parse_config(to_yaml(cfg), "resolved.yaml");
+  EXPECT_EQ(to_yaml(again), to_yaml(cfg));
+  EXPECT_EQ(again.model.d_model, 96);
+  EXPECT_EQ(again.data.train_src, "some file.zh");
+}
+
+}  // namespace
+}  // namespace nmt

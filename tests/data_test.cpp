@@ -1,0 +1,94 @@
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "data/dataset.h"
+#include "model/transformer.h"
+#include "ops/attention/attention.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nmt {
+namespace {
+
+TEST(Tokenizer, RoundTripChineseAndEnglish) {
+  const auto& paths = testing::toy_tokenizers();
+  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
+  for (const std::string s : {"我爱水课", "他昨天在公园看见了一只狗", "你喜欢猫吗？"})
+    EXPECT_EQ(zh.decode(zh.encode(s)), s);
+  for (const std::string s : {"I love easy courses", "do you like cats ?", "she saw three dogs"})
+    EXPECT_EQ(en.decode(en.encode(s)), s);
+  const auto pieces = en.pieces({kPadId, kUnkId, kStartId, kEndId});
+  EXPECT_EQ(pieces, (std::vector<std::string>{"<pad>", "<unk>", "<start>", "<end>"}));
+  // Specials never come out of encode and are dropped by decode.
+  for (int64_t id : en.encode("I love easy courses")) EXPECT_GT(id, kEndId);
+  EXPECT_EQ(en.decode({kStartId, kEndId, kPadId}), "");
+}
+
+TEST(Tokenizer, ReusesCachedModels) {
+  const auto& a = testing::toy_tokenizers();
+  TokenizerConfig tc;
+  tc.cache_dir = std::filesystem::path(a.src_model).parent_path().parent_path().string();
+  const TokenizerPaths b = prepare_tokenizers(tc, testing::toy("train.zh"), testing::toy("train.en"));
+  EXPECT_EQ(a.src_model, b.src_model);
+}
+
+ParallelCorpus two_pairs() {
+  ParallelCorpus c;
+  c.src = {{10, 11, 12}, {20}};
+  c.tgt = {{30, 31}, {40, 41, 42, 43}};
+  return c;
+}
+
+TEST(Batch, TeacherForcingShift) {
+  const Batch b = make_batch(two_pairs(), {0, 1});
+  // decoder input <start> y1..yn, labels y1..yn <end>; source carries neither.
+  EXPECT_TRUE(b.src.equal(torch::tensor({10, 11, 12, 20, 0, 0}, torch::kLong).view({2, 3})));
+  EXPECT_TRUE(b.tgt_in.equal(
+      torch::tensor({2, 30, 31, 0, 0, 2, 40, 41, 42, 43}, torch::kLong).view({2, 5})));
+  EXPECT_TRUE(b.tgt_out.equal(
+      torch::tensor({30, 31, 3, 0, 0, 40, 41, 42, 43, 3}, torch::kLong).view({2, 5})));
+  EXPECT_TRUE(b.src_lengths.equal(torch::tensor({3, 1}, torch::kLong)));
+  EXPECT_TRUE(b.tgt_lengths.equal(torch::tensor({3, 5}, torch::kLong)));
+  EXPECT_EQ(b.tokens, 8);
+}
+
+TEST(Batch, PaddingAndCausalMasks) {
+  ops::AttentionOptions opts;
+  opts.key_lengths = torch::tensor({3, 1}, torch::kLong);
+  const auto pad = ops::visibility_mask(2, 2, 4, opts, torch::TensorOptions());
+  EXPECT_TRUE(pad.equal(torch::tensor({1, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0}, torch::kBool)
+                            .view({2, 1, 2, 4})));
+  opts.causal = true;
+  const auto both = ops::visibility_mask(2, 3, 3, opts, torch::TensorOptions());
+  // row i sees j <= i and j < length
+  EXPECT_TRUE(both.equal(torch::tensor({1, 0, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 0, 0},
+                                       torch::kBool)
+                             .view({2, 1, 3, 3})));
+}
+
+TEST(Batch, PlanCoversEveryPairOnceWithinBudget) {
+  ParallelCorpus c;
+  std::mt19937_64 gen(3);
+  for (int i = 0; i < 500; ++i) {
+    c.src.emplace_back(1 + gen() % 20, 5);
+    c.tgt.emplace_back(1 + gen() % 20, 6);
+  }
+  std::mt19937_64 rng(7);
+  const auto plan = plan_batches(c, 200, 0, rng);
+  std::multiset<int64_t> seen;
+  for (const auto& b : plan) {
+    size_t s = 0, t = 0;
+    for (int64_t i : b) s = std::max(s, c.src[i].size()), t = std::max(t, c.tgt[i].size() + 1);
+    EXPECT_LE(b.size() * (s + t), 200u);
+    seen.insert(b.begin(), b.end());
+  }
+  EXPECT_EQ(seen.size(), 500u);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 500u);
+  std::mt19937_64 rng2(7);
+  EXPECT_EQ(plan_batches(c, 200, 0, rng2), plan);  // deterministic
+}
+
+}  // namespace
+}  // namespace nmt

@@ -1,0 +1,46 @@
+// Shared fixtures: the toy corpus' tokenizers (trained once per process into
+// the build tree) and a tiny model config.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "config/config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nmt::testing {
+
+inline std::string source_dir() { return NMT_SOURCE_DIR; }
+inline std::string toy(const std::string& file) { return source_dir() + "/data/toy/" + file; }
+
+// A fresh empty folder under the system temp dir.
+inline std::string temp_dir(const std::string& name) {
+  const auto d = std::filesystem::temp_directory_path() / ("nmt_test_" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+inline const TokenizerPaths& toy_tokenizers() {
+  static const TokenizerPaths paths = [] {
+    TokenizerConfig tc;
+    tc.cache_dir = (std::filesystem::temp_directory_path() / "nmt_test_tokenizers").string();
+    return prepare_tokenizers(tc, toy("train.zh"), toy("train.en"));
+  }();
+  return paths;
+}
+
+// Small enough to train in seconds on 2 cores.
+inline Config tiny_config() {
+  Config cfg;
+  cfg.model.d_model = 32;
+  cfg.model.heads = 4;
+  cfg.model.encoder_layers = 2;
+  cfg.model.decoder_layers = 2;
+  cfg.model.ff_dim = 64;
+  cfg.model.dropout = 0.0;
+  cfg.train.label_smoothing = 0.0;
+  return cfg;
+}
+
+}  // namespace nmt::testing
