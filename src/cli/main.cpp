@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "util/errors.h"
 
@@ -56,6 +57,16 @@ int main(int argc, char** argv) {
   ev_cmd->add_option("--output", eval.output, "also write the translations here");
   add_runtime_flags(ev_cmd, eval.runtime);
 
+  nmt::cli::CausalityArgs causality;
+  auto* cc_cmd = app.add_subcommand(
+      "check-causality", "show that decoder outputs ignore future target tokens (exit 0 if so)");
+  cc_cmd->add_option("--checkpoint", causality.checkpoint, "checkpoint folder")->required();
+  cc_cmd->add_option("--sentences", causality.sentences, "validation sentences to test")
+      ->check(CLI::PositiveNumber);
+  cc_cmd->add_flag("--disable-causal-mask", causality.disable_causal_mask,
+                   "drop the decoder's causal mask, to see the check fail");
+  add_runtime_flags(cc_cmd, causality.runtime);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -71,6 +82,7 @@ int main(int argc, char** argv) {
     if (train_cmd->parsed()) return nmt::cli::run_train(train);
     if (tr_cmd->parsed()) return nmt::cli::run_translate(translate);
     if (ev_cmd->parsed()) return nmt::cli::run_evaluate(eval);
+    if (cc_cmd->parsed()) return nmt::cli::run_check_causality(causality);
   } catch (const nmt::InputError& e) {
     std::cerr << "nmt: error: " << e.what() << "\n";
     return nmt::kExitInput;
