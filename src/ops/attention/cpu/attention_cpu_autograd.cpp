@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/attention/attention.h"
+#include "ops/attention/attention_glue.h"
 #include "ops/attention/cpu/attention_cpu.h"
 
 namespace nmt::ops {
@@ -13,28 +14,8 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
-
-// Kernels need a contiguous last dimension; other strides are passed through.
-at::Tensor last_dim_contiguous(const at::Tensor& t) {
-  return t.stride(-1) == 1 ? t : t.contiguous();
-}
-
-at::Tensor lengths_or_undefined(const at::Tensor& key_lengths) {
-  return key_lengths.defined() ? key_lengths.to(at::kCPU, at::kLong).contiguous() : at::Tensor();
-}
-
-template <typename Params>
-void fill_common(Params& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                 const at::Tensor& lengths, double scale, bool causal) {
-  p.key_lengths = lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr;
-  p.q_stride_b = q.stride(0), p.q_stride_h = q.stride(1), p.q_stride_t = q.stride(2);
-  p.k_stride_b = k.stride(0), p.k_stride_h = k.stride(1), p.k_stride_t = k.stride(2);
-  p.v_stride_b = v.stride(0), p.v_stride_h = v.stride(1), p.v_stride_t = v.stride(2);
-  p.batch = q.size(0), p.heads = q.size(1), p.q_len = q.size(2), p.k_len = k.size(2);
-  p.head_dim = q.size(3);
-  p.scale = static_cast<decltype(p.scale)>(scale);
-  p.causal = causal;
-}
+using glue::fill_common;
+using glue::last_dim_contiguous;
 
 enum class Kernel { kNaive, kFlash };
 
@@ -101,7 +82,7 @@ struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunct
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                             at::Tensor key_lengths, bool causal, double scale) {
     q = last_dim_contiguous(q), k = last_dim_contiguous(k), v = last_dim_contiguous(v);
-    const at::Tensor lengths = lengths_or_undefined(key_lengths);
+    const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
     const tensor_list out = dispatch_float_double(q.scalar_type(), "attention", [&](auto zero) {
       return run_forward<decltype(zero)>(kKernel, q, k, v, lengths, scale, causal);
     });
@@ -135,22 +116,18 @@ struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunct
   }
 };
 
-double resolve_scale(const at::Tensor& q, const AttentionOptions& options) {
-  return options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-}
-
 }  // namespace
 
 at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
   return CpuAttentionFunction<Kernel::kNaive>::apply(q, k, v, options.key_lengths, options.causal,
-                                                     resolve_scale(q, options));
+                                                     glue::resolve_scale(q, options.scale));
 }
 
 at::Tensor attention_flash_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
   return CpuAttentionFunction<Kernel::kFlash>::apply(q, k, v, options.key_lengths, options.causal,
-                                                     resolve_scale(q, options));
+                                                     glue::resolve_scale(q, options.scale));
 }
 
 }  // namespace nmt::ops

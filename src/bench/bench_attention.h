@@ -1,0 +1,28 @@
+// `nmt bench-attention`: times the attention backends against each other and
+// against a plain sgemm, one child process per case so that each case's peak
+// memory is its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nmt::bench {
+
+struct BenchArgs {
+  std::string device = "cpu";  // cpu | cuda
+  std::string csv;             // empty: no CSV, only the table on stdout
+  bool quick = false;          // the reduced set CI runs (caps repeats at 3)
+  int64_t threads = 0;         // 0 = all cores; passed on to every child
+  std::vector<std::string> backends = {"torch", "naive", "flash"};
+  int repeats = 5;             // timed repetitions per case; the median is reported
+  // Internal: run one case in this process and print its result line. Set by
+  // the parent when it re-executes itself (--case SPEC); empty = parent.
+  std::string single_case;
+};
+
+// Returns the process exit code: 0, or 1 when a case failed (the CSV still
+// holds the others). Bad arguments throw InputError (exit 2).
+int run_bench_attention(const BenchArgs& args);
+
+}  // namespace nmt::bench

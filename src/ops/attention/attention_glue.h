@@ -1,0 +1,42 @@
+// Helpers shared by the CPU and CUDA LibTorch glue: tensors in, plain
+// parameter structs out.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <optional>
+
+#include "ops/attention/attention_params.h"
+
+namespace nmt::ops::glue {
+
+// Kernels need a contiguous last dimension; other strides are passed through.
+inline at::Tensor last_dim_contiguous(const at::Tensor& t) {
+  return t.stride(-1) == 1 ? t : t.contiguous();
+}
+
+// key_lengths as int64 on `device`, or undefined.
+inline at::Tensor lengths_on(const at::Tensor& key_lengths, const at::Device& device) {
+  return key_lengths.defined() ? key_lengths.to(device, at::kLong).contiguous() : at::Tensor();
+}
+
+// Sizes, strides, mask options of q [B,H,Tq,D], k/v [B,H,Tk,D].
+template <typename Params>
+void fill_common(Params& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                 const at::Tensor& lengths, double scale, bool causal) {
+  p.key_lengths = lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr;
+  p.q_stride_b = q.stride(0), p.q_stride_h = q.stride(1), p.q_stride_t = q.stride(2);
+  p.k_stride_b = k.stride(0), p.k_stride_h = k.stride(1), p.k_stride_t = k.stride(2);
+  p.v_stride_b = v.stride(0), p.v_stride_h = v.stride(1), p.v_stride_t = v.stride(2);
+  p.batch = q.size(0), p.heads = q.size(1), p.q_len = q.size(2), p.k_len = k.size(2);
+  p.head_dim = q.size(3);
+  p.scale = static_cast<decltype(p.scale)>(scale);
+  p.causal = causal;
+}
+
+inline double resolve_scale(const at::Tensor& q, const std::optional<double>& scale) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+}  // namespace nmt::ops::glue
