@@ -1,1 +1,513 @@
-// (being written)
+// The attention operator (src/ops/attention) in every backend, device and
+// dtype, in the style of CTranslate2's ops_test.cc: one parameterized suite,
+// Attention/AttentionOp.<Check>/<backend>_<device>_<dtype>.
+//
+// The reference everywhere is the `torch` backend computed in float64 on the
+// CPU (LibTorch's own scaled-dot-product attention plus autograd). Inputs are
+// generated in float64 and rounded once to the case's dtype; the reference
+// is computed from those rounded values, so a float32 error measures only the
+// arithmetic of the backend, not the rounding of its inputs (which would be
+// the same for every backend and hide kernel errors below it).
+//
+// Tolerances (errors are max |x - ref| / max(1, max |ref|), i.e. absolute for
+// values of magnitude ~1 and relative for larger gradients):
+//   float64: 1e-10;
+//   float32: 2 * (error of the torch backend run in float32 on the same
+//            device, against the same reference) + 1e-6: a backend may be
+//            at most twice as inaccurate as LibTorch itself.
+//
+// CUDA cases skip (with a message) where no GPU is visible or the build has no
+// CUDA kernels; the CUDA kernels are float32 only, so their float64 cases
+// skip as well.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ops/attention/attention.h"
+
+namespace nmt::ops {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Parameters: backend x device x dtype
+// ---------------------------------------------------------------------------
+
+struct Param {
+  AttentionBackend backend;
+  c10::DeviceType device;
+  at::ScalarType dtype;
+};
+
+std::string device_name(c10::DeviceType device) { return device == c10::kCUDA ? "cuda" : "cpu"; }
+std::string dtype_name(at::ScalarType dtype) { return dtype == at::kFloat ? "float32" : "float64"; }
+
+std::string param_name(const Param& p) {
+  return backend_name(p.backend) + "_" + device_name(p.device) + "_" + dtype_name(p.dtype);
+}
+
+// gtest prints parameters of failing tests with this (found by ADL).
+void PrintTo(const Param& p, std::ostream* os) { *os << param_name(p); }
+
+std::vector<Param> all_params() {
+  std::vector<Param> params;
+  for (AttentionBackend backend :
+       {AttentionBackend::kTorch, AttentionBackend::kNaive, AttentionBackend::kFlash}) {
+    for (c10::DeviceType device : {c10::kCPU, c10::kCUDA}) {
+      for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+        params.push_back({backend, device, dtype});
+      }
+    }
+  }
+  return params;
+}
+
+// float64 tolerance against the float64 reference (see the file comment).
+constexpr double kFloat64Tolerance = 1e-10;
+
+// ---------------------------------------------------------------------------
+// Shapes and inputs
+// ---------------------------------------------------------------------------
+
+struct Shape {
+  int64_t B, H, Tq, Tk, D;
+  bool causal;
+  bool lengths = true;          // pass key_lengths (pattern in make_inputs)
+  std::optional<double> scale;  // default 1/sqrt(D)
+};
+
+std::string describe(const Shape& s) {
+  std::ostringstream os;
+  os << "B=" << s.B << " H=" << s.H << " Tq=" << s.Tq << " Tk=" << s.Tk << " D=" << s.D
+     << (s.causal ? " causal" : " non-causal") << (s.lengths ? " key_lengths" : " no key_lengths");
+  if (s.scale) os << " scale=" << *s.scale;
+  return os.str();
+}
+
+// The reference cases. The full cross product of Tq, Tk in {1, 3, 17, 64, 65,
+// 127, 200, 257}, D in {8, 32, 64, 80} and causal would take minutes, so this
+// list is a hand-picked subset that still covers every Tq, every Tk (each one
+// both as Tq == Tk and in cross-attention), every D, both causal settings with
+// Tq < Tk and Tq > Tk, sizes at and just past the flash kernels' 64-row/key
+// blocks, and odd B*H (the flash backward splits one head's key blocks across
+// threads when B*H is odd and small). Key lengths follow b % 4 -> {0, full,
+// random in [1, Tk], 1}, so every B >= 2 case has a fully masked row and a
+// full one, B >= 3 a random length and B >= 4 a length of 1.
+const std::vector<Shape>& reference_shapes() {
+  // clang-format off
+  static const std::vector<Shape> shapes = {
+   // {B, H,  Tq,  Tk,  D, causal, lengths, scale}
+      {2, 2,   1,   1,  8, false},
+      {4, 1,   1,  65, 32, true},               // one query row sees key 0 only
+      {3, 1,   1, 257, 80, false},
+      {2, 2,   3,   3, 64, true},
+      {4, 2,   3, 200,  8, false},
+      {3, 1,   3,  17, 80, true},
+      {2, 3,  17,  17, 32, false},
+      {4, 1,  17,   1, 64, true},               // Tq > Tk: later rows see every key
+      {2, 2,  17, 127, 80, false},
+      {4, 2,  64,  64,  8, true},               // exactly one block
+      {3, 1,  64,  65, 32, false},
+      {2, 2,  64, 257, 64, true},
+      {4, 2,  65,  65, 80, false},              // one row/key past a block
+      {3, 1,  65,  64,  8, true},
+      {2, 1,  65,   3, 64, false},
+      {2, 2, 127, 127, 32, true},
+      {4, 1, 127,  17, 64, false},
+      {2, 1, 127, 200,  8, true},
+      {3, 1, 200, 200, 80, true},
+      {2, 2, 200,  64, 32, false},
+      {4, 1, 200,   1,  8, false},
+      {2, 1, 257, 257, 64, false},
+      {2, 2, 257, 127, 80, true},
+      {5, 1, 257,   3, 32, true},
+      {3, 1,  17,  65,  8, true},
+      // no key_lengths at all (B = 1 gives B*H odd for the flash backward)
+      {1, 3,  65, 200, 64, false, false},
+      {1, 1, 257,  65,  8, true, false},
+      {2, 2,   3,  64, 32, true, false},
+      {2, 2, 200, 257, 80, true, false},
+      // an explicit scale
+      {3, 2,  17,  65, 32, false, true, 0.3},
+      {2, 1,  64, 127, 80, true, true, 1.7},
+  };
+  // clang-format on
+  return shapes;
+}
+
+struct Inputs {
+  at::Tensor q;    // q: [B, H, Tq, D] float64 CPU
+  at::Tensor k;    // k: [B, H, Tk, D]
+  at::Tensor v;    // v: [B, H, Tk, D]
+  at::Tensor d_o;  // d_o: [B, H, Tq, D], the upstream gradient
+  AttentionOptions options;  // key_lengths on the CPU
+};
+
+std::vector<int64_t> pattern_lengths(int64_t batch, int64_t k_len, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> random_len(1, k_len);
+  std::vector<int64_t> lengths(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t kind = b % 4;
+    lengths[static_cast<size_t>(b)] =
+        kind == 0 ? 0 : kind == 1 ? k_len : kind == 2 ? random_len(rng) : 1;
+  }
+  return lengths;
+}
+
+// Inputs in float64, rounded to `dtype` (see the file comment). `lengths`
+// overrides the b % 4 pattern.
+Inputs make_inputs(const Shape& s, uint64_t seed, at::ScalarType dtype,
+                   std::optional<std::vector<int64_t>> lengths = std::nullopt) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const auto round = [&](const at::Tensor& x) { return x.to(dtype).to(at::kDouble); };
+  Inputs in;
+  in.q = round(at::randn({s.B, s.H, s.Tq, s.D}, gen, f64));
+  in.k = round(at::randn({s.B, s.H, s.Tk, s.D}, gen, f64));
+  in.v = round(at::randn({s.B, s.H, s.Tk, s.D}, gen, f64));
+  in.d_o = round(at::randn({s.B, s.H, s.Tq, s.D}, gen, f64));
+  in.options.causal = s.causal;
+  in.options.scale = s.scale;
+  if (lengths) {
+    in.options.key_lengths = at::tensor(*lengths, at::kLong);
+  } else if (s.lengths) {
+    in.options.key_lengths = at::tensor(pattern_lengths(s.B, s.Tk, seed), at::kLong);
+  }
+  return in;
+}
+
+// ---------------------------------------------------------------------------
+// Running one backend with autograd
+// ---------------------------------------------------------------------------
+
+// How q, k and v are laid out in memory (values are the same in all three).
+enum class Layout {
+  kContiguous,  // [B, H, T, D]
+  kTimeMajor,   // memory [B, T, H, D] viewed .transpose(1, 2), as the model's heads are
+  kDimStrided,  // memory [B, H, D, T] viewed .transpose(2, 3): stride(-1) != 1
+};
+
+at::Tensor laid_out(const at::Tensor& x, Layout layout) {
+  switch (layout) {
+    case Layout::kContiguous: return x.contiguous();
+    case Layout::kTimeMajor: return x.transpose(1, 2).contiguous().transpose(1, 2);
+    case Layout::kDimStrided: return x.transpose(2, 3).contiguous().transpose(2, 3);
+  }
+  return x;
+}
+
+struct Outputs {
+  at::Tensor o, dq, dk, dv;  // float64 on the CPU
+};
+
+const char* const kOutputNames[] = {"o", "dq", "dk", "dv"};
+at::Tensor output_at(const Outputs& out, int i) {
+  return i == 0 ? out.o : i == 1 ? out.dq : i == 2 ? out.dk : out.dv;
+}
+
+AttentionOptions options_on(const AttentionOptions& options, c10::Device device) {
+  AttentionOptions moved = options;
+  if (moved.key_lengths.defined()) moved.key_lengths = moved.key_lengths.to(device);
+  return moved;
+}
+
+// o = attention(q, k, v) and dq, dk, dv for the upstream gradient in.d_o.
+Outputs run(const Inputs& in, AttentionBackend backend, c10::DeviceType device_type,
+            at::ScalarType dtype, Layout layout = Layout::kContiguous) {
+  const c10::Device device(device_type);
+  // detach() keeps the strides of the layout, so the leaf is the strided view.
+  const auto leaf = [&](const at::Tensor& x) {
+    return laid_out(x.to(device, dtype), layout).detach().requires_grad_();
+  };
+  const at::Tensor q = leaf(in.q), k = leaf(in.k), v = leaf(in.v);
+  const at::Tensor o = attention(q, k, v, options_on(in.options, device), backend);
+  const auto grads = torch::autograd::grad({o}, {q, k, v}, {in.d_o.to(device, dtype)});
+  const auto f64 = [](const at::Tensor& x) { return x.detach().to(at::kCPU, at::kDouble); };
+  return {f64(o), f64(grads[0]), f64(grads[1]), f64(grads[2])};
+}
+
+// max |x|, 0 for an empty tensor (max() of none throws).
+double max_abs(const at::Tensor& x) {
+  return x.numel() == 0 ? 0.0 : x.abs().max().item<double>();
+}
+
+// max |x - ref| / max(1, max |ref|); NaN anywhere gives NaN, which fails
+// every EXPECT_LE.
+double error(const at::Tensor& x, const at::Tensor& ref) {
+  return max_abs(x - ref) / std::max(1.0, max_abs(ref));
+}
+
+// Runs one case's checks; an exception (a backend rejecting the case) fails
+// that case only, with its first line, and the loop goes on to the next.
+template <typename Fn>
+void checked(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    ADD_FAILURE() << "threw: " << what.substr(0, what.find('\n'));
+  }
+}
+
+bool all_finite(const Outputs& out) {
+  for (int i = 0; i < 4; ++i) {
+    if (!at::isfinite(output_at(out, i)).all().item<bool>()) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// The suite
+// ---------------------------------------------------------------------------
+
+class AttentionOp : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    const Param& p = GetParam();
+    if (p.device != c10::kCUDA) return;
+    if (!torch::cuda::is_available()) {
+      GTEST_SKIP() << "CUDA is not available here; " << param_name(p) << " not run";
+    }
+#ifndef NMT_WITH_CUDA
+    if (p.backend != AttentionBackend::kTorch) {
+      GTEST_SKIP() << "this build has no CUDA attention kernels; " << param_name(p) << " not run";
+    }
+#endif
+    if (p.backend != AttentionBackend::kTorch && p.dtype == at::kDouble) {
+      GTEST_SKIP() << "the CUDA attention kernels are float32 only; " << param_name(p)
+                   << " not run";
+    }
+  }
+};
+
+// 1. Outputs and gradients against the float64 CPU torch reference.
+void check_against_reference(const Param& p, const Shape& s, uint64_t seed) {
+  const Inputs in = make_inputs(s, seed, p.dtype);
+  const Outputs ref = run(in, AttentionBackend::kTorch, c10::kCPU, at::kDouble);
+  const Outputs got = run(in, p.backend, p.device, p.dtype);
+  // LibTorch's own float32 error on this device sets the float32 bar.
+  std::optional<Outputs> torch_f32;
+  if (p.dtype == at::kFloat) torch_f32 = run(in, AttentionBackend::kTorch, p.device, at::kFloat);
+  for (int i = 0; i < 4; ++i) {
+    const double err = error(output_at(got, i), output_at(ref, i));
+    if (torch_f32) {
+      const double torch_err = error(output_at(*torch_f32, i), output_at(ref, i));
+      EXPECT_LE(err, 2 * torch_err + 1e-6)
+          << kOutputNames[i] << " of " << param_name(p) << " (torch float32 error " << torch_err
+          << ")";
+    } else {
+      EXPECT_LE(err, kFloat64Tolerance) << kOutputNames[i] << " of " << param_name(p);
+    }
+  }
+}
+
+TEST_P(AttentionOp, MatchesFloat64TorchReference) {
+  const auto& shapes = reference_shapes();
+  for (size_t c = 0; c < shapes.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(shapes[c]));
+    checked([&] { check_against_reference(GetParam(), shapes[c], 1000 + c); });
+  }
+}
+
+// 2. A query row that sees no key (key length 0) gives exactly zero output and
+// gradients, never NaN; keys past a length get exactly zero dk and dv.
+void check_masked_rows(const Param& p, const Shape& s, uint64_t seed) {
+  // Batch 0 sees nothing, batch 1 everything, batch 2 its first two keys.
+  const Outputs out =
+      run(make_inputs(s, seed, p.dtype, std::vector<int64_t>{0, s.Tk, 2}), p.backend, p.device,
+          p.dtype);
+  EXPECT_TRUE(all_finite(out));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(max_abs(output_at(out, i)[0]), 0.0) << kOutputNames[i] << " of the masked batch row";
+  }
+  EXPECT_EQ(max_abs(out.dk[2].narrow(1, 2, s.Tk - 2)), 0.0) << "dk of keys past the length";
+  EXPECT_EQ(max_abs(out.dv[2].narrow(1, 2, s.Tk - 2)), 0.0) << "dv of keys past the length";
+}
+
+// Every row of every batch masked (the torch backend has a separate path).
+void check_all_masked(const Param& p, const Shape& s, uint64_t seed) {
+  const Outputs out = run(make_inputs(s, seed, p.dtype, std::vector<int64_t>(s.B, 0)), p.backend,
+                          p.device, p.dtype);
+  EXPECT_TRUE(all_finite(out));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(max_abs(output_at(out, i)), 0.0) << kOutputNames[i];
+}
+
+TEST_P(AttentionOp, FullyMaskedRowsGiveExactZeros) {
+  const std::vector<Shape> shapes = {
+      {3, 2, 3, 5, 8, false},    {3, 2, 3, 5, 8, true},     {3, 1, 70, 130, 32, false},
+      {3, 1, 70, 130, 32, true}, {3, 2, 130, 70, 16, true},
+  };
+  for (size_t c = 0; c < shapes.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(shapes[c]) + ", lengths {0, Tk, 2}");
+    checked([&] { check_masked_rows(GetParam(), shapes[c], 2000 + c); });
+  }
+  for (bool causal : {false, true}) {
+    const Shape s{2, 2, 17, 9, 8, causal};
+    SCOPED_TRACE("all masked: " + describe(s) + ", lengths {0, 0}");
+    checked([&] { check_all_masked(GetParam(), s, 2100); });
+  }
+}
+
+// 3. q, k, v as strided views (the model's [B, T, H, D] heads viewed
+// .transpose(1, 2), or a non-unit last stride) give the contiguous results.
+void check_strided(const Param& p, const Shape& s, uint64_t seed) {
+  // Same arithmetic on the same values: at most the summation order differs.
+  const double tol = p.dtype == at::kDouble ? 1e-12 : 1e-6;
+  const Inputs in = make_inputs(s, seed, p.dtype);
+  const Outputs contiguous = run(in, p.backend, p.device, p.dtype, Layout::kContiguous);
+  for (Layout layout : {Layout::kTimeMajor, Layout::kDimStrided}) {
+    const Outputs strided = run(in, p.backend, p.device, p.dtype, layout);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_LE(error(output_at(strided, i), output_at(contiguous, i)), tol)
+          << kOutputNames[i]
+          << (layout == Layout::kTimeMajor ? " with [B,T,H,D].transpose(1,2) inputs"
+                                           : " with [B,H,D,T].transpose(2,3) inputs");
+    }
+  }
+}
+
+TEST_P(AttentionOp, StridedInputsMatchContiguous) {
+  const std::vector<Shape> shapes = {
+      {2, 3, 17, 65, 32, true},
+      {3, 2, 65, 17, 8, false},
+      {4, 2, 70, 70, 80, true},
+      {1, 3, 64, 130, 64, false, false},
+  };
+  for (size_t c = 0; c < shapes.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(shapes[c]));
+    checked([&] { check_strided(GetParam(), shapes[c], 3000 + c); });
+  }
+}
+
+// 4. Gradients against central finite differences of
+// L(q, k, v) = sum(attention(q, k, v) * dO), in float64 on tiny shapes.
+void check_finite_differences(const Param& p, const Shape& s, uint64_t seed) {
+  constexpr double kEps = 1e-6;
+  // Truncation error ~eps^2 and rounding error ~1e-16 / eps leave ~1e-9.
+  constexpr double kTol = 1e-6;
+  // Batch 0 has a key length below Tk, batch 1 all keys.
+  const Inputs in = make_inputs(s, seed, at::kDouble, std::vector<int64_t>{s.Tk - 2, s.Tk});
+  const Outputs analytic = run(in, p.backend, p.device, at::kDouble);
+  const c10::Device device(p.device);
+  const AttentionOptions options = options_on(in.options, device);
+  const at::Tensor d_o = in.d_o.to(device);
+  const auto loss = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+    at::NoGradGuard no_grad;
+    return (attention(q.to(device), k.to(device), v.to(device), options, p.backend) * d_o)
+        .sum()
+        .item<double>();
+  };
+  const char* const names[] = {"dq", "dk", "dv"};
+  const at::Tensor analytic_grads[] = {analytic.dq, analytic.dk, analytic.dv};
+  for (int t = 0; t < 3; ++t) {
+    const at::Tensor base = (t == 0 ? in.q : t == 1 ? in.k : in.v).contiguous();
+    const at::Tensor grad = analytic_grads[t].contiguous();
+    // One perturbed copy of q, k or v at a time; the other two stay as they are.
+    const auto loss_with = [&](const at::Tensor& x) {
+      return t == 0 ? loss(x, in.k, in.v) : t == 1 ? loss(in.q, x, in.v) : loss(in.q, in.k, x);
+    };
+    double worst = 0;
+    int64_t worst_at = -1;
+    for (int64_t e = 0; e < base.numel(); ++e) {
+      at::Tensor plus = base.clone(), minus = base.clone();
+      plus.data_ptr<double>()[e] += kEps;
+      minus.data_ptr<double>()[e] -= kEps;
+      const double numeric = (loss_with(plus) - loss_with(minus)) / (2 * kEps);
+      const double exact = grad.data_ptr<double>()[e];
+      const double err = std::abs(numeric - exact) / std::max(1.0, std::abs(exact));
+      if (!(err <= worst)) worst = err, worst_at = e;  // also catches NaN
+    }
+    EXPECT_LE(worst, kTol) << names[t] << " of " << param_name(p) << ", worst at flat index "
+                           << worst_at;
+  }
+}
+
+TEST_P(AttentionOp, GradientsMatchFiniteDifferences) {
+  if (GetParam().dtype != at::kDouble) {
+    GTEST_SKIP() << "finite differences need float64; the float64 case of this backend runs them";
+  }
+  const std::vector<Shape> shapes = {
+      {2, 2, 3, 5, 4, false},
+      {2, 2, 3, 5, 4, true},
+      {2, 2, 5, 3, 4, true},
+  };
+  for (size_t c = 0; c < shapes.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(shapes[c]) +
+                 ", lengths {Tk - 2, Tk}");
+    checked([&] { check_finite_differences(GetParam(), shapes[c], 4000 + c); });
+  }
+}
+
+// 5. attention_probs: each row is a distribution over exactly the keys it may
+// see (sums to 1, zero elsewhere; all zero when it sees none), and P·V is the
+// backend's output, so every backend applies those probabilities.
+void check_probs(const Param& p, const Shape& s, uint64_t seed) {
+  const double sum_tol = p.dtype == at::kDouble ? 1e-12 : 1e-5;
+  const double pv_tol = p.dtype == at::kDouble ? 1e-10 : 1e-5;
+  const Inputs in = make_inputs(s, seed, p.dtype);
+  const c10::Device device(p.device);
+  const AttentionOptions options = options_on(in.options, device);
+  const at::Tensor q = in.q.to(device, p.dtype), k = in.k.to(device, p.dtype),
+                   v = in.v.to(device, p.dtype);
+  // probs: [B, H, Tq, Tk]
+  const at::Tensor probs = attention_probs(q, k, options).to(at::kCPU, at::kDouble);
+  ASSERT_EQ(probs.sizes(), (std::vector<int64_t>{s.B, s.H, s.Tq, s.Tk}));
+
+  // The expected visibility, written out here rather than taken from
+  // visibility_mask(), which attention_probs itself uses.
+  // visible: [B, 1, Tq, Tk]
+  at::Tensor visible = at::ones({s.B, 1, s.Tq, s.Tk}, at::kBool);
+  const at::Tensor j = at::arange(s.Tk).view({1, 1, 1, s.Tk});
+  if (s.causal) visible = visible & (j <= at::arange(s.Tq).view({1, 1, s.Tq, 1}));
+  if (in.options.key_lengths.defined()) {
+    visible = visible & (j < in.options.key_lengths.view({s.B, 1, 1, 1}));
+  }
+  visible = visible.expand({s.B, s.H, s.Tq, s.Tk});
+
+  EXPECT_EQ(max_abs(probs.masked_select(visible.logical_not())), 0.0)
+      << "probability on a masked key";
+  EXPECT_GE(probs.min().item<double>(), 0.0);
+  const at::Tensor row_sum = probs.sum(-1);
+  const at::Tensor row_visible = visible.any(-1);
+  EXPECT_LE(max_abs(row_sum.masked_select(row_visible) - 1), sum_tol)
+      << "a row with visible keys does not sum to 1";
+  EXPECT_EQ(max_abs(row_sum.masked_select(row_visible.logical_not())), 0.0)
+      << "a row with no visible key is not all zero";
+
+  at::NoGradGuard no_grad;
+  const at::Tensor o = attention(q, k, v, options, p.backend).to(at::kCPU, at::kDouble);
+  EXPECT_LE(error(o, at::matmul(probs, in.v)), pv_tol)
+      << "P·V differs from the " << param_name(p) << " output";
+}
+
+TEST_P(AttentionOp, ProbsAreDistributionsOverVisibleKeys) {
+  const std::vector<Shape> shapes = {
+      {4, 2, 17, 65, 32, false},
+      {4, 2, 17, 65, 32, true},
+      {3, 1, 70, 20, 8, true},
+      {2, 2, 9, 9, 16, true, false},
+  };
+  for (size_t c = 0; c < shapes.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(shapes[c]));
+    checked([&] { check_probs(GetParam(), shapes[c], 5000 + c); });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, AttentionOp, ::testing::ValuesIn(all_params()),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           return param_name(info.param);
+                         });
+
+}  // namespace
+}  // namespace nmt::ops

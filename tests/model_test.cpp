@@ -85,7 +85,10 @@ TEST(Model, TinyModelMemorizesTwentyPairs) {
     opt.step();
   }
   m->eval();
-  const auto hyps = translate_lines(m, zh, en, c.src_text, 8, 40, torch::kCPU);
+  DecodeOptions greedy;
+  greedy.batch_size = 8;
+  greedy.max_len = 40;
+  const auto hyps = translate_lines(m, zh, en, c.src_text, greedy, torch::kCPU);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(hyps[i], c.tgt_text[i]) << "pair " << i << ": " << c.src_text[i];
 }
 

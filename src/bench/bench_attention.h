@@ -15,7 +15,7 @@ struct BenchArgs {
   bool quick = false;          // the reduced set CI runs (caps repeats at 3)
   int64_t threads = 0;         // 0 = all cores; passed on to every child
   std::vector<std::string> backends = {"torch", "naive", "flash"};
-  int repeats = 5;             // timed repetitions per case; the median is reported
+  int repeats = 5;  // timed runs per case; the median is reported
   // Internal: run one case in this process and print its result line. Set by
   // the parent when it re-executes itself (--case SPEC); empty = parent.
   std::string single_case;

@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <torch/serialize.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -34,13 +35,16 @@ std::string state_yaml(const TrainingState& s) {
   std::ostringstream os;
   os.precision(17);
   os << "step: " << s.step << "\nepoch: " << s.epoch << "\nbatch_in_epoch: " << s.batch_in_epoch
-     << "\nvalid_loss: " << s.valid_loss << "\nbest_valid_loss: " << s.best_valid_loss << "\n";
+     << "\nvalid_loss: " << s.valid_loss << "\nvalid_bleu: " << s.valid_bleu
+     << "\nbest_valid_loss: " << s.best_valid_loss << "\nbest_score: " << s.best_score
+     << "\nevals_since_best: " << s.evals_since_best << "\n";
   return os.str();
 }
 
 double yaml_double(const YAML::Node& n) {
   const std::string v = n.Scalar();
   if (v == "inf") return std::numeric_limits<double>::infinity();
+  if (v == "-inf") return -std::numeric_limits<double>::infinity();
   if (v == "nan" || v == "-nan") return std::numeric_limits<double>::quiet_NaN();
   return n.as<double>();
 }
@@ -54,6 +58,9 @@ TrainingState read_state(const std::string& path) {
     s.batch_in_epoch = n["batch_in_epoch"].as<int64_t>();
     s.valid_loss = yaml_double(n["valid_loss"]);
     s.best_valid_loss = yaml_double(n["best_valid_loss"]);
+    s.valid_bleu = yaml_double(n["valid_bleu"]);
+    s.best_score = yaml_double(n["best_score"]);
+    s.evals_since_best = n["evals_since_best"].as<int64_t>();
   } catch (const YAML::Exception& e) {
     throw InputError(path + ": unreadable training state: " + e.msg);
   }
@@ -76,6 +83,8 @@ void save_checkpoint(const std::string& dir, Transformer& model,
   fs::create_directories(tmp);
   torch::save(model, (tmp / "model.pt").string());
   if (optimizer) torch::save(*optimizer, (tmp / "optimizer.pt").string());
+  // Dropout draws from the default CPU generator: saved for an exact resume.
+  torch::save(at::detail::getDefaultCPUGenerator().get_state(), (tmp / "rng.pt").string());
   std::ofstream(tmp / "state.yaml") << state_yaml(state);
   std::ofstream(tmp / "config.yaml") << to_yaml(cfg);
   fs::copy_file(src_model, tmp / "src.model");
@@ -131,6 +140,26 @@ LoadedCheckpoint load_checkpoint(const std::string& dir_in, const c10::Device& d
   ck.model->to(device);
   ck.model->eval();
   return ck;
+}
+
+TrainingState load_training_state(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "state.yaml";
+  require_file(p);
+  return read_state(p.string());
+}
+
+void load_rng_state(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "rng.pt";
+  require_file(p);
+  at::Tensor state;
+  try {
+    torch::load(state, p.string());
+    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle: shares the default
+    generator.set_state(state);
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    throw InputError(p.string() + ": cannot load random state: " + msg.substr(0, msg.find('\n')));
+  }
 }
 
 void load_optimizer(const std::string& dir, torch::optim::Optimizer& optimizer) {

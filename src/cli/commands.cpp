@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -9,10 +11,12 @@
 #include "config/config.h"
 #include "data/dataset.h"
 #include "decode/translator.h"
+#include "eval/bleu.h"
 #include "ops/attention/attention.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/errors.h"
+#include "viz/svg.h"
 
 namespace nmt::cli {
 
@@ -51,14 +55,77 @@ Session open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
   return s;
 }
 
+DecodeOptions decode_options(const Config& cfg, const DecodeFlags& flags) {
+  DecodeOptions o;
+  o.max_len = flags.max_len.value_or(cfg.decode.max_len);
+  o.batch_size = flags.batch_size.value_or(cfg.decode.batch_size);
+  o.beam = flags.beam;
+  o.length_penalty = flags.length_penalty;
+  o.use_cache = !flags.no_cache;
+  return o;
+}
+
+// FILE.svg for one sentence; FILE-1.svg, FILE-2.svg, ... for several.
+std::string map_path(const std::string& pattern, size_t index, size_t count) {
+  if (count == 1) return pattern;
+  const std::filesystem::path p(pattern);
+  return (p.parent_path() / (p.stem().string() + "-" + std::to_string(index + 1) +
+                             p.extension().string()))
+      .string();
+}
+
+void write_attention_maps(Session& s, const TranslateArgs& args,
+                          const std::vector<std::string>& lines, const DecodeOptions& opts) {
+  Transformer& model = s.ck.model;
+  const int64_t layers = model->options().decoder_layers(), heads = model->options().heads();
+  const int64_t layer = args.map_layer < 0 ? layers - 1 : args.map_layer;
+  if (layer >= layers)
+    throw InputError("--attention-layer: " + std::to_string(args.map_layer) + " but the model has " +
+                     std::to_string(layers) + " decoder layers");
+  if (args.map_head >= heads)
+    throw InputError("--attention-head: " + std::to_string(args.map_head) + " but the model has " +
+                     std::to_string(heads) + " heads");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::vector<int64_t> src = s.ck.src_tok->encode(lines[i]);
+    if (src.empty()) continue;
+    const std::vector<int64_t> hyp = decode(model, {src}, opts, s.device)[0];
+    std::vector<int64_t> tgt_in{kStartId};
+    tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
+    auto [src_t, src_len] = make_source_batch({src});
+    src_t = src_t.to(s.device), src_len = src_len.to(s.device);
+    torch::NoGradGuard no_grad;
+    const torch::Tensor memory = model->encode(src_t, src_len);
+    const auto opts_long = torch::TensorOptions(torch::kLong).device(s.device);
+    torch::Tensor map = model->cross_attention_maps(memory, src_len,
+                                                    torch::tensor(tgt_in, opts_long).unsqueeze(0))[layer][0];
+    map = (args.map_head < 0 ? map.mean(0) : map[args.map_head]).to(torch::kCPU, torch::kDouble);
+    std::vector<std::vector<double>> weights(map.size(0), std::vector<double>(map.size(1)));
+    for (int64_t r = 0; r < map.size(0); ++r)
+      for (int64_t c = 0; c < map.size(1); ++c) weights[r][c] = map[r][c].item<double>();
+    std::vector<int64_t> produced = hyp;
+    produced.push_back(kEndId);  // row t is the step that produced token t
+    const std::string title = lines[i] + "  →  " + s.ck.tgt_tok->decode(hyp) + "  (cross-attention, layer " +
+                              std::to_string(layer + 1) + ", " +
+                              (args.map_head < 0 ? std::string("mean of heads")
+                                                 : "head " + std::to_string(args.map_head + 1)) + ")";
+    const std::string path = map_path(args.attention_map, i, lines.size());
+    viz::write_file_atomic(path, viz::heatmap_svg(weights, s.ck.tgt_tok->pieces(produced),
+                                                  s.ck.src_tok->pieces(src), title));
+    spdlog::info("attention map: {}", path);
+  }
+}
+
 }  // namespace
 
 int run_train(const TrainArgs& args) {
-  Config cfg = load_config(args.config);
+  if (args.config.empty() && args.resume.empty())
+    throw InputError("train: give --config FILE, or --resume DIR");
+  // A resumed run continues with its checkpoint's config unless told otherwise.
+  Config cfg = args.config.empty() ? resume_config(args.resume) : load_config(args.config);
   for (const auto& s : args.sets) apply_override(cfg, s);
   apply_runtime(cfg, args.runtime);
-  spdlog::info("config {} resolved:\n{}", args.config, to_yaml(cfg));
-  train(cfg);
+  spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
+  train(cfg, args.resume);
   return kExitOk;
 }
 
@@ -74,12 +141,17 @@ int run_translate(const TranslateArgs& args) {
   } else {
     lines = read_lines(args.input);
   }
-  const auto& dc = s.ck.cfg.decode;
-  const auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, lines,
-                                   args.batch_size.value_or(dc.batch_size),
-                                   args.max_len.value_or(dc.max_len), s.device);
+  const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
+  const auto start = std::chrono::steady_clock::now();
+  const auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, lines, opts, s.device);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& l : out) std::cout << l << '\n';
   std::cout.flush();
+  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {})",
+               lines.size(), seconds, lines.size() / std::max(seconds, 1e-9), opts.beam,
+               opts.use_cache ? "on" : "off");
+  if (!args.attention_map.empty()) write_attention_maps(s, args, lines, opts);
   return kExitOk;
 }
 
@@ -90,15 +162,20 @@ int run_evaluate(const EvaluateArgs& args) {
   if (src.size() != ref.size())
     throw InputError(args.ref + ": has " + std::to_string(ref.size()) + " lines but " + args.src +
                      " has " + std::to_string(src.size()));
-  const auto& dc = s.ck.cfg.decode;
-  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, dc.batch_size,
-                                   dc.max_len, s.device);
+  const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
+  const auto start = std::chrono::steady_clock::now();
+  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!args.output.empty()) {
-    std::ofstream out(args.output);
-    if (!out) throw InputError(args.output + ": cannot write");
-    for (const auto& h : hyp) out << h << '\n';
+    std::string text;
+    for (const auto& h : hyp) text += h + "\n";
+    viz::write_file_atomic(args.output, text);
   }
-  std::printf("sentences %zu\nexact_match %.2f%%\n", src.size(), 100.0 * exact_match(hyp, ref));
+  const eval::BleuResult bleu = eval::corpus_bleu(hyp, ref);
+  std::printf("sentences %zu (beam %lld, %.1f sentences/s)\n%s\nchrF2 = %.2f\nexact match = %.2f%%\n",
+              src.size(), static_cast<long long>(opts.beam), src.size() / std::max(seconds, 1e-9),
+              eval::format_bleu(bleu).c_str(), eval::chrf(hyp, ref), 100.0 * exact_match(hyp, ref));
   return kExitOk;
 }
 

@@ -17,15 +17,27 @@ struct RuntimeFlags {
 
 struct TrainArgs {
   std::string config;
+  std::string resume;  // continue this run folder/checkpoint exactly
   std::vector<std::string> sets;  // --set key.path=value
   RuntimeFlags runtime;
 };
 int run_train(const TrainArgs& args);
 
+// Decoding flags of translate and evaluate; unset ones come from the config.
+struct DecodeFlags {
+  std::optional<int64_t> max_len, batch_size;
+  int64_t beam = 0;  // 0 = greedy
+  double length_penalty = 0.0;
+  bool no_cache = false;
+};
+
 struct TranslateArgs {
   std::string checkpoint;
-  std::string input;  // empty = stdin
-  std::optional<int64_t> max_len, batch_size;
+  std::string input;          // empty = stdin
+  std::string attention_map;  // write cross-attention heatmaps (SVG) here
+  int64_t map_layer = -1;     // decoder layer for the map (-1 = last)
+  int64_t map_head = -1;      // head for the map (-1 = mean over heads)
+  DecodeFlags decode;
   RuntimeFlags runtime;
 };
 int run_translate(const TranslateArgs& args);
@@ -33,6 +45,7 @@ int run_translate(const TranslateArgs& args);
 struct EvaluateArgs {
   std::string checkpoint, src, ref;
   std::string output;  // optional: write hypotheses here
+  DecodeFlags decode;
   RuntimeFlags runtime;
 };
 int run_evaluate(const EvaluateArgs& args);

@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "bench/bench_attention.h"
 #include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "util/errors.h"
@@ -21,6 +22,19 @@ void add_runtime_flags(CLI::App* sub, nmt::cli::RuntimeFlags& f) {
       ->check(CLI::NonNegativeNumber);
 }
 
+void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
+  sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(CLI::PositiveNumber);
+  sub->add_option("--batch-size", f.batch_size, "sentences decoded together")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search)")
+      ->check(CLI::Range(0, 64));
+  sub->add_option("--length-penalty", f.length_penalty,
+                  "GNMT length penalty alpha for beam search (0 = none)")
+      ->check(CLI::Range(0.0, 10.0));
+  sub->add_flag("--no-cache", f.no_cache,
+                "recompute the whole prefix each step instead of caching keys/values");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -34,7 +48,9 @@ int main(int argc, char** argv) {
 
   nmt::cli::TrainArgs train;
   auto* train_cmd = app.add_subcommand("train", "train a model from a YAML config");
-  train_cmd->add_option("--config", train.config, "YAML config file")->required();
+  train_cmd->add_option("--config", train.config, "YAML config file");
+  train_cmd->add_option("--resume", train.resume,
+                        "continue a run exactly (run folder or checkpoint; its config unless --config)");
   train_cmd->add_option("--set", train.sets, "override a config key: key.path=value (repeatable)");
   add_runtime_flags(train_cmd, train.runtime);
 
@@ -44,9 +60,13 @@ int main(int argc, char** argv) {
                      "checkpoint folder (a run folder means its best/ or last/)")
       ->required();
   tr_cmd->add_option("--input", translate.input, "file with one sentence per line (default: stdin)");
-  tr_cmd->add_option("--max-len", translate.max_len, "maximum target tokens")->check(CLI::PositiveNumber);
-  tr_cmd->add_option("--batch-size", translate.batch_size, "sentences decoded together")
-      ->check(CLI::PositiveNumber);
+  tr_cmd->add_option("--attention-map", translate.attention_map,
+                     "write the cross-attention heatmap (SVG) here; FILE-N.svg for several lines");
+  tr_cmd->add_option("--attention-layer", translate.map_layer,
+                     "decoder layer of the heatmap, from 0 (default: last)");
+  tr_cmd->add_option("--attention-head", translate.map_head,
+                     "head of the heatmap, from 0 (default: mean over heads)");
+  add_decode_flags(tr_cmd, translate.decode);
   add_runtime_flags(tr_cmd, translate.runtime);
 
   nmt::cli::EvaluateArgs eval;
@@ -55,6 +75,7 @@ int main(int argc, char** argv) {
   ev_cmd->add_option("--src", eval.src, "source sentences, one per line")->required();
   ev_cmd->add_option("--ref", eval.ref, "reference translations, line-aligned")->required();
   ev_cmd->add_option("--output", eval.output, "also write the translations here");
+  add_decode_flags(ev_cmd, eval.decode);
   add_runtime_flags(ev_cmd, eval.runtime);
 
   nmt::cli::CausalityArgs causality;
@@ -66,6 +87,24 @@ int main(int argc, char** argv) {
   cc_cmd->add_flag("--disable-causal-mask", causality.disable_causal_mask,
                    "drop the decoder's causal mask, to see the check fail");
   add_runtime_flags(cc_cmd, causality.runtime);
+
+  nmt::bench::BenchArgs bench;
+  auto* bench_cmd = app.add_subcommand(
+      "bench-attention",
+      "time the attention backends against each other and sgemm (one process per case)");
+  bench_cmd->add_option("--device", bench.device, "device: cpu | cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  bench_cmd->add_option("--csv", bench.csv, "also write the results to this CSV file");
+  bench_cmd->add_flag("--quick", bench.quick,
+                      "reduced set for CI: T = 128, 512 and cross, at most 3 repeats");
+  bench_cmd->add_option("--threads", bench.threads, "intra-op threads (0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
+  bench_cmd->add_option("--backends", bench.backends, "comma-separated subset of torch,naive,flash")
+      ->delimiter(',');
+  bench_cmd->add_option("--repeats", bench.repeats, "timed runs per case (median reported)")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--case", bench.single_case, "internal: run one case in this process")
+      ->group("");  // hidden: used by the per-case child processes
 
   try {
     app.parse(argc, argv);
@@ -83,6 +122,7 @@ int main(int argc, char** argv) {
     if (tr_cmd->parsed()) return nmt::cli::run_translate(translate);
     if (ev_cmd->parsed()) return nmt::cli::run_evaluate(eval);
     if (cc_cmd->parsed()) return nmt::cli::run_check_causality(causality);
+    if (bench_cmd->parsed()) return nmt::bench::run_bench_attention(bench);
   } catch (const nmt::InputError& e) {
     std::cerr << "nmt: error: " << e.what() << "\n";
     return nmt::kExitInput;

@@ -169,6 +169,15 @@ const std::vector<Field>& fields() {
       int_field("train.log_every", NMT_REF(train.log_every), 1, kBig),
       int_field("train.eval_every", NMT_REF(train.eval_every), 1, kBig),
       int_field("train.valid_max_sentences", NMT_REF(train.valid_max_sentences), 0, kBig),
+      int_field("train.valid_bleu_sentences", NMT_REF(train.valid_bleu_sentences), 0, kBig),
+      string_field("train.best_metric", NMT_REF(train.best_metric), {"bleu", "loss"}),
+      int_field("train.patience", NMT_REF(train.patience), 0, kBig),
+      Field{"train.metrics_file",
+            [](Config& c, const YAML::Node& n, const auto& fail) {
+              if (!n.IsScalar()) fail("expected a string, got '" + scalar_text(n) + "'");
+              c.train.metrics_file = n.Scalar();
+            },
+            [](const Config& c, YAML::Emitter& e) { e << YAML::DoubleQuoted << c.train.metrics_file; }},
       bool_field("train.progress", NMT_REF(train.progress)),
 
       int_field("decode.max_len", NMT_REF(decode.max_len), 1, 4096),
@@ -243,6 +252,9 @@ void validate(const Config& cfg) {
     input_error(origin_of(cfg, "model.heads"), "model.heads",
                 "head size d_model/heads = " + std::to_string(m.d_model / m.heads) +
                     " exceeds 256");
+  if (cfg.train.best_metric == "bleu" && cfg.train.valid_bleu_sentences == 0)
+    input_error(origin_of(cfg, "train.best_metric"), "train.best_metric",
+                "bleu needs train.valid_bleu_sentences > 0");
   if (cfg.train.batch_tokens == 0 && cfg.train.batch_sentences == 0)
     input_error(origin_of(cfg, "train.batch_tokens"), "train.batch_tokens",
                 "0 needs train.batch_sentences > 0");

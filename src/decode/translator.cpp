@@ -1,6 +1,8 @@
 #include "decode/translator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "data/dataset.h"
@@ -8,38 +10,56 @@
 
 namespace nmt {
 
-std::vector<std::vector<int64_t>> greedy_decode(Transformer& model,
-                                                const std::vector<std::vector<int64_t>>& sources,
-                                                int64_t max_len, const c10::Device& device) {
-  torch::NoGradGuard no_grad;
-  const int64_t n = static_cast<int64_t>(sources.size());
-  std::vector<std::vector<int64_t>> out(n);
-  if (n == 0) return out;
-  auto [src, src_len] = make_source_batch(sources);
-  src = src.to(device), src_len = src_len.to(device);
-  const torch::Tensor memory = model->encode(src, src_len);  // [B, S, C]
+namespace {
 
-  // ys: [B, t] = <start> y1 .. y(t-1); rows that ended keep being fed <pad>
-  // but their tokens are ignored.
+// Next-token logits for every row, given the tokens fed so far.
+class StepModel {
+ public:
+  StepModel(Transformer& model, const torch::Tensor& memory, const torch::Tensor& src_len,
+            bool use_cache)
+      : model_(model), memory_(memory), src_len_(src_len), use_cache_(use_cache) {
+    if (use_cache_) cache_ = model_->start_decoding(memory, src_len);
+  }
+
+  // prefix: [N, t] = <start> y1 .. y(t-1) -> logits [N, V] for y_t.
+  torch::Tensor next(const torch::Tensor& prefix) {
+    if (use_cache_) return model_->decode_step(prefix.select(1, prefix.size(1) - 1), cache_);
+    // Full recomputation; causality makes the last row depend on the prefix only.
+    const torch::Tensor lengths = torch::full({prefix.size(0)}, prefix.size(1), src_len_.options());
+    return model_->decode_embedded(model_->embed_target(prefix), memory_, lengths, src_len_)
+        .select(1, prefix.size(1) - 1);
+  }
+
+  void reorder(const torch::Tensor& index) {
+    if (use_cache_) cache_.reorder(index);
+    memory_ = memory_.index_select(0, index);
+    src_len_ = src_len_.index_select(0, index);
+  }
+
+ private:
+  Transformer& model_;
+  torch::Tensor memory_, src_len_;
+  bool use_cache_;
+  DecoderCache cache_;
+};
+
+std::vector<std::vector<int64_t>> greedy(StepModel& step, int64_t n, int64_t limit,
+                                         const c10::Device& device) {
+  std::vector<std::vector<int64_t>> out(n);
+  // ys: [N, t]; rows that ended keep being extended, their tokens ignored.
   torch::Tensor ys = torch::full({n, 1}, kStartId, torch::TensorOptions(torch::kLong).device(device));
   std::vector<bool> done(n, false);
   int64_t remaining = n;
-  const int64_t limit = std::min(max_len, model->options().max_positions() - 1);
-  for (int64_t step = 0; step < limit && remaining > 0; ++step) {
-    // Full recomputation of the prefix; causality makes row t independent of later rows.
-    const torch::Tensor lengths = torch::full({n}, ys.size(1), src_len.options());
-    const torch::Tensor logits =
-        model->decode_embedded(model->embed_target(ys), memory, lengths, src_len);  // [B, t, V]
-    const torch::Tensor next = logits.select(1, ys.size(1) - 1).argmax(-1);      // [B]
+  for (int64_t t = 0; t < limit && remaining > 0; ++t) {
+    const torch::Tensor next = step.next(ys).argmax(-1);  // [N]
     const torch::Tensor next_cpu = next.to(torch::kCPU);
-    const int64_t* next_ids = next_cpu.data_ptr<int64_t>();
+    const int64_t* ids = next_cpu.data_ptr<int64_t>();
     for (int64_t b = 0; b < n; ++b) {
       if (done[b]) continue;
-      if (next_ids[b] == kEndId) {
-        done[b] = true;
-        --remaining;
+      if (ids[b] == kEndId) {
+        done[b] = true, --remaining;
       } else {
-        out[b].push_back(next_ids[b]);
+        out[b].push_back(ids[b]);
       }
     }
     ys = torch::cat({ys, next.unsqueeze(1)}, 1);
@@ -47,10 +67,101 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model,
   return out;
 }
 
+double length_norm(double alpha, size_t len) {
+  return alpha == 0.0 ? 1.0 : std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha);
+}
+
+// Batched beam search. Rows are sentence-major: row n*K + k is beam k of
+// sentence n. A sentence stops once K hypotheses have ended.
+std::vector<std::vector<int64_t>> beam_search(StepModel& step, int64_t n, int64_t k,
+                                              double alpha, int64_t limit,
+                                              const c10::Device& device) {
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
+  step.reorder(torch::arange(n, long_opts).repeat_interleave(k));
+  std::vector<std::vector<int64_t>> seqs(n * k);      // tokens of each live beam
+  std::vector<double> scores(n * k, kNegInf);          // log-probability of each beam
+  for (int64_t s = 0; s < n; ++s) scores[s * k] = 0.0; // beam 0 only: no duplicate starts
+  struct Finished { double norm_score; std::vector<int64_t> tokens; };
+  std::vector<std::vector<Finished>> finished(n);
+  std::vector<bool> done(n, false);
+  torch::Tensor ys = torch::full({n * k, 1}, kStartId, long_opts);
+
+  for (int64_t t = 0; t < limit; ++t) {
+    const torch::Tensor logp = torch::log_softmax(step.next(ys).to(torch::kDouble), -1).to(torch::kCPU);
+    const int64_t vocab = logp.size(1);
+    const torch::Tensor base = torch::tensor(scores, torch::kDouble).unsqueeze(1);
+    const torch::Tensor cand = (base + logp).view({n, k * vocab});
+    const auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * k, k * vocab), 1);
+    const auto tv = top_v.accessor<double, 2>();
+    const auto ti = top_i.accessor<int64_t, 2>();
+
+    std::vector<int64_t> parent(n * k), token(n * k, kEndId);
+    std::vector<std::vector<int64_t>> new_seqs(n * k);
+    std::vector<double> new_scores(n * k, kNegInf);
+    for (int64_t s = 0; s < n; ++s) {
+      int64_t live = 0;
+      for (int64_t r = 0; r < top_v.size(1) && !done[s] && live < k; ++r) {
+        const double score = tv[s][r];
+        if (score == kNegInf) break;
+        const int64_t beam = ti[s][r] / vocab, tok = ti[s][r] % vocab;
+        const std::vector<int64_t>& prev = seqs[s * k + beam];
+        if (tok == kEndId) {
+          // An ended hypothesis counts only if it ranks among the best K.
+          if (r < k) finished[s].push_back({score / length_norm(alpha, prev.size() + 1), prev});
+          continue;
+        }
+        const int64_t row = s * k + live++;
+        parent[row] = s * k + beam, token[row] = tok, new_scores[row] = score;
+        new_seqs[row] = prev;
+        new_seqs[row].push_back(tok);
+      }
+      for (int64_t j = live; j < k; ++j) parent[s * k + j] = s * k;  // dead rows
+      if (static_cast<int64_t>(finished[s].size()) >= k) done[s] = true;
+    }
+    seqs = std::move(new_seqs), scores = std::move(new_scores);
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    const torch::Tensor index = torch::tensor(parent, torch::kLong).to(device);
+    step.reorder(index);
+    ys = torch::cat({ys.index_select(0, index), torch::tensor(token, torch::kLong).to(device).unsqueeze(1)}, 1);
+  }
+  std::vector<std::vector<int64_t>> out(n);
+  for (int64_t s = 0; s < n; ++s) {
+    // Out of length: live beams compete with the ended ones.
+    if (!done[s])
+      for (int64_t j = 0; j < k; ++j)
+        if (scores[s * k + j] != kNegInf)
+          finished[s].push_back({scores[s * k + j] / length_norm(alpha, seqs[s * k + j].size()),
+                                 seqs[s * k + j]});
+    const auto best = std::max_element(
+        finished[s].begin(), finished[s].end(),
+        [](const Finished& a, const Finished& b) { return a.norm_score < b.norm_score; });
+    if (best != finished[s].end()) out[s] = best->tokens;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> decode(Transformer& model,
+                                         const std::vector<std::vector<int64_t>>& sources,
+                                         const DecodeOptions& options, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = static_cast<int64_t>(sources.size());
+  if (n == 0) return {};
+  auto [src, src_len] = make_source_batch(sources);
+  src = src.to(device), src_len = src_len.to(device);
+  const torch::Tensor memory = model->encode(src, src_len);  // [N, S, C]
+  StepModel step(model, memory, src_len, options.use_cache);
+  const int64_t limit = std::min(options.max_len, model->options().max_positions() - 1);
+  if (options.beam <= 0) return greedy(step, n, limit, device);
+  return beam_search(step, n, options.beam, options.length_penalty, limit, device);
+}
+
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
-                                         const std::vector<std::string>& lines, int64_t batch_size,
-                                         int64_t max_len, const c10::Device& device) {
+                                         const std::vector<std::string>& lines,
+                                         const DecodeOptions& options, const c10::Device& device) {
   std::vector<std::string> result(lines.size());
   std::vector<std::vector<int64_t>> encoded(lines.size());
   std::vector<size_t> order;
@@ -64,11 +175,12 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   // Similar lengths together: less padding, same results (padding is masked).
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return encoded[a].size() < encoded[b].size(); });
-  for (size_t start = 0; start < order.size(); start += batch_size) {
-    const size_t end = std::min(order.size(), start + static_cast<size_t>(batch_size));
-    std::vector<std::vector<int64_t>> batch;
-    for (size_t k = start; k < end; ++k) batch.push_back(encoded[order[k]]);
-    const auto hyps = greedy_decode(model, batch, max_len, device);
+  const size_t batch = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
+  for (size_t start = 0; start < order.size(); start += batch) {
+    const size_t end = std::min(order.size(), start + batch);
+    std::vector<std::vector<int64_t>> sources;
+    for (size_t k = start; k < end; ++k) sources.push_back(encoded[order[k]]);
+    const auto hyps = decode(model, sources, options, device);
     for (size_t k = start; k < end; ++k) result[order[k]] = tgt_tok.decode(hyps[k - start]);
   }
   return result;

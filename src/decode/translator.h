@@ -1,4 +1,5 @@
-// Greedy decoding: argmax each step, stop at <end> or max_len.
+// Decoding: greedy or beam search, with cached keys/values (or full
+// recomputation of the prefix, kept for comparison), batched.
 #pragma once
 
 #include <torch/nn.h>
@@ -12,19 +13,27 @@ namespace nmt {
 
 class Tokenizer;
 
-// sources: token ids without specials. Returns target ids without <start>
-// and <end>. Sentences are decoded together; each result depends only on its
-// own source. Empty sources give empty outputs.
-std::vector<std::vector<int64_t>> greedy_decode(Transformer& model,
-                                                const std::vector<std::vector<int64_t>>& sources,
-                                                int64_t max_len, const c10::Device& device);
+struct DecodeOptions {
+  int64_t beam = 0;              // 0 = greedy; K >= 1 = beam search (K = 1 equals greedy)
+  double length_penalty = 0.0;   // GNMT alpha: score / ((5 + len) / 6)^alpha
+  int64_t max_len = 80;          // target tokens before stopping
+  int64_t batch_size = 64;       // sentences decoded together
+  bool use_cache = true;         // false: recompute the whole prefix every step
+};
 
-// Tokenize, decode in length-sorted batches of batch_size, detokenize; output
-// i translates line i. An empty line gives an empty line.
+// sources: token ids without specials. Returns target ids without <start>
+// and <end>. Each result depends only on its own source, not on what else is
+// in the batch. Empty sources give empty outputs.
+std::vector<std::vector<int64_t>> decode(Transformer& model,
+                                         const std::vector<std::vector<int64_t>>& sources,
+                                         const DecodeOptions& options, const c10::Device& device);
+
+// Tokenize, decode in length-sorted batches, detokenize; output i translates
+// line i. An empty line gives an empty line.
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
-                                         const std::vector<std::string>& lines, int64_t batch_size,
-                                         int64_t max_len, const c10::Device& device);
+                                         const std::vector<std::string>& lines,
+                                         const DecodeOptions& options, const c10::Device& device);
 
 // Share of hypotheses equal to their reference (after trimming spaces).
 double exact_match(const std::vector<std::string>& hyps, const std::vector<std::string>& refs);

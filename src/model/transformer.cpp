@@ -29,9 +29,15 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& memory,
                                               const torch::Tensor& key_lengths, bool causal,
                                               const AttentionRuntime& runtime) {
-  const torch::Tensor q = split_heads(q_proj(query));   // [B, H, Tq, D]
-  const torch::Tensor k = split_heads(k_proj(memory));  // [B, H, Tk, D]
-  const torch::Tensor v = split_heads(v_proj(memory));  // [B, H, Tk, D]
+  return attend(query, split_heads(k_proj(memory)), split_heads(v_proj(memory)), key_lengths,
+                causal, runtime);
+}
+
+torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& k,
+                                             const torch::Tensor& v,
+                                             const torch::Tensor& key_lengths, bool causal,
+                                             const AttentionRuntime& runtime) {
+  const torch::Tensor q = split_heads(q_proj(query));  // [B, H, Tq, D]
   ops::AttentionOptions opts;
   opts.causal = causal;
   opts.key_lengths = key_lengths;
@@ -91,6 +97,33 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& y, const torch::Ten
   return out + dropout(ff2(dropout(torch::relu(ff1(norm3(out))))));
 }
 
+torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& y, LayerCache& cache,
+                                             const torch::Tensor& src_lengths,
+                                             const AttentionRuntime& runtime) {
+  // The same sublayers as forward(); the newest position attends to every
+  // cached one, which is exactly its causal row.
+  const torch::Tensor h = norm1(y);  // [B, 1, C]
+  const torch::Tensor k_new = self_attn->split_heads(self_attn->k_proj(h));
+  const torch::Tensor v_new = self_attn->split_heads(self_attn->v_proj(h));
+  cache.self_k = cache.self_k.defined() ? torch::cat({cache.self_k, k_new}, 2) : k_new;
+  cache.self_v = cache.self_v.defined() ? torch::cat({cache.self_v, v_new}, 2) : v_new;
+  torch::Tensor out =
+      y + dropout(self_attn->attend(h, cache.self_k, cache.self_v, {}, /*causal=*/false, runtime));
+  out = out + dropout(cross_attn->attend(norm2(out), cache.cross_k, cache.cross_v, src_lengths,
+                                         /*causal=*/false, runtime));
+  return out + dropout(ff2(dropout(torch::relu(ff1(norm3(out))))));
+}
+
+void DecoderCache::reorder(const torch::Tensor& index) {
+  for (auto& l : layers) {
+    if (l.self_k.defined()) l.self_k = l.self_k.index_select(0, index);
+    if (l.self_v.defined()) l.self_v = l.self_v.index_select(0, index);
+    l.cross_k = l.cross_k.index_select(0, index);
+    l.cross_v = l.cross_v.index_select(0, index);
+  }
+  src_lengths = src_lengths.index_select(0, index);
+}
+
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) {
   const int64_t c = o.d_model();
   src_embed = register_module("src_embed", nn::Embedding(nn::EmbeddingOptions(o.src_vocab(), c).padding_idx(kPadId)));
@@ -126,12 +159,56 @@ TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) {
   positions_ = register_buffer("positions", pe);
 }
 
-torch::Tensor TransformerImpl::add_positions(const torch::Tensor& embedded) {
+torch::Tensor TransformerImpl::add_positions(const torch::Tensor& embedded, int64_t offset) {
   const int64_t t = embedded.size(1);
-  TORCH_CHECK(t <= options_.max_positions(), "sequence of ", t,
+  TORCH_CHECK(offset + t <= options_.max_positions(), "sequence of ", offset + t,
               " tokens exceeds model.max_positions ", options_.max_positions());
   const double scale = std::sqrt(static_cast<double>(options_.d_model()));
-  return dropout(embedded * scale + positions_.narrow(0, 0, t).unsqueeze(0));
+  return dropout(embedded * scale + positions_.narrow(0, offset, t).unsqueeze(0));
+}
+
+torch::Tensor TransformerImpl::output_logits(const torch::Tensor& y) {
+  return options_.tie_embeddings() ? torch::matmul(y, tgt_embed->weight.t()) : out_proj(y);
+}
+
+DecoderCache TransformerImpl::start_decoding(const torch::Tensor& memory,
+                                             const torch::Tensor& src_lengths) {
+  DecoderCache cache;
+  cache.src_lengths = src_lengths;
+  for (const auto& layer : *decoder_layers) {
+    auto& cross = layer->as<DecoderLayer>()->cross_attn;
+    cache.layers.push_back({torch::Tensor(), torch::Tensor(),
+                            cross->split_heads(cross->k_proj(memory)),
+                            cross->split_heads(cross->v_proj(memory))});
+  }
+  return cache;
+}
+
+torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderCache& cache) {
+  torch::Tensor y = add_positions(tgt_embed(tokens).unsqueeze(1), cache.position);  // [B, 1, C]
+  size_t i = 0;
+  for (const auto& layer : *decoder_layers)
+    y = layer->as<DecoderLayer>()->forward_step(y, cache.layers[i++], cache.src_lengths, runtime_);
+  ++cache.position;
+  return output_logits(decoder_norm(y)).squeeze(1);  // [B, V]
+}
+
+std::vector<torch::Tensor> TransformerImpl::cross_attention_maps(const torch::Tensor& memory,
+                                                                 const torch::Tensor& src_lengths,
+                                                                 const torch::Tensor& tgt_in) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> maps;
+  torch::Tensor y = embed_target(tgt_in);
+  const torch::Tensor tgt_lengths = torch::full({tgt_in.size(0)}, tgt_in.size(1), src_lengths.options());
+  for (const auto& item : *decoder_layers) {
+    auto layer = item->as<DecoderLayer>();
+    // The probabilities this layer's cross-attention applies, at its input.
+    const torch::Tensor h = layer->norm1(y);
+    const torch::Tensor mid = y + layer->self_attn(h, h, tgt_lengths, true, runtime_);
+    maps.push_back(layer->cross_attn->probs(layer->norm2(mid), memory, src_lengths));
+    y = layer->forward(y, memory, tgt_lengths, src_lengths, runtime_);
+  }
+  return maps;
 }
 
 torch::Tensor TransformerImpl::encode(const torch::Tensor& src, const torch::Tensor& src_lengths) {
@@ -152,8 +229,7 @@ torch::Tensor TransformerImpl::decode_embedded(const torch::Tensor& y_in,
   torch::Tensor y = y_in;
   for (const auto& layer : *decoder_layers)
     y = layer->as<DecoderLayer>()->forward(y, memory, tgt_lengths, src_lengths, runtime_);
-  y = decoder_norm(y);
-  return options_.tie_embeddings() ? torch::matmul(y, tgt_embed->weight.t()) : out_proj(y);
+  return output_logits(decoder_norm(y));
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& src_lengths,

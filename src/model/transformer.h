@@ -38,6 +38,10 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& memory,
                         const torch::Tensor& key_lengths, bool causal,
                         const AttentionRuntime& runtime);
+  // query: [B, Tq, C] attends to already projected k, v: [B, H, Tk, D].
+  torch::Tensor attend(const torch::Tensor& query, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& key_lengths, bool causal,
+                       const AttentionRuntime& runtime);
   // [B, T, C] -> [B, H, T, D] view (no copy: the kernels take strides).
   torch::Tensor split_heads(const torch::Tensor& x) const;
   // Cross-attention probabilities [B, H, Tq, Tk] for display.
@@ -72,6 +76,20 @@ class EncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderLayer);
 
+// Keys/values an incremental decoder keeps per layer.
+struct LayerCache {
+  torch::Tensor self_k, self_v;    // [B, H, t, D]: one row per token decoded so far
+  torch::Tensor cross_k, cross_v;  // [B, H, S, D]: the encoder output, projected once
+};
+
+struct DecoderCache {
+  std::vector<LayerCache> layers;
+  torch::Tensor src_lengths;  // [B]
+  int64_t position = 0;       // tokens fed so far
+  // Keeps rows `index` ([B'] int64) in that order (beam search).
+  void reorder(const torch::Tensor& index);
+};
+
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const TransformerLayerOptions& options);
@@ -79,6 +97,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& y, const torch::Tensor& memory,
                         const torch::Tensor& tgt_lengths, const torch::Tensor& src_lengths,
                         const AttentionRuntime& runtime);
+  // One new position: y: [B, 1, C]; appends its keys/values to cache.
+  torch::Tensor forward_step(const torch::Tensor& y, LayerCache& cache,
+                             const torch::Tensor& src_lengths, const AttentionRuntime& runtime);
 
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
   torch::nn::Linear ff1{nullptr}, ff2{nullptr};
@@ -114,6 +135,17 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor decode_embedded(const torch::Tensor& y, const torch::Tensor& memory,
                                 const torch::Tensor& tgt_lengths,
                                 const torch::Tensor& src_lengths);
+  // Incremental decoding: cross-attention keys/values computed once here,
+  // then one token per decode_step. Same results as decode_embedded on the
+  // whole prefix, without recomputing it.
+  DecoderCache start_decoding(const torch::Tensor& memory, const torch::Tensor& src_lengths);
+  // tokens: [B] (the last token of each row) -> logits [B, V] for the next.
+  torch::Tensor decode_step(const torch::Tensor& tokens, DecoderCache& cache);
+  // Cross-attention probabilities per decoder layer, [B, H, T, S] each, for
+  // the teacher-forced input tgt_in: [B, T].
+  std::vector<torch::Tensor> cross_attention_maps(const torch::Tensor& memory,
+                                                  const torch::Tensor& src_lengths,
+                                                  const torch::Tensor& tgt_in);
   // Teacher-forced logits: [B, T, V].
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_lengths,
                         const torch::Tensor& tgt_in, const torch::Tensor& tgt_lengths);
@@ -130,7 +162,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Dropout dropout{nullptr};
 
  private:
-  torch::Tensor add_positions(const torch::Tensor& embedded);  // [B, T, C]
+  torch::Tensor add_positions(const torch::Tensor& embedded, int64_t offset = 0);  // [B, T, C]
+  torch::Tensor output_logits(const torch::Tensor& y);  // [..., C] -> [..., V]
 
   TransformerOptions options_;
   AttentionRuntime runtime_;

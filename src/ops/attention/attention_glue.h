@@ -16,9 +16,15 @@ inline at::Tensor last_dim_contiguous(const at::Tensor& t) {
   return t.stride(-1) == 1 ? t : t.contiguous();
 }
 
-// key_lengths as int64 on `device`, or undefined.
+// LibTorch 1.13's autograd::Function rejects undefined tensor arguments, so
+// "no key lengths" travels as an empty tensor.
+inline at::Tensor lengths_argument(const at::Tensor& key_lengths) {
+  return key_lengths.defined() ? key_lengths : at::empty({0}, at::kLong);
+}
+
+// key_lengths as int64 on `device`, or undefined when empty (all keys valid).
 inline at::Tensor lengths_on(const at::Tensor& key_lengths, const at::Device& device) {
-  return key_lengths.defined() ? key_lengths.to(device, at::kLong).contiguous() : at::Tensor();
+  return key_lengths.numel() > 0 ? key_lengths.to(device, at::kLong).contiguous() : at::Tensor();
 }
 
 // Sizes, strides, mask options of q [B,H,Tq,D], k/v [B,H,Tk,D].

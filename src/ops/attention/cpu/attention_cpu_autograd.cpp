@@ -120,13 +120,13 @@ struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunct
 
 at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
-  return CpuAttentionFunction<Kernel::kNaive>::apply(q, k, v, options.key_lengths, options.causal,
+  return CpuAttentionFunction<Kernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
                                                      glue::resolve_scale(q, options.scale));
 }
 
 at::Tensor attention_flash_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
-  return CpuAttentionFunction<Kernel::kFlash>::apply(q, k, v, options.key_lengths, options.causal,
+  return CpuAttentionFunction<Kernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
                                                      glue::resolve_scale(q, options.scale));
 }
 

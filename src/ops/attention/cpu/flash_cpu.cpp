@@ -1,9 +1,10 @@
 // FlashAttention-2 on the CPU: tiled attention with an online softmax, so no
 // [Tq, Tk] buffer ever exists. The tile products run on our own
 // register-blocked micro-kernel (micro_kernel below) rather than on BLAS:
-// the tiles are small (64 x 64 x D), BLAS call/packing overhead would
-// dominate, and a pthread OpenBLAS called from OpenMP workers could spawn its
-// own threads on top of ours.
+// at tile size (64 x 64 x D) OpenBLAS pays call and packing overhead per
+// tile (about half the per-core throughput of this kernel on the reference
+// machine), the softmax steps could not be fused into its epilogue, and the
+// pthread OpenBLAS build could start its own threads under our OpenMP ones.
 //
 // Layout trick: every tile keeps one index as the SIMD lane dimension.
 //   forward : lanes = query rows. Q_i is packed transposed once per task and
@@ -79,7 +80,10 @@ typename detail::Simd<T>::Mask lane_iota() {
 //   epilogue(i, v, acc[i][v])
 // x is read one scalar at a time (broadcast), so it may be a strided user
 // tensor in either orientation; w is a packed, vector-aligned tile. The
-// accumulators stay in registers for the whole depth loop.
+// accumulators stay in registers for the whole depth loop, and the
+// epilogue is where softmax, masking and dS are fused in.
+//   x: [MR, depth] with element (i, k) at x[i * x_si + k * x_sk]
+//   w: [depth, NR * L], row stride ldw, rows 64-byte aligned
 template <typename T, int MR, int NR, typename Init, typename Epilogue>
 inline __attribute__((always_inline)) void micro_kernel(
     int64_t depth, const T* x, int64_t x_si, int64_t x_sk, const T* w, int64_t ldw,
@@ -113,6 +117,7 @@ inline __attribute__((always_inline)) void micro_kernel(
 
 // Dispatches a leftover strip of `rows` < kStripRows rows to the matching
 // instantiation, so row counts need not be multiples of the strip.
+//   x: [rows, depth] starting at row row0, w: [depth, NR * L] (as in tile_gemm)
 template <typename T, int NR, int MR, typename Init, typename Epilogue>
 inline void remainder_strip(int64_t rows, int64_t row0, int64_t depth, const T* x, int64_t x_si,
                             int64_t x_sk, const T* w, int64_t ldw, const Init& init,
@@ -147,6 +152,19 @@ void tile_gemm(int64_t rows, int64_t depth, const T* x, int64_t x_si, int64_t x_
   if (row0 < rows) {
     remainder_strip<T, NR, kMr - 1>(rows - row0, row0, depth, x, x_si, x_sk, w, ldw, init,
                                     epilogue);
+  }
+}
+
+// Requests the next tile's rows ahead of use. Rows of a head are usually
+// strided views (H * D elements apart), which spread a tile over many pages;
+// without hints the TLB and cache misses stall the micro-kernel once a head's
+// K/V no longer fit in cache (long sequences).
+//   x: [rows, cols], row stride ld
+template <typename T>
+inline void prefetch_rows(const T* x, int64_t rows, int64_t ld, int64_t cols) {
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; c += kLine) __builtin_prefetch(x + r * ld + c);
   }
 }
 
@@ -195,10 +213,11 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
   // Pack Q_i transposed (lanes = query rows); padding rows are zero so they
   // produce harmless finite scores.
   const T q_scale = p.scale * static_cast<T>(kLog2e);
-  for (int64_t r = 0; r < kBlockQ; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const T* q_r = q + r * p.q_stride_t;
-    for (int64_t d = 0; d < D; ++d) qt[d * kBlockQ + r] = r < rows ? q_r[d] * q_scale : T(0);
+    for (int64_t d = 0; d < D; ++d) qt[d * kBlockQ + r] = q_r[d] * q_scale;
   }
+  for (int64_t d = 0; d < D; ++d) std::fill(qt + d * kBlockQ + rows, qt + (d + 1) * kBlockQ, T(0));
 
   const auto iota = lane_iota<T>();
   V m[NR], l[NR];  // running row max (base 2) and row sum, one lane per query row
@@ -212,6 +231,11 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
     // Only a block crossing the diagonal needs an element-wise mask;
     // length masking is already done by stopping at key_end.
     const bool straddles = p.causal && j0 + n - 1 > i0;
+    if (j0 + kBlockK < key_end) {
+      const int64_t next_n = std::min(kBlockK, key_end - j0 - kBlockK);
+      prefetch_rows(k + (j0 + kBlockK) * p.k_stride_t, next_n, p.k_stride_t, D);
+      prefetch_rows(v + (j0 + kBlockK) * p.v_stride_t, next_n, p.v_stride_t, D);
+    }
 
     // pass 1: S^T = K_j Q_i^T (base 2), causal mask, block max per row
     V block_max[NR];
@@ -285,7 +309,7 @@ struct BackwardScratch {
         kp(kBwdBlockK * padded_dim),
         dkt(head_dim * kBwdBlockK),
         dvt(head_dim * kBwdBlockK),
-        pt(kBwdBlockQ * kBwdBlockK),
+        prob(kBwdBlockQ * kBwdBlockK),
         ds(kBwdBlockQ * kBwdBlockK),
         dq_acc(q_len * padded_dim) {}
   AlignedBuffer<T> kt;      // kt: [D, Bk], keys * scale * log2(e), transposed
@@ -293,7 +317,7 @@ struct BackwardScratch {
   AlignedBuffer<T> kp;      // kp: [Bk, Dp], keys with rows padded to Dp (lanes = head dim)
   AlignedBuffer<T> dkt;     // dkt: [D, Bk], dK_j / scale accumulator, transposed
   AlignedBuffer<T> dvt;     // dvt: [D, Bk], dV_j accumulator, transposed
-  AlignedBuffer<T> pt;      // pt: [Bq, Bk], probabilities of the current tile
+  AlignedBuffer<T> prob;    // prob: [Bq, Bk], probabilities of the current tile
   AlignedBuffer<T> ds;      // ds: [Bq, Bk], dS of the current tile
   AlignedBuffer<T> dq_acc;  // dq_acc: [Tq, Dp], dQ / scale accumulator for one head
 };
@@ -357,24 +381,25 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
   T* kp = scratch.kp.data();
   T* dkt = scratch.dkt.data();
   T* dvt = scratch.dvt.data();
-  T* pt = scratch.pt.data();
+  T* prob = scratch.prob.data();
   T* ds = scratch.ds.data();
 
   // Pack K_j, V_j once for all query blocks. Padding keys (c >= n) are zero
   // in kt/vt and their probabilities are masked to 0 below.
   const T k_scale = p.scale * static_cast<T>(kLog2e);
-  for (int64_t c = 0; c < Bk; ++c) {
-    const bool real = c < n;
+  for (int64_t c = 0; c < n; ++c) {
     const T* k_c = k + c * p.k_stride_t;
     const T* v_c = v + c * p.v_stride_t;
     for (int64_t d = 0; d < D; ++d) {
-      kt[d * Bk + c] = real ? k_c[d] * k_scale : T(0);
-      vt[d * Bk + c] = real ? v_c[d] : T(0);
+      kt[d * Bk + c] = k_c[d] * k_scale;
+      vt[d * Bk + c] = v_c[d];
     }
-    if (real) {
-      std::copy(k_c, k_c + D, kp + c * Dp);
-      std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
-    }
+    std::copy(k_c, k_c + D, kp + c * Dp);
+    std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
+  }
+  for (int64_t d = 0; d < D; ++d) {
+    std::fill(kt + d * Bk + n, kt + (d + 1) * Bk, T(0));
+    std::fill(vt + d * Bk + n, vt + (d + 1) * Bk, T(0));
   }
   std::fill(dkt, dkt + D * Bk, T(0));
   std::fill(dvt, dvt + D * Bk, T(0));
@@ -395,26 +420,25 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
     tile_gemm<T, NR>(
         rows, D, q_i, p.q_stride_t, 1, kt, Bk, [](int64_t, int) { return V{}; },
         [&](int64_t r, int vi, V s) {
-          V prob = vec_exp2(s - lse2_i[r]);
+          V e = vec_exp2(s - lse2_i[r]);
           if (needs_mask) {
             // Key j0 + c is visible to row i0 + r iff c < n and c <= i0 + r - j0.
             const int64_t last = causal_mask ? std::clamp<int64_t>(i0 + r - j0, -1, n - 1) : n - 1;
-            prob = (iota + vi * L) > static_cast<int>(last) ? V{} : prob;
+            e = (iota + vi * L) > static_cast<int>(last) ? V{} : e;
           }
-          vec_store(pt + r * Bk + vi * L, prob);
+          vec_store(prob + r * Bk + vi * L, e);
         });
 
     // pass 2: dS = P * (dO_i V_j^T - delta)
     tile_gemm<T, NR>(
         rows, D, do_i, D, 1, vt, Bk, [](int64_t, int) { return V{}; },
         [&](int64_t r, int vi, V dp) {
-          const V prob = vec_load(pt + r * Bk + vi * L);
-          vec_store(ds + r * Bk + vi * L, prob * (dp - delta_i[r]));
+          vec_store(ds + r * Bk + vi * L, vec_load(prob + r * Bk + vi * L) * (dp - delta_i[r]));
         });
 
     // pass 3: dV_j^T += dO_i^T P and dK_j^T += Q_i^T dS (scale applied at the end)
     tile_gemm<T, NR>(
-        D, rows, do_i, 1, D, pt, Bk,
+        D, rows, do_i, 1, D, prob, Bk,
         [&](int64_t d, int vi) { return vec_load(dvt + d * Bk + vi * L); },
         [&](int64_t d, int vi, V a) { vec_store(dvt + d * Bk + vi * L, a); });
     tile_gemm<T, NR>(

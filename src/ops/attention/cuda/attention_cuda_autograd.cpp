@@ -90,13 +90,13 @@ struct CudaAttentionFunction : public torch::autograd::Function<CudaAttentionFun
 
 at::Tensor attention_naive_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options) {
-  return CudaAttentionFunction<Kernel::kNaive>::apply(q, k, v, options.key_lengths, options.causal,
+  return CudaAttentionFunction<Kernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
                                                       glue::resolve_scale(q, options.scale));
 }
 
 at::Tensor attention_flash_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options) {
-  return CudaAttentionFunction<Kernel::kFlash>::apply(q, k, v, options.key_lengths, options.causal,
+  return CudaAttentionFunction<Kernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
                                                       glue::resolve_scale(q, options.scale));
 }
 

@@ -1,0 +1,528 @@
+// Hand-written SVG. scripts/plot_metrics.py draws the same line chart in
+// Python (same constants, same tick rules); change both together.
+#include "viz/svg.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace nmt::viz {
+namespace {
+
+// CJK fonts first: their Latin glyphs are fine, and one font for both scripts
+// keeps the width estimates below honest. Browsers fall back per glyph.
+constexpr const char* kFontFamily =
+    "Noto Sans CJK SC, Source Han Sans SC, PingFang SC, Microsoft YaHei, sans-serif";
+constexpr double kMargin = 16;
+constexpr double kTitleFont = 16;
+constexpr double kLabelFont = 13;
+constexpr double kTickFont = 12;
+constexpr double kValueFont = 10;
+constexpr double kCell = 34;
+constexpr double kColumnAngleDeg = 60;
+constexpr double kMaxLabelEm = 14;  // heatmap labels wider than this are cut
+constexpr double kChartWidth = 860;
+constexpr double kChartHeight = 480;
+constexpr size_t kMaxMarkers = 40;  // points per series up to which each point gets a dot
+constexpr std::array<const char*, 8> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                                 "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+// Viridis at 0, .25, .5, .75, 1: perceptually ordered and colour-blind safe.
+constexpr std::array<std::array<int, 3>, 5> kViridis = {
+    {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
+constexpr const char* kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+constexpr double kPi = 3.14159265358979323846;
+
+std::string printf_string(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string printf_string(const char* f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  char small[256];
+  const int n = std::vsnprintf(small, sizeof small, f, ap);
+  va_end(ap);
+  if (n < 0) return "";
+  if (static_cast<size_t>(n) < sizeof small) return std::string(small, n);
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  va_start(ap, f);
+  std::vsnprintf(out.data(), out.size(), f, ap);
+  va_end(ap);
+  out.resize(n);
+  return out;
+}
+
+// Length of the well-formed UTF-8 sequence at s[i] (1..4) with its code
+// point, or 0. Strict (no overlongs, surrogates or > U+10FFFF) because an XML
+// parser rejects the whole document on any of them.
+int utf8_next(const std::string& s, size_t i, char32_t* cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  int len;
+  char32_t v, min;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  } else if ((c & 0xE0) == 0xC0) {
+    len = 2, v = c & 0x1F, min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3, v = c & 0x0F, min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4, v = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (int k = 1; k < len; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (b(i + k) & 0x3F);
+  }
+  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+  *cp = v;
+  return len;
+}
+
+bool is_wide(char32_t c) {
+  return (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF) ||
+         (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
+         (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+         (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x20000 && c <= 0x3FFFD);
+}
+
+// Rough rendered width in em: SVG has no text measurement, and layout only
+// needs to keep labels from overlapping or being clipped, so estimates err wide.
+double char_em(char32_t cp) {
+  if (cp >= 0x80) return is_wide(cp) ? 1.0 : 0.62;
+  const char c = static_cast<char>(cp);
+  if (std::strchr("ijlI.,:;'|!` ", c) != nullptr) return 0.32;
+  if ((c >= 'A' && c <= 'Z') || c == 'm' || c == 'w') return 0.72;
+  return 0.58;
+}
+
+double text_width(const std::string& s, double font) {
+  double em = 0;
+  for (size_t i = 0; i < s.size();) {
+    char32_t cp = 0xFFFD;
+    const int n = utf8_next(s, i, &cp);
+    i += n > 0 ? n : 1;
+    em += char_em(cp);
+  }
+  return em * font;
+}
+
+// Cut to about kMaxLabelEm wide (SentencePiece can emit long pieces), ending in "…".
+std::string truncate_label(const std::string& s) {
+  double em = 0;
+  size_t cut = 0;
+  for (size_t i = 0; i < s.size();) {
+    char32_t cp = 0xFFFD;
+    const int n = utf8_next(s, i, &cp);
+    em += char_em(cp);
+    if (em <= kMaxLabelEm - 1) cut = i + (n > 0 ? n : 1);  // room left for the ellipsis
+    if (em > kMaxLabelEm) return s.substr(0, cut) + "\xE2\x80\xA6";
+    i += n > 0 ? n : 1;
+  }
+  return s;
+}
+
+std::string colour(double t) {
+  if (!std::isfinite(t)) return "#bdbdbd";
+  t = std::clamp(t, 0.0, 1.0) * (kViridis.size() - 1);
+  const size_t k = std::min(static_cast<size_t>(t), kViridis.size() - 2);
+  const double f = t - static_cast<double>(k);
+  std::array<int, 3> rgb;
+  for (int j = 0; j < 3; ++j)
+    rgb[j] = static_cast<int>(std::lround(kViridis[k][j] + f * (kViridis[k + 1][j] - kViridis[k][j])));
+  return printf_string("#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+std::string svg_open(double w, double h, const std::string& title) {
+  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  s += printf_string("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+           "viewBox=\"0 0 %.0f %.0f\" font-family=\"%s\" font-size=\"%.0f\">\n",
+           w, h, w, h, kFontFamily, kLabelFont);
+  if (!title.empty()) s += "<title>" + xml_escape(title) + "</title>\n";
+  s += "<rect class=\"bg\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  if (!title.empty())
+    s += printf_string("<text class=\"title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%.0f\" "
+             "font-weight=\"bold\">",
+             w / 2, kMargin + kTitleFont, kTitleFont) +
+         xml_escape(title) + "</text>\n";
+  return s;
+}
+
+// ------------------------------------------------------------------ line chart
+
+struct Axis {
+  double lo = 0, hi = 1, step = 0.2;
+  int ticks() const { return static_cast<int>(std::llround((hi - lo) / step)) + 1; }
+  double tick(int k) const { return lo + k * step; }
+};
+
+// Bounds widened to multiples of a 1/2/5 step giving about five intervals.
+Axis nice_axis(double mn, double mx) {
+  if (!(mn <= mx)) mn = 0, mx = 1;  // no data
+  if (mx - mn <= 1e-12 * std::max(1.0, std::fabs(mx))) {
+    const double pad = std::max(std::fabs(mn) * 0.05, 0.5);
+    mn -= pad;
+    mx += pad;
+  }
+  const double raw = (mx - mn) / 5;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double norm = raw / mag;
+  Axis a;
+  a.step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+  a.lo = std::floor(mn / a.step + 1e-9) * a.step;
+  a.hi = std::ceil(mx / a.step - 1e-9) * a.step;
+  return a;
+}
+
+std::string tick_label(double v, double step) {
+  if (std::fabs(v) < step * 1e-6) v = 0;  // no "-0.0"
+  if (step >= 1000) return v == 0 ? "0" : printf_string("%.0fk", v / 1000);
+  const int decimals = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  return printf_string("%.*f", decimals, v);
+}
+
+// Finite runs of a series, each a list of (x, y) points.
+std::vector<std::vector<std::array<double, 2>>> finite_runs(const Series& s) {
+  std::vector<std::vector<std::array<double, 2>>> runs(1);
+  const size_t n = std::min(s.x.size(), s.y.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) {
+      runs.back().push_back({s.x[i], s.y[i]});
+    } else if (!runs.back().empty()) {
+      runs.emplace_back();
+    }
+  }
+  if (runs.back().empty()) runs.pop_back();
+  return runs;
+}
+
+// Keeps each pixel column's lowest and highest point (in order) once a run
+// has far more points than pixels: same picture, a fraction of the bytes.
+std::vector<std::array<double, 2>> decimate(const std::vector<std::array<double, 2>>& pts,
+                                            double width_px) {
+  if (pts.size() <= static_cast<size_t>(4 * width_px)) return pts;
+  std::vector<std::array<double, 2>> out;
+  size_t i = 0;
+  while (i < pts.size()) {
+    const double column = std::floor(pts[i][0]);
+    size_t lo = i, hi = i, j = i;
+    for (; j < pts.size() && std::floor(pts[j][0]) == column; ++j) {
+      if (pts[j][1] < pts[lo][1]) lo = j;
+      if (pts[j][1] > pts[hi][1]) hi = j;
+    }
+    out.push_back(pts[std::min(lo, hi)]);
+    if (lo != hi) out.push_back(pts[std::max(lo, hi)]);
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp;
+    const int n = utf8_next(text, i, &cp);
+    if (n == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    switch (cp) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if ((cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0xFFFE || cp == 0xFFFF) {
+          out += kReplacement;
+        } else {
+          out.append(text, i, n);
+        }
+    }
+    i += n;
+  }
+  return out;
+}
+
+std::string heatmap_svg(const std::vector<std::vector<double>>& weights,
+                        const std::vector<std::string>& row_labels,
+                        const std::vector<std::string>& col_labels, const std::string& title,
+                        bool print_values) {
+  const size_t rows = weights.size(), cols = col_labels.size();
+  if (row_labels.size() != rows)
+    throw std::invalid_argument(printf_string("heatmap_svg: %zu rows of weights but %zu row labels", rows,
+                                    row_labels.size()));
+  for (size_t r = 0; r < rows; ++r)
+    if (weights[r].size() != cols)
+      throw std::invalid_argument(printf_string("heatmap_svg: row %zu has %zu weights but there are %zu "
+                                      "column labels",
+                                      r, weights[r].size(), cols));
+
+  std::vector<std::string> rl, cl;
+  for (const auto& l : row_labels) rl.push_back(truncate_label(l));
+  for (const auto& l : col_labels) cl.push_back(truncate_label(l));
+
+  const double sin_a = std::sin(kColumnAngleDeg * kPi / 180);
+  const double cos_a = std::cos(kColumnAngleDeg * kPi / 180);
+  double row_w = 0;
+  for (const auto& l : rl) row_w = std::max(row_w, text_width(l, kLabelFont));
+  // Column labels run up and to the right from their column: they need
+  // height above the grid and may reach past its right edge.
+  double col_h = 0, col_right = 0;
+  for (size_t c = 0; c < cols; ++c) {
+    const double w = text_width(cl[c], kLabelFont);
+    col_h = std::max(col_h, w * sin_a + kLabelFont * cos_a);
+    col_right = std::max(col_right, (c + 0.5) * kCell + w * cos_a + kLabelFont * sin_a);
+  }
+  const double title_h = title.empty() ? 0 : kTitleFont + 14;
+  const double x0 = kMargin + row_w + 8;
+  const double y0 = kMargin + title_h + col_h + 10;
+  const double grid_w = cols * kCell, grid_h = rows * kCell;
+  const double bar_x = x0 + grid_w + 24, bar_w = 14;
+  const double bar_h = std::clamp(grid_h, 100.0, 300.0);
+  const double width =
+      std::ceil(std::max({bar_x + bar_w + 6 + text_width("0.75", kTickFont) + kMargin,
+                          x0 + col_right + kMargin,
+                          2 * kMargin + 1.1 * text_width(title, kTitleFont)}));
+  const double height = std::ceil(y0 + std::max(grid_h, bar_h + kTickFont / 2) + kMargin);
+
+  std::string s = svg_open(width, height, title);
+  s += "<defs><linearGradient id=\"nmt-heat-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (size_t k = 0; k < kViridis.size(); ++k) {
+    const double t = static_cast<double>(k) / (kViridis.size() - 1);
+    s += printf_string("<stop offset=\"%.2f\" stop-color=\"%s\"/>", t, colour(t).c_str());
+  }
+  s += "</linearGradient></defs>\n";
+
+  s += "<g class=\"row-labels\" text-anchor=\"end\">\n";
+  for (size_t r = 0; r < rows; ++r)
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\">", x0 - 6, y0 + (r + 0.5) * kCell + 0.35 * kLabelFont) +
+         xml_escape(rl[r]) + "</text>\n";
+  s += "</g>\n<g class=\"col-labels\" text-anchor=\"start\">\n";
+  for (size_t c = 0; c < cols; ++c) {
+    // Shifted by 0.35 em across the text so the rotated glyphs centre on the column.
+    const double ax = x0 + (c + 0.5) * kCell + 0.35 * kLabelFont * sin_a;
+    const double ay = y0 - 6 + 0.35 * kLabelFont * cos_a;
+    s += printf_string("<text transform=\"translate(%.1f %.1f) rotate(-%.0f)\">", ax, ay, kColumnAngleDeg) +
+         xml_escape(cl[c]) + "</text>\n";
+  }
+  s += "</g>\n<g class=\"cells\" stroke=\"#ffffff\" stroke-width=\"1\">\n";
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; ++c) {
+      const double v = weights[r][c];
+      s += printf_string("<rect class=\"cell\" x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" "
+               "fill=\"%s\"><title>",
+               x0 + c * kCell, y0 + r * kCell, kCell, kCell, colour(v).c_str()) +
+           xml_escape(row_labels[r]) + " / " + xml_escape(col_labels[c]) +
+           (std::isfinite(v) ? printf_string(": %.3f", v) : std::string(": n/a")) + "</title></rect>\n";
+    }
+  }
+  s += "</g>\n";
+  if (print_values) {
+    s += printf_string("<g class=\"values\" text-anchor=\"middle\" font-size=\"%.0f\">\n", kValueFont);
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t c = 0; c < cols; ++c) {
+        const double v = weights[r][c];
+        if (!std::isfinite(v)) continue;
+        // Viridis gets lighter with the value: dark text from about the middle up.
+        s += printf_string("<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%.2f</text>\n", x0 + (c + 0.5) * kCell,
+                 y0 + (r + 0.5) * kCell + 0.35 * kValueFont, v < 0.55 ? "#ffffff" : "#000000", v);
+      }
+    }
+    s += "</g>\n";
+  }
+
+  s += printf_string("<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" "
+           "fill=\"url(#nmt-heat-scale)\" stroke=\"#888888\" stroke-width=\"0.5\"/>\n",
+           bar_x, y0, bar_w, bar_h);
+  s += printf_string("<g class=\"legend-ticks\" font-size=\"%.0f\">\n", kTickFont);
+  for (const double t : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+    const double y = y0 + bar_h * (1 - t);
+    s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555555\"/>"
+             "<text x=\"%.1f\" y=\"%.1f\">%g</text>\n",
+             bar_x + bar_w, y, bar_x + bar_w + 4, y, bar_x + bar_w + 6, y + 0.35 * kTickFont, t);
+  }
+  s += "</g>\n</svg>\n";
+  return s;
+}
+
+std::string line_chart_svg(const std::vector<Series>& series, const std::string& title,
+                           const std::string& x_label, const std::string& left_label,
+                           const std::string& right_label) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<std::vector<std::array<double, 2>>>> runs;
+  double x_min = kInf, x_max = -kInf;
+  std::array<double, 2> y_min = {kInf, kInf}, y_max = {-kInf, -kInf};  // [left, right]
+  bool has_left = false, has_right = false;
+  for (const auto& s : series) {
+    runs.push_back(finite_runs(s));
+    const int side = s.right_axis ? 1 : 0;
+    for (const auto& run : runs.back()) {
+      for (const auto& p : run) {
+        x_min = std::min(x_min, p[0]);
+        x_max = std::max(x_max, p[0]);
+        y_min[side] = std::min(y_min[side], p[1]);
+        y_max[side] = std::max(y_max[side], p[1]);
+        (s.right_axis ? has_right : has_left) = true;
+      }
+    }
+  }
+  const bool empty = !has_left && !has_right;
+  if (empty) has_left = true;  // draw an empty frame with a default axis
+  const Axis ax = nice_axis(x_min, x_max);
+  const Axis ay[2] = {nice_axis(y_min[0], y_max[0]), nice_axis(y_min[1], y_max[1])};
+
+  const auto tick_labels_width = [](const Axis& a) {
+    double w = 0;
+    for (int k = 0; k < a.ticks(); ++k) w = std::max(w, text_width(tick_label(a.tick(k), a.step), kTickFont));
+    return w;
+  };
+
+  // Legend entries flow left to right under the title and wrap.
+  struct Entry {
+    std::string text, colour;
+    double x, y;
+    bool marker;
+  };
+  std::vector<Entry> legend;
+  const double title_h = title.empty() ? 0 : kTitleFont + 10;
+  double lx = kMargin, ly = kMargin + title_h + 12;
+  for (size_t i = 0; i < series.size(); ++i) {
+    std::string name = series[i].name;
+    if (series[i].right_axis && has_left) name += " (right axis)";
+    const double w = 34 + text_width(name, kLabelFont) + 18;
+    if (lx > kMargin && lx + w > kChartWidth - kMargin) {
+      lx = kMargin;
+      ly += 20;
+    }
+    size_t points = 0;
+    for (const auto& run : runs[i]) points += run.size();
+    legend.push_back({name, kPalette[i % kPalette.size()], lx, ly, points <= kMaxMarkers});
+    lx += w;
+  }
+  const double top = (legend.empty() ? kMargin + title_h : ly + 14) + 8;
+  const double left = kMargin + (left_label.empty() ? 0 : kLabelFont + 8) +
+                      (has_left ? tick_labels_width(ay[0]) + 8 : 0);
+  const double last_x_half = text_width(tick_label(ax.hi, ax.step), kTickFont) / 2;
+  const double right = has_right ? kMargin + (right_label.empty() ? 0 : kLabelFont + 8) +
+                                       tick_labels_width(ay[1]) + 8
+                                 : std::max(kMargin, last_x_half + 4);
+  const double bottom = kMargin + (x_label.empty() ? 0 : kLabelFont + 8) + kTickFont + 8;
+  const double px0 = left, px1 = kChartWidth - right, py0 = top, py1 = kChartHeight - bottom;
+  const auto to_px = [&](double x) { return px0 + (x - ax.lo) / (ax.hi - ax.lo) * (px1 - px0); };
+  const auto to_py = [&](double y, int side) {
+    return py1 - (y - ay[side].lo) / (ay[side].hi - ay[side].lo) * (py1 - py0);
+  };
+
+  std::string s = svg_open(kChartWidth, kChartHeight, title);
+  const int grid_side = has_left ? 0 : 1;
+  s += "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
+  for (int k = 0; k < ay[grid_side].ticks(); ++k) {
+    const double y = to_py(ay[grid_side].tick(k), grid_side);
+    s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", px0, y, px1, y);
+  }
+  for (int k = 0; k < ax.ticks(); ++k) {
+    const double x = to_px(ax.tick(k));
+    s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, py0, x, py1);
+  }
+  s += "</g>\n";
+  s += printf_string("<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+           "stroke=\"#888888\"/>\n",
+           px0, py0, px1 - px0, py1 - py0);
+
+  s += printf_string("<g class=\"ticks\" font-size=\"%.0f\" fill=\"#333333\">\n", kTickFont);
+  for (int k = 0; k < ax.ticks(); ++k)
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", to_px(ax.tick(k)),
+             py1 + 6 + kTickFont, tick_label(ax.tick(k), ax.step).c_str());
+  for (int side = 0; side < 2; ++side) {
+    if (!(side == 0 ? has_left : has_right)) continue;
+    for (int k = 0; k < ay[side].ticks(); ++k)
+      s += printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">%s</text>\n",
+               side == 0 ? px0 - 6 : px1 + 6, to_py(ay[side].tick(k), side) + 0.35 * kTickFont,
+               side == 0 ? "end" : "start", tick_label(ay[side].tick(k), ay[side].step).c_str());
+  }
+  s += "</g>\n";
+
+  s += "<g class=\"axis-labels\">\n";
+  if (!x_label.empty())
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", (px0 + px1) / 2,
+             kChartHeight - kMargin) +
+         xml_escape(x_label) + "</text>\n";
+  if (!left_label.empty() && has_left)
+    s += printf_string("<text transform=\"translate(%.1f %.1f) rotate(-90)\" text-anchor=\"middle\">",
+             kMargin + kLabelFont, (py0 + py1) / 2) +
+         xml_escape(left_label) + "</text>\n";
+  if (!right_label.empty() && has_right)
+    s += printf_string("<text transform=\"translate(%.1f %.1f) rotate(90)\" text-anchor=\"middle\">",
+             kChartWidth - kMargin - kLabelFont, (py0 + py1) / 2) +
+         xml_escape(right_label) + "</text>\n";
+  s += "</g>\n";
+
+  for (size_t i = 0; i < series.size(); ++i) {
+    const char* c = kPalette[i % kPalette.size()];
+    const int side = series[i].right_axis ? 1 : 0;
+    size_t points = 0;
+    for (const auto& run : runs[i]) points += run.size();
+    s += "<g class=\"series\">\n";
+    for (const auto& run : runs[i]) {
+      std::vector<std::array<double, 2>> px;
+      for (const auto& p : run) px.push_back({to_px(p[0]), to_py(p[1], side)});
+      px = decimate(px, px1 - px0);
+      s += printf_string("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-linejoin=\"round\" "
+               "stroke-linecap=\"round\" points=\"",
+               c);
+      for (size_t k = 0; k < px.size(); ++k) s += printf_string(k ? " %.1f,%.1f" : "%.1f,%.1f", px[k][0], px[k][1]);
+      s += "\"/>\n";
+      if (points <= kMaxMarkers)
+        for (const auto& p : px) s += printf_string("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", p[0], p[1], c);
+    }
+    s += "</g>\n";
+  }
+
+  if (empty)
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n",
+             (px0 + px1) / 2, (py0 + py1) / 2);
+  s += "<g class=\"legend\">\n";
+  for (const auto& e : legend) {
+    s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>",
+             e.x, e.y, e.x + 28, e.y, e.colour.c_str());
+    if (e.marker)
+      s += printf_string("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", e.x + 14, e.y, e.colour.c_str());
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\">", e.x + 34, e.y + 0.35 * kLabelFont) + xml_escape(e.text) +
+         "</text>\n";
+  }
+  s += "</g>\n</svg>\n";
+  return s;
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr)
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(content.data(), 1, content.size(), f) == content.size();
+  const int write_errno = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    const int e = !written ? write_errno : errno;
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e));
+  }
+}
+
+}  // namespace nmt::viz

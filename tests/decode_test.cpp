@@ -1,0 +1,164 @@
+#include <gtest/gtest.h>
+#include <torch/optim.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include <torch/serialize.h>
+#include <unistd.h>
+
+#include "checkpoint/checkpoint.h"
+#include "data/dataset.h"
+#include "decode/translator.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "train/trainer.h"
+
+namespace nmt {
+namespace {
+
+// A tiny model that has learnt 60 validation pairs, shared by the tests below.
+struct Trained {
+  std::unique_ptr<Tokenizer> zh, en;
+  Transformer model{nullptr};
+  std::vector<std::vector<int64_t>> sources;
+  std::vector<std::string> src_text, tgt_text;
+};
+
+const Trained& trained() {
+  static const Trained t = [] {
+    Trained t;
+    const auto& paths = testing::toy_tokenizers();
+    t.zh = std::make_unique<Tokenizer>(paths.src_model);
+    t.en = std::make_unique<Tokenizer>(paths.tgt_model);
+    ParallelCorpus all = load_parallel(testing::toy("valid.zh"), testing::toy("valid.en"), *t.zh, *t.en, 64);
+    ParallelCorpus c;
+    for (int i = 0; i < 60; ++i) {
+      c.src.push_back(all.src[i]), c.tgt.push_back(all.tgt[i]);
+      t.src_text.push_back(all.src_text[i]), t.tgt_text.push_back(all.tgt_text[i]);
+    }
+    t.sources = c.src;
+    Config cfg = testing::tiny_config();
+    cfg.model.d_model = 64;
+    cfg.model.ff_dim = 128;
+    torch::manual_seed(0);
+    t.model = build_model(cfg, t.zh->vocab_size(), t.en->vocab_size());
+    // ctest runs each test in its own process: the first one trains, the
+    // others load what it saved (written atomically, so never half a file).
+    const auto cached = std::filesystem::temp_directory_path() / "nmt_test_decode_model_v1.pt";
+    if (std::filesystem::exists(cached)) {
+      try {
+        torch::load(t.model, cached.string());
+        t.model->eval();
+        return t;
+      } catch (const c10::Error&) {
+        // stale file from another model layout: train afresh
+      }
+    }
+    torch::optim::Adam opt(t.model->parameters(), torch::optim::AdamOptions(3e-3));
+    std::vector<int64_t> idx(60);
+    std::iota(idx.begin(), idx.end(), 0);
+    const Batch b = make_batch(c, idx);
+    t.model->train();
+    for (int step = 0; step < 250; ++step) {
+      opt.zero_grad();
+      const auto logits = t.model(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
+      at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape({-1}), {},
+                             at::Reduction::Mean, kPadId)
+          .backward();
+      opt.step();
+    }
+    t.model->eval();
+    const std::string tmp = cached.string() + ".tmp" + std::to_string(::getpid());
+    torch::save(t.model, tmp);
+    std::filesystem::rename(tmp, cached);
+    return t;
+  }();
+  return t;
+}
+
+TEST(Decode, CachedStepsMatchFullRecomputation) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  torch::NoGradGuard no_grad;
+  auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
+  const auto memory = model->encode(src, len);
+  DecoderCache cache = model->start_decoding(memory, len);
+  const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
+  const auto full = model->decode_embedded(model->embed_target(tgt), memory,
+                                           torch::full({3}, 9, torch::kLong), len);  // [3, 9, V]
+  for (int64_t i = 0; i < 9; ++i) {
+    const auto step = model->decode_step(tgt.select(1, i), cache);  // [3, V]
+    EXPECT_LT((step - full.select(1, i)).abs().max().item<float>(), 1e-4) << "position " << i;
+  }
+  DecodeOptions cached, uncached;
+  uncached.use_cache = false;
+  EXPECT_EQ(decode(model, t.sources, cached, torch::kCPU), decode(model, t.sources, uncached, torch::kCPU));
+}
+
+TEST(Decode, TranslationDoesNotDependOnTheBatch) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  DecodeOptions opts;
+  const auto batched = decode(model, t.sources, opts, torch::kCPU);  // mixed lengths together
+  for (size_t i = 0; i < t.sources.size(); i += 7)
+    EXPECT_EQ(decode(model, {t.sources[i]}, opts, torch::kCPU)[0], batched[i]) << "sentence " << i;
+  opts.beam = 3;
+  const auto beam_batched = decode(model, t.sources, opts, torch::kCPU);
+  for (size_t i = 0; i < t.sources.size(); i += 11)
+    EXPECT_EQ(decode(model, {t.sources[i]}, opts, torch::kCPU)[0], beam_batched[i]) << "sentence " << i;
+}
+
+TEST(Decode, BeamOneIsGreedyAndBeamsEndProperly) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  DecodeOptions greedy, beam1, beam4;
+  beam1.beam = 1;  // the beam-search code path with one beam
+  beam4.beam = 4;
+  beam4.length_penalty = 0.6;
+  const auto g = decode(model, t.sources, greedy, torch::kCPU);
+  EXPECT_EQ(g, decode(model, t.sources, beam1, torch::kCPU));
+  const auto b = decode(model, t.sources, beam4, torch::kCPU);
+  int exact_g = 0, exact_b = 0;
+  for (size_t i = 0; i < t.sources.size(); ++i) {
+    exact_g += t.en->decode(g[i]) == t.tgt_text[i];
+    exact_b += t.en->decode(b[i]) == t.tgt_text[i];
+    for (int64_t id : b[i]) EXPECT_GT(id, kEndId);  // no specials inside a hypothesis
+  }
+  EXPECT_GE(exact_g, 55);  // learnt by heart
+  EXPECT_GE(exact_b, exact_g - 1);
+}
+
+TEST(Train, ResumeContinuesExactly) {
+  const auto& paths = testing::toy_tokenizers();
+  Config cfg = testing::tiny_config();
+  cfg.model.dropout = 0.1;  // the random state must be restored too
+  cfg.tokenizer.cache_dir = std::filesystem::path(paths.src_model).parent_path().parent_path().string();
+  cfg.data.train_src = testing::toy("train.zh");
+  cfg.data.train_tgt = testing::toy("train.en");
+  cfg.data.valid_src = testing::toy("valid.zh");
+  cfg.data.valid_tgt = testing::toy("valid.en");
+  cfg.train.valid_max_sentences = 40;
+  cfg.train.valid_bleu_sentences = 10;
+  cfg.train.batch_tokens = 600;
+  cfg.train.warmup_steps = 5;
+  cfg.train.threads = 2;
+  cfg.train.eval_every = 1000;
+  cfg.train.progress = false;
+  cfg.train.max_minutes = 0;
+  cfg.train.max_steps = 16;
+  cfg.train.checkpoint_dir = testing::temp_dir("resume_straight");
+  const TrainResult straight = train(cfg);
+
+  cfg.train.checkpoint_dir = testing::temp_dir("resume_split");
+  cfg.train.max_steps = 8;
+  train(cfg);
+  Config resumed = resume_config(cfg.train.checkpoint_dir);
+  apply_override(resumed, "train.max_steps=16");
+  const TrainResult second = train(resumed, cfg.train.checkpoint_dir);
+  EXPECT_EQ(second.steps, 16);
+  EXPECT_NEAR(second.final_step_loss, straight.final_step_loss, 1e-6);
+}
+
+}  // namespace
+}  // namespace nmt
