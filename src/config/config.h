@@ -33,8 +33,8 @@ struct TokenizerConfig {
 struct ModelConfig {
   int64_t d_model = 128;         // hidden size C
   int64_t heads = 4;             // attention heads H; must divide d_model
-  int64_t encoder_layers = 3;    // encoder depth
-  int64_t decoder_layers = 3;    // decoder depth
+  int64_t encoder_layers = 2;    // encoder depth
+  int64_t decoder_layers = 2;    // decoder depth
   int64_t ff_dim = 512;          // feed-forward inner size
   double dropout = 0.1;          // dropout on sublayer outputs and embeddings
   bool tie_embeddings = true;    // output projection shares the target embedding matrix
@@ -47,16 +47,16 @@ struct AttentionConfig {
 };
 
 struct TrainConfig {
-  std::string checkpoint_dir = "checkpoints/toy";  // where last/ and best/ are written
+  std::string checkpoint_dir = "checkpoints/toy";  // where last/, best/ and metrics.jsonl go
   uint64_t seed = 1;              // seeds parameters, dropout and data order
   int64_t threads = 0;            // intra-op threads; 0 = all cores
-  int64_t batch_tokens = 3000;    // batch size in target+source tokens (0 = use batch_sentences)
+  int64_t batch_tokens = 2000;    // batch size in target+source tokens (0 = use batch_sentences)
   int64_t batch_sentences = 0;    // batch size in sentence pairs (used when batch_tokens = 0)
   int64_t max_steps = 4000;       // stop after this many optimizer steps (0 = no limit)
   int64_t max_epochs = 0;         // stop after this many epochs (0 = no limit)
   double max_minutes = 0;         // stop after this much wall time (0 = no limit)
-  double lr = 1e-3;               // peak learning rate, reached after warmup_steps
-  int64_t warmup_steps = 400;     // linear warmup, then inverse-square-root decay
+  double lr = 2e-3;               // peak learning rate, reached after warmup_steps
+  int64_t warmup_steps = 200;     // linear warmup, then inverse-square-root decay
   double adam_beta1 = 0.9;        // Adam beta1
   double adam_beta2 = 0.98;       // Adam beta2
   double adam_eps = 1e-9;         // Adam epsilon

@@ -155,16 +155,34 @@ void tile_gemm(int64_t rows, int64_t depth, const T* x, int64_t x_si, int64_t x_
   }
 }
 
-// Requests the next tile's rows ahead of use. Rows of a head are usually
-// strided views (H * D elements apart), which spread a tile over many pages;
-// without hints the TLB and cache misses stall the micro-kernel once a head's
-// K/V no longer fit in cache (long sequences).
-//   x: [rows, cols], row stride ld
+// Rows of a head usually come from a strided view ([B, T, H, D] viewed as
+// [B, H, T, D]), so consecutive rows sit H * D elements apart and each lands
+// on its own page. Once a head spans more pages than the TLB covers, every
+// tile pays page walks and the kernels slow down by up to ~2x (T = 16k,
+// H = 8, 4 KiB pages). Past this span we copy the tensor into contiguous
+// rows once, which costs O(B * H * T * D) memory and one streaming pass.
+constexpr int64_t kPackSpanBytes = int64_t{8} << 20;
+
 template <typename T>
-inline void prefetch_rows(const T* x, int64_t rows, int64_t ld, int64_t cols) {
-  constexpr int64_t kLine = 64 / sizeof(T);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; c += kLine) __builtin_prefetch(x + r * ld + c);
+bool worth_packing(int64_t stride_t, int64_t len, int64_t head_dim) {
+  return stride_t != head_dim &&
+         len * stride_t * static_cast<int64_t>(sizeof(T)) > kPackSpanBytes;
+}
+
+// Copies a strided tensor into contiguous rows.
+//   src: [B, H, len, D] with strides (sb, sh, st); dst: [B, H, len, D] contiguous
+template <typename T>
+void copy_contiguous(const T* src, int64_t sb, int64_t sh, int64_t st, int64_t batch,
+                     int64_t heads, int64_t len, int64_t head_dim, T* dst) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const T* src_bh = src + b * sb + h * sh;
+      T* dst_bh = dst + (b * heads + h) * len * head_dim;
+      for (int64_t t = 0; t < len; ++t) {
+        std::copy(src_bh + t * st, src_bh + t * st + head_dim, dst_bh + t * head_dim);
+      }
+    }
   }
 }
 
@@ -231,11 +249,6 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
     // Only a block crossing the diagonal needs an element-wise mask;
     // length masking is already done by stopping at key_end.
     const bool straddles = p.causal && j0 + n - 1 > i0;
-    if (j0 + kBlockK < key_end) {
-      const int64_t next_n = std::min(kBlockK, key_end - j0 - kBlockK);
-      prefetch_rows(k + (j0 + kBlockK) * p.k_stride_t, next_n, p.k_stride_t, D);
-      prefetch_rows(v + (j0 + kBlockK) * p.v_stride_t, next_n, p.v_stride_t, D);
-    }
 
     // pass 1: S^T = K_j Q_i^T (base 2), causal mask, block max per row
     V block_max[NR];
@@ -459,6 +472,36 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
   }
 }
 
+// delta[i] = dO_i . O_i, summed exactly like the micro-kernel sums
+// dP = dO_i . V_j: one fma chain in increasing d. A row that sees a single
+// key has O_i == V_j bit for bit (its weight is exactly 1), so dP - delta is
+// then exactly 0, and so are its dS, dQ and dK contributions, as with
+// rowsum(P * dP). A reassociated (vectorized) sum would leave rounding noise
+// there, several times LibTorch's float32 error on such rows. Eight rows at
+// a time keep eight independent chains in flight.
+//   d_o: [rows, D], o: [rows, D], delta: [rows]
+template <typename T>
+void row_dots(int64_t rows, int64_t head_dim, const T* d_o, const T* o, T* delta) {
+  constexpr int64_t kRows = 8;
+  int64_t i0 = 0;
+  for (; i0 + kRows <= rows; i0 += kRows) {
+    T sum[kRows] = {};
+    for (int64_t d = 0; d < head_dim; ++d) {
+      for (int64_t r = 0; r < kRows; ++r) {
+        sum[r] = std::fma(d_o[(i0 + r) * head_dim + d], o[(i0 + r) * head_dim + d], sum[r]);
+      }
+    }
+    std::copy(sum, sum + kRows, delta + i0);
+  }
+  for (; i0 < rows; ++i0) {
+    T sum = 0;
+    for (int64_t d = 0; d < head_dim; ++d) {
+      sum = std::fma(d_o[i0 * head_dim + d], o[i0 * head_dim + d], sum);
+    }
+    delta[i0] = sum;
+  }
+}
+
 // Keys at or beyond this index receive no gradient in batch row b.
 template <typename T>
 int64_t backward_key_end(const AttentionBackwardParams<T>& p, int64_t b) {
@@ -471,17 +514,35 @@ int64_t backward_key_end(const AttentionBackwardParams<T>& p, int64_t b) {
 }  // namespace
 
 template <typename T>
-void flash_attention_forward(const AttentionForwardParams<T>& p) {
-  const int64_t B = p.batch, H = p.heads, Tq = p.q_len;
+void flash_attention_forward(const AttentionForwardParams<T>& params) {
+  const int64_t B = params.batch, H = params.heads, Tq = params.q_len, Tk = params.k_len;
+  const int64_t D = params.head_dim;
   const int64_t num_q_blocks = (Tq + kBlockQ - 1) / kBlockQ;
   const int64_t num_tasks = B * H * num_q_blocks;
+
+  // Every query block streams all of K and V of its head, so long strided
+  // K/V get contiguous copies (see kPackSpanBytes).
+  AttentionForwardParams<T> p = params;
+  AlignedBuffer<T> k_copy, v_copy;
+  if (worth_packing<T>(p.k_stride_t, Tk, D)) {
+    k_copy.reset(B * H * Tk * D);
+    copy_contiguous(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t, B, H, Tk, D, k_copy.data());
+    p.k = k_copy.data();
+    p.k_stride_b = H * Tk * D, p.k_stride_h = Tk * D, p.k_stride_t = D;
+  }
+  if (worth_packing<T>(p.v_stride_t, Tk, D)) {
+    v_copy.reset(B * H * Tk * D);
+    copy_contiguous(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t, B, H, Tk, D, v_copy.data());
+    p.v = v_copy.data();
+    p.v_stride_b = H * Tk * D, p.v_stride_h = Tk * D, p.v_stride_t = D;
+  }
 
   // Scratch is allocated up front so an allocation failure throws here
   // instead of terminating inside the parallel region.
   const int max_threads = omp_get_max_threads();
   std::vector<ForwardScratch<T>> scratches;
   scratches.reserve(static_cast<size_t>(max_threads));
-  for (int t = 0; t < max_threads; ++t) scratches.emplace_back(p.head_dim);
+  for (int t = 0; t < max_threads; ++t) scratches.emplace_back(D);
 
 #pragma omp parallel num_threads(max_threads)
   {
@@ -498,12 +559,24 @@ void flash_attention_forward(const AttentionForwardParams<T>& p) {
 }
 
 template <typename T>
-void flash_attention_backward(const AttentionBackwardParams<T>& p) {
+void flash_attention_backward(const AttentionBackwardParams<T>& params) {
   constexpr int L = kLanes<T>;
-  const int64_t B = p.batch, H = p.heads, Tq = p.q_len, Tk = p.k_len, D = p.head_dim;
+  const int64_t B = params.batch, H = params.heads, Tq = params.q_len, Tk = params.k_len;
+  const int64_t D = params.head_dim;
   const int64_t BH = B * H;
   const int64_t Dp = round_up(D, L);
   if (BH == 0) return;
+
+  // Every key block streams all of Q of its head (K_j and V_j are packed per
+  // task anyway), so a long strided Q gets a contiguous copy.
+  AttentionBackwardParams<T> p = params;
+  AlignedBuffer<T> q_copy;
+  if (worth_packing<T>(p.q_stride_t, Tq, D)) {
+    q_copy.reset(B * H * Tq * D);
+    copy_contiguous(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t, B, H, Tq, D, q_copy.data());
+    p.q = q_copy.data();
+    p.q_stride_b = H * Tq * D, p.q_stride_h = Tq * D, p.q_stride_t = D;
+  }
 
   // Per-row constants of the softmax backward: lse in base 2 (+inf for rows
   // that see no key, so exp2(S - lse2) is 0 rather than NaN) and
@@ -513,18 +586,12 @@ void flash_attention_backward(const AttentionBackwardParams<T>& p) {
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < BH; ++bh) {
     for (int64_t i = 0; i < Tq; ++i) {
-      const int64_t row = bh * Tq + i;
-      const T lse = p.lse[row];
-      lse2[row] = lse == -std::numeric_limits<T>::infinity()
-                      ? std::numeric_limits<T>::infinity()
-                      : lse * static_cast<T>(kLog2e);
-      const T* d_o = p.d_o + row * D;
-      const T* o = p.o + row * D;
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t d = 0; d < D; ++d) sum += d_o[d] * o[d];
-      delta[row] = sum;
+      const T lse = p.lse[bh * Tq + i];
+      lse2[bh * Tq + i] = lse == -std::numeric_limits<T>::infinity()
+                              ? std::numeric_limits<T>::infinity()
+                              : lse * static_cast<T>(kLog2e);
     }
+    row_dots(Tq, D, p.d_o + bh * Tq * D, p.o + bh * Tq * D, delta.data() + bh * Tq);
     const int64_t key_end = backward_key_end(p, bh / H);
     std::fill(p.dk + (bh * Tk + key_end) * D, p.dk + (bh + 1) * Tk * D, T(0));
     std::fill(p.dv + (bh * Tk + key_end) * D, p.dv + (bh + 1) * Tk * D, T(0));
