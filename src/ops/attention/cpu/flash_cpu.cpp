@@ -472,11 +472,23 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
   }
 }
 
+// a * b + c rounded like the micro-kernel's `acc += x * w`: the compiler
+// contracts that to one fma where the target has fma, so fuse here too;
+// elsewhere it is a multiply and an add.
+template <typename T>
+inline T kernel_mul_add(T a, T b, T c) {
+#if defined(FP_FAST_FMAF) && defined(FP_FAST_FMA)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // delta[i] = dO_i . O_i, summed exactly like the micro-kernel sums
-// dP = dO_i . V_j: one fma chain in increasing d. A row that sees a single
-// key has O_i == V_j bit for bit (its weight is exactly 1), so dP - delta is
-// then exactly 0, and so are its dS, dQ and dK contributions, as with
-// rowsum(P * dP). A reassociated (vectorized) sum would leave rounding noise
+// dP = dO_i . V_j: one multiply-add chain in increasing d. A row that sees a
+// single key has O_i == V_j bit for bit (its weight is exactly 1), so
+// dP - delta is then exactly 0, and so are its dS, dQ and dK contributions,
+// as with rowsum(P * dP). Any other summation order leaves rounding noise
 // there, several times LibTorch's float32 error on such rows. Eight rows at
 // a time keep eight independent chains in flight.
 //   d_o: [rows, D], o: [rows, D], delta: [rows]
@@ -488,7 +500,8 @@ void row_dots(int64_t rows, int64_t head_dim, const T* d_o, const T* o, T* delta
     T sum[kRows] = {};
     for (int64_t d = 0; d < head_dim; ++d) {
       for (int64_t r = 0; r < kRows; ++r) {
-        sum[r] = std::fma(d_o[(i0 + r) * head_dim + d], o[(i0 + r) * head_dim + d], sum[r]);
+        const int64_t at = (i0 + r) * head_dim + d;
+        sum[r] = kernel_mul_add(d_o[at], o[at], sum[r]);
       }
     }
     std::copy(sum, sum + kRows, delta + i0);
@@ -496,7 +509,7 @@ void row_dots(int64_t rows, int64_t head_dim, const T* d_o, const T* o, T* delta
   for (; i0 < rows; ++i0) {
     T sum = 0;
     for (int64_t d = 0; d < head_dim; ++d) {
-      sum = std::fma(d_o[i0 * head_dim + d], o[i0 * head_dim + d], sum);
+      sum = kernel_mul_add(d_o[i0 * head_dim + d], o[i0 * head_dim + d], sum);
     }
     delta[i0] = sum;
   }
