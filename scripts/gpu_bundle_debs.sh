@@ -11,5 +11,5 @@ apt-get download \
   libsentencepiece-dev libsentencepiece0 \
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 \
   libgtest-dev libcli11-dev \
-  libopenblas-dev libopenblas0 libopenblas0-pthread libopenblas-pthread-dev libgfortran5 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
+  libgfortran5 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
 echo "$(ls -1 ./*.deb | wc -l) packages in $PWD"

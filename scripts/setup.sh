@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libtorch-dev libopenblas0-pthread libopenblas-dev
+  libtorch-dev libopenblas0-pthread
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev
   python3 python3-nltk
 )

@@ -72,71 +72,88 @@ double length_norm(double alpha, size_t len) {
 }
 
 // Batched beam search. Rows are sentence-major: row n*K + k is beam k of
-// sentence n. A sentence stops once K hypotheses have ended.
+// sentence n. Every step each sentence keeps its K best hypotheses by
+// log-probability: beams that have ended compete unchanged with the
+// extensions of the live ones. A sentence stops when all its beams have
+// ended; the length penalty only picks among them at the end, so an early,
+// unlikely <end> cannot crowd out a better hypothesis still being written.
 std::vector<std::vector<int64_t>> beam_search(StepModel& step, int64_t n, int64_t k,
                                               double alpha, int64_t limit,
                                               const c10::Device& device) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
   step.reorder(torch::arange(n, long_opts).repeat_interleave(k));
-  std::vector<std::vector<int64_t>> seqs(n * k);      // tokens of each live beam
-  std::vector<double> scores(n * k, kNegInf);          // log-probability of each beam
-  for (int64_t s = 0; s < n; ++s) scores[s * k] = 0.0; // beam 0 only: no duplicate starts
-  struct Finished { double norm_score; std::vector<int64_t> tokens; };
-  std::vector<std::vector<Finished>> finished(n);
-  std::vector<bool> done(n, false);
+  struct Beam {
+    std::vector<int64_t> tokens;  // without <start> and <end>
+    double score = kNegInf;       // log-probability, <end> included once ended
+    bool ended = false;
+  };
+  std::vector<Beam> beams(n * k);
+  for (int64_t s = 0; s < n; ++s) beams[s * k].score = 0.0;  // one start per sentence
+  const auto sentence_done = [&](int64_t s) {
+    for (int64_t j = 0; j < k; ++j)
+      if (!beams[s * k + j].ended && beams[s * k + j].score != kNegInf) return false;
+    return true;
+  };
   torch::Tensor ys = torch::full({n * k, 1}, kStartId, long_opts);
 
   for (int64_t t = 0; t < limit; ++t) {
-    const torch::Tensor logp = torch::log_softmax(step.next(ys).to(torch::kDouble), -1).to(torch::kCPU);
+    torch::Tensor logp = torch::log_softmax(step.next(ys).to(torch::kDouble), -1).to(torch::kCPU);
     const int64_t vocab = logp.size(1);
-    const torch::Tensor base = torch::tensor(scores, torch::kDouble).unsqueeze(1);
-    const torch::Tensor cand = (base + logp).view({n, k * vocab});
-    const auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * k, k * vocab), 1);
+    std::vector<double> base(n * k);
+    for (int64_t r = 0; r < n * k; ++r) base[r] = beams[r].ended ? kNegInf : beams[r].score;
+    // Extensions of live beams only: [N, K*V].
+    const torch::Tensor cand =
+        (torch::tensor(base, torch::kDouble).unsqueeze(1) + logp).view({n, k * vocab});
+    const auto [top_v, top_i] = cand.topk(std::min<int64_t>(k, k * vocab), 1);
     const auto tv = top_v.accessor<double, 2>();
     const auto ti = top_i.accessor<int64_t, 2>();
 
+    std::vector<Beam> next(n * k);
     std::vector<int64_t> parent(n * k), token(n * k, kEndId);
-    std::vector<std::vector<int64_t>> new_seqs(n * k);
-    std::vector<double> new_scores(n * k, kNegInf);
     for (int64_t s = 0; s < n; ++s) {
-      int64_t live = 0;
-      for (int64_t r = 0; r < top_v.size(1) && !done[s] && live < k; ++r) {
-        const double score = tv[s][r];
-        if (score == kNegInf) break;
-        const int64_t beam = ti[s][r] / vocab, tok = ti[s][r] % vocab;
-        const std::vector<int64_t>& prev = seqs[s * k + beam];
-        if (tok == kEndId) {
-          // An ended hypothesis counts only if it ranks among the best K.
-          if (r < k) finished[s].push_back({score / length_norm(alpha, prev.size() + 1), prev});
-          continue;
-        }
-        const int64_t row = s * k + live++;
-        parent[row] = s * k + beam, token[row] = tok, new_scores[row] = score;
-        new_seqs[row] = prev;
-        new_seqs[row].push_back(tok);
+      // Merge the ended beams (kept as they are) with the best extensions.
+      struct Pick { double score; int64_t from; int64_t tok; };  // tok < 0: carried ended beam
+      std::vector<Pick> picks;
+      for (int64_t j = 0; j < k; ++j) {
+        const Beam& b = beams[s * k + j];
+        if (b.ended && b.score != kNegInf) picks.push_back({b.score, s * k + j, -1});
       }
-      for (int64_t j = live; j < k; ++j) parent[s * k + j] = s * k;  // dead rows
-      if (static_cast<int64_t>(finished[s].size()) >= k) done[s] = true;
+      for (int64_t r = 0; r < top_v.size(1); ++r)
+        if (tv[s][r] != kNegInf) picks.push_back({tv[s][r], s * k + ti[s][r] / vocab, ti[s][r] % vocab});
+      std::stable_sort(picks.begin(), picks.end(),
+                       [](const Pick& a, const Pick& b) { return a.score > b.score; });
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t row = s * k + j;
+        parent[row] = s * k;  // rows without a pick stay dead (score -inf)
+        if (j >= static_cast<int64_t>(picks.size())) continue;
+        const Pick& pk = picks[j];
+        parent[row] = pk.from;
+        next[row] = beams[pk.from];
+        next[row].score = pk.score;
+        if (pk.tok == kEndId) next[row].ended = true;
+        else if (pk.tok >= 0) next[row].tokens.push_back(pk.tok), token[row] = pk.tok;
+      }
     }
-    seqs = std::move(new_seqs), scores = std::move(new_scores);
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    beams = std::move(next);
+    bool all_done = true;
+    for (int64_t s = 0; s < n && all_done; ++s) all_done = sentence_done(s);
+    if (all_done) break;
     const torch::Tensor index = torch::tensor(parent, torch::kLong).to(device);
     step.reorder(index);
-    ys = torch::cat({ys.index_select(0, index), torch::tensor(token, torch::kLong).to(device).unsqueeze(1)}, 1);
+    ys = torch::cat({ys.index_select(0, index),
+                     torch::tensor(token, torch::kLong).to(device).unsqueeze(1)}, 1);
   }
   std::vector<std::vector<int64_t>> out(n);
   for (int64_t s = 0; s < n; ++s) {
-    // Out of length: live beams compete with the ended ones.
-    if (!done[s])
-      for (int64_t j = 0; j < k; ++j)
-        if (scores[s * k + j] != kNegInf)
-          finished[s].push_back({scores[s * k + j] / length_norm(alpha, seqs[s * k + j].size()),
-                                 seqs[s * k + j]});
-    const auto best = std::max_element(
-        finished[s].begin(), finished[s].end(),
-        [](const Finished& a, const Finished& b) { return a.norm_score < b.norm_score; });
-    if (best != finished[s].end()) out[s] = best->tokens;
+    double best = kNegInf;
+    for (int64_t j = 0; j < k; ++j) {
+      const Beam& b = beams[s * k + j];
+      if (b.score == kNegInf) continue;
+      // GNMT: log P / ((5 + |Y|) / 6)^alpha, |Y| counting <end> when present.
+      const double norm = b.score / length_norm(alpha, b.tokens.size() + (b.ended ? 1 : 0));
+      if (norm > best) best = norm, out[s] = b.tokens;
+    }
   }
   return out;
 }

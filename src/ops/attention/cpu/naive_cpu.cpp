@@ -7,8 +7,6 @@
 // stored probabilities back instead of recomputing them.
 #include "ops/attention/cpu/attention_cpu.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
