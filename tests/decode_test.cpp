@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <torch/optim.h>
 
 #include <filesystem>
 #include <numeric>
@@ -55,19 +54,9 @@ const Trained& trained() {
         // stale file from another model layout: train afresh
       }
     }
-    torch::optim::Adam opt(t.model->parameters(), torch::optim::AdamOptions(3e-3));
     std::vector<int64_t> idx(60);
     std::iota(idx.begin(), idx.end(), 0);
-    const Batch b = make_batch(c, idx);
-    t.model->train();
-    for (int step = 0; step < 250; ++step) {
-      opt.zero_grad();
-      const auto logits = t.model(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
-      at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape({-1}), {},
-                             at::Reduction::Mean, kPadId)
-          .backward();
-      opt.step();
-    }
+    testing::train_steps(t.model, make_batch(c, idx), 250, 3e-3);
     t.model->eval();
     const std::string tmp = cached.string() + ".tmp" + std::to_string(::getpid());
     torch::save(t.model, tmp);

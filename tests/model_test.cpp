@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <torch/optim.h>
 
 #include <filesystem>
 #include <map>
@@ -73,19 +72,9 @@ TEST(Model, TinyModelMemorizesTwentyPairs) {
   cfg.model.ff_dim = 128;
   torch::manual_seed(0);
   Transformer m = build_model(cfg, zh.vocab_size(), en.vocab_size());
-  torch::optim::Adam opt(m->parameters(), torch::optim::AdamOptions(3e-3));
   std::vector<int64_t> idx(20);
   std::iota(idx.begin(), idx.end(), 0);
-  const Batch b = make_batch(c, idx);
-  m->train();
-  for (int step = 0; step < 300; ++step) {
-    opt.zero_grad();
-    const auto logits = m(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
-    const auto loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
-                                             b.tgt_out.reshape({-1}), {}, at::Reduction::Mean, kPadId);
-    loss.backward();
-    opt.step();
-  }
+  testing::train_steps(m, make_batch(c, idx), 300, 3e-3);
   m->eval();
   DecodeOptions greedy;
   greedy.batch_size = 8;
@@ -158,18 +147,7 @@ TEST(Training, SameLossCurveWithEveryBackend) {
     torch::manual_seed(0);
     Transformer m = build_model(testing::tiny_config(), zh.vocab_size(), en.vocab_size());
     m->set_attention_backend(backend);
-    m->train();
-    torch::optim::Adam opt(m->parameters(), torch::optim::AdamOptions(2e-3));
-    auto& curve = curves[ops::backend_name(backend)];
-    for (int step = 0; step < 20; ++step) {
-      opt.zero_grad();
-      const auto logits = m(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
-      const auto loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
-                                               b.tgt_out.reshape({-1}), {}, at::Reduction::Mean, kPadId);
-      loss.backward();
-      opt.step();
-      curve.push_back(loss.item<double>());
-    }
+    curves[ops::backend_name(backend)] = testing::train_steps(m, b, 20, 2e-3);
   }
   EXPECT_LT(curves["torch"].back(), curves["torch"].front() - 0.5);  // it does learn
   for (const char* name : {"naive", "flash"})

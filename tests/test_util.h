@@ -5,7 +5,13 @@
 #include <filesystem>
 #include <string>
 
+#include <torch/optim.h>
+
+#include <vector>
+
 #include "config/config.h"
+#include "data/dataset.h"
+#include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nmt::testing {
@@ -41,6 +47,24 @@ inline Config tiny_config() {
   cfg.model.dropout = 0.0;
   cfg.train.label_smoothing = 0.0;
   return cfg;
+}
+
+// Teacher-forced Adam steps on one batch (no label smoothing); returns the
+// loss of every step. Leaves the model in training mode.
+inline std::vector<double> train_steps(Transformer& model, const Batch& b, int steps, double lr) {
+  torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(lr));
+  model->train();
+  std::vector<double> losses;
+  for (int step = 0; step < steps; ++step) {
+    opt.zero_grad();
+    const auto logits = model(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
+    const auto loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                             b.tgt_out.reshape({-1}), {}, at::Reduction::Mean, kPadId);
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
 }
 
 }  // namespace nmt::testing

@@ -31,7 +31,12 @@ class StepModel {
   }
 
   void reorder(const torch::Tensor& index) {
-    if (use_cache_) cache_.reorder(index);
+    // With the cache, the encoder output lives on only as the cached
+    // cross-attention keys/values, which the cache reorders itself.
+    if (use_cache_) {
+      cache_.reorder(index);
+      return;
+    }
     memory_ = memory_.index_select(0, index);
     src_len_ = src_len_.index_select(0, index);
   }

@@ -21,8 +21,11 @@ at::Tensor attention_torch(const at::Tensor& q, const at::Tensor& k, const at::T
   at::Tensor row_visible;
   if (options.causal || options.key_lengths.defined()) {
     at::Tensor m = visibility_mask(batch, q_len, k_len, options, q.options());
-    const at::Tensor empty_row = m.logical_not().all(-1, /*keepdim=*/true);  // [B,1,Tq,1]
-    if (options.key_lengths.defined() && empty_row.any().item<bool>()) {
+    // Only key lengths can empty a row (causal always leaves key 0). Applied
+    // unconditionally: checking for empty rows first would cost a host sync
+    // on every call.
+    if (options.key_lengths.defined()) {
+      const at::Tensor empty_row = m.logical_not().all(-1, /*keepdim=*/true);  // [B,1,Tq,1]
       m = m | empty_row;
       row_visible = empty_row.logical_not().to(q.scalar_type());
     }
