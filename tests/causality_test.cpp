@@ -3,7 +3,8 @@
 #include <random>
 
 #include "checkpoint/checkpoint.h"
-#include "cli/check_causality.h"
+#include "model/build.h"
+#include "model/causality.h"
 #include "test_util.h"
 
 namespace nmt {

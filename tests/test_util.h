@@ -11,8 +11,10 @@
 
 #include "config/config.h"
 #include "data/dataset.h"
+#include "model/build.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
+#include "train/loss.h"
 
 namespace nmt::testing {
 
@@ -58,8 +60,7 @@ inline std::vector<double> train_steps(Transformer& model, const Batch& b, int s
   for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
     const auto logits = model(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
-    const auto loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
-                                             b.tgt_out.reshape({-1}), {}, at::Reduction::Mean, kPadId);
+    const auto loss = token_loss_sum(logits, b.tgt_out, 0.0) / static_cast<double>(b.tokens);
     loss.backward();
     opt.step();
     losses.push_back(loss.item<double>());

@@ -590,7 +590,7 @@ int run_parent(const BenchArgs& args_in) {
     ops::parse_backend(b);  // InputError for an unknown name
     if (std::find(backends.begin(), backends.end(), b) == backends.end()) backends.push_back(b);
   }
-  if (backends.empty()) throw InputError("--backends: no backend given (torch, naive, flash)");
+  if (backends.empty()) throw InputError("--backends: no backend given (" + ops::backend_choices() + ")");
   if (!args.csv.empty()) {
     // Fail before an hour of measuring, not after.
     std::ofstream probe(args.csv + ".tmp");

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention/backend.h"
+
 namespace nmt::bench {
 
 struct BenchArgs {
@@ -14,7 +16,7 @@ struct BenchArgs {
   std::string csv;             // empty: no CSV, only the table on stdout
   bool quick = false;          // the reduced set CI runs (caps repeats at 3)
   int64_t threads = 0;         // 0 = all cores; passed on to every child
-  std::vector<std::string> backends = {"torch", "naive", "flash"};
+  std::vector<std::string> backends = ops::backend_names();
   int repeats = 5;  // timed runs per case; the median is reported
   // Internal: run one case in this process and print its result line. Set by
   // the parent when it re-executes itself (--case SPEC); empty = parent.

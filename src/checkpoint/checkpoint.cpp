@@ -8,45 +8,27 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/build.h"
 #include "util/errors.h"
 
 namespace nmt {
 
 namespace fs = std::filesystem;
 
-Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab) {
-  const auto& m = cfg.model;
-  Transformer model(TransformerOptions(src_vocab, tgt_vocab)
-                        .d_model(m.d_model)
-                        .heads(m.heads)
-                        .encoder_layers(m.encoder_layers)
-                        .decoder_layers(m.decoder_layers)
-                        .ff_dim(m.ff_dim)
-                        .dropout(m.dropout)
-                        .tie_embeddings(m.tie_embeddings)
-                        .max_positions(m.max_positions));
-  model->set_attention_backend(ops::parse_backend(cfg.attention.backend));
-  return model;
-}
-
 namespace {
 
 std::string state_yaml(const TrainingState& s) {
-  std::ostringstream os;
-  os.precision(17);
-  os << "step: " << s.step << "\nepoch: " << s.epoch << "\nbatch_in_epoch: " << s.batch_in_epoch
-     << "\nvalid_loss: " << s.valid_loss << "\nvalid_bleu: " << s.valid_bleu
-     << "\nbest_valid_loss: " << s.best_valid_loss << "\nbest_score: " << s.best_score
-     << "\nevals_since_best: " << s.evals_since_best << "\n";
-  return os.str();
-}
-
-double yaml_double(const YAML::Node& n) {
-  const std::string v = n.Scalar();
-  if (v == "inf") return std::numeric_limits<double>::infinity();
-  if (v == "-inf") return -std::numeric_limits<double>::infinity();
-  if (v == "nan" || v == "-nan") return std::numeric_limits<double>::quiet_NaN();
-  return n.as<double>();
+  YAML::Emitter out;
+  out.SetDoublePrecision(17);
+  out << YAML::BeginMap << YAML::Key << "step" << YAML::Value << s.step;
+  out << YAML::Key << "epoch" << YAML::Value << s.position.epoch;
+  out << YAML::Key << "batch_in_epoch" << YAML::Value << s.position.batch;
+  out << YAML::Key << "best" << YAML::Value << s.best;
+  out << YAML::Key << "evals_since_best" << YAML::Value << s.evals_since_best;
+  out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
+  for (const auto& [name, value] : s.metrics) out << YAML::Key << name << YAML::Value << value;
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
 }
 
 TrainingState read_state(const std::string& path) {
@@ -54,13 +36,13 @@ TrainingState read_state(const std::string& path) {
   try {
     const YAML::Node n = YAML::LoadFile(path);
     s.step = n["step"].as<int64_t>();
-    s.epoch = n["epoch"].as<int64_t>();
-    s.batch_in_epoch = n["batch_in_epoch"].as<int64_t>();
-    s.valid_loss = yaml_double(n["valid_loss"]);
-    s.best_valid_loss = yaml_double(n["best_valid_loss"]);
-    s.valid_bleu = yaml_double(n["valid_bleu"]);
-    s.best_score = yaml_double(n["best_score"]);
+    s.position.epoch = n["epoch"].as<int64_t>();
+    s.position.batch = n["batch_in_epoch"].as<int64_t>();
+    s.best = n["best"].as<double>();
     s.evals_since_best = n["evals_since_best"].as<int64_t>();
+    for (const auto& kv : n["metrics"]) s.metrics[kv.first.as<std::string>()] = kv.second.as<double>();
+    if (s.step < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.evals_since_best < 0)
+      throw YAML::Exception(YAML::Mark::null_mark(), "negative counter");
   } catch (const YAML::Exception& e) {
     throw InputError(path + ": unreadable training state: " + e.msg);
   }
@@ -140,12 +122,6 @@ LoadedCheckpoint load_checkpoint(const std::string& dir_in, const c10::Device& d
   ck.model->to(device);
   ck.model->eval();
   return ck;
-}
-
-TrainingState load_training_state(const std::string& dir) {
-  const fs::path p = fs::path(dir) / "state.yaml";
-  require_file(p);
-  return read_state(p.string());
 }
 
 void load_rng_state(const std::string& dir) {

@@ -6,24 +6,24 @@
 #include <torch/optim.h>
 
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "config/config.h"
+#include "data/batch_source.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nmt {
 
 struct TrainingState {
-  int64_t step = 0;             // optimizer steps taken
-  int64_t epoch = 0;            // epoch in progress (0-based)
-  int64_t batch_in_epoch = 0;   // batches of that epoch already consumed
-  double valid_loss = std::numeric_limits<double>::quiet_NaN();  // at this checkpoint
-  double valid_bleu = std::numeric_limits<double>::quiet_NaN();  // at this checkpoint
-  double best_valid_loss = std::numeric_limits<double>::infinity();
-  double best_score = -std::numeric_limits<double>::infinity();  // by train.best_metric, higher is better
-  int64_t evals_since_best = 0;  // for early stopping
+  int64_t step = 0;       // optimizer steps taken
+  DataPosition position;  // the next training batch
+  // The metrics of the latest evaluation, by validator name ("loss", "bleu", ...).
+  std::map<std::string, double> metrics;
+  double best = std::numeric_limits<double>::quiet_NaN();  // best value of train.best_metric
+  int64_t evals_since_best = 0;                             // for early stopping
 };
 
 // Writes DIR atomically (DIR.tmp, then rename): a reader never sees a half-written checkpoint.
@@ -47,10 +47,5 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const c10::Device& devi
 void load_optimizer(const std::string& dir, torch::optim::Optimizer& optimizer);
 // The CPU random generator (dropout) as saved with the checkpoint (rng.pt).
 void load_rng_state(const std::string& dir);
-// DIR's training state (state.yaml) alone.
-TrainingState load_training_state(const std::string& dir);
-
-// Builds the model the config describes for the given vocabularies.
-Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab);
 
 }  // namespace nmt

@@ -56,9 +56,9 @@ Session open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
 }
 
 DecodeOptions decode_options(const Config& cfg, const DecodeFlags& flags) {
-  DecodeOptions o;
-  o.max_len = flags.max_len.value_or(cfg.decode.max_len);
-  o.batch_size = flags.batch_size.value_or(cfg.decode.batch_size);
+  DecodeOptions o = nmt::decode_options(cfg.decode);
+  o.max_len = flags.max_len.value_or(o.max_len);
+  o.batch_size = flags.batch_size.value_or(o.batch_size);
   o.beam = flags.beam;
   o.length_penalty = flags.length_penalty;
   o.use_cache = !flags.no_cache;
@@ -175,7 +175,7 @@ int run_evaluate(const EvaluateArgs& args) {
   const eval::BleuResult bleu = eval::corpus_bleu(hyp, ref);
   std::printf("sentences %zu (beam %lld, %.1f sentences/s)\n%s\nchrF2 = %.2f\nexact match = %.2f%%\n",
               src.size(), static_cast<long long>(opts.beam), src.size() / std::max(seconds, 1e-9),
-              eval::format_bleu(bleu).c_str(), eval::chrf(hyp, ref), 100.0 * exact_match(hyp, ref));
+              eval::format_bleu(bleu).c_str(), eval::chrf(hyp, ref), 100.0 * eval::exact_match(hyp, ref));
   return kExitOk;
 }
 

@@ -9,13 +9,14 @@
 #include "bench/bench_attention.h"
 #include "cli/check_causality.h"
 #include "cli/commands.h"
+#include "ops/attention/backend.h"
 #include "util/errors.h"
 
 namespace {
 
 void add_runtime_flags(CLI::App* sub, nmt::cli::RuntimeFlags& f) {
-  sub->add_option("--attention", f.attention, "attention backend: torch | naive | flash")
-      ->check(CLI::IsMember({"torch", "naive", "flash"}));
+  sub->add_option("--attention", f.attention, "attention backend: " + nmt::ops::backend_choices())
+      ->check(CLI::IsMember(nmt::ops::backend_names()));
   sub->add_option("--device", f.device, "device: cpu | cuda | auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
                       "reduced set for CI: T = 128, 512 and cross, at most 3 repeats");
   bench_cmd->add_option("--threads", bench.threads, "intra-op threads (0 = all cores)")
       ->check(CLI::NonNegativeNumber);
-  bench_cmd->add_option("--backends", bench.backends, "comma-separated subset of torch,naive,flash")
+  bench_cmd->add_option("--backends", bench.backends,
+                        "comma-separated subset of " + nmt::ops::backend_choices())
       ->delimiter(',');
   bench_cmd->add_option("--repeats", bench.repeats, "timed runs per case (median reported)")
       ->check(CLI::PositiveNumber);

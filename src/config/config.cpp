@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "ops/attention/backend.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -147,7 +148,7 @@ const std::vector<Field>& fields() {
       bool_field("model.tie_embeddings", NMT_REF(model.tie_embeddings)),
       int_field("model.max_positions", NMT_REF(model.max_positions), 2, 65536),
 
-      string_field("attention.backend", NMT_REF(attention.backend), {"torch", "naive", "flash"}),
+      string_field("attention.backend", NMT_REF(attention.backend), ops::backend_names()),
       string_field("attention.device", NMT_REF(attention.device), {"cpu", "cuda", "auto"}),
 
       string_field("train.checkpoint_dir", NMT_REF(train.checkpoint_dir)),
@@ -170,7 +171,7 @@ const std::vector<Field>& fields() {
       int_field("train.eval_every", NMT_REF(train.eval_every), 1, kBig),
       int_field("train.valid_max_sentences", NMT_REF(train.valid_max_sentences), 0, kBig),
       int_field("train.valid_bleu_sentences", NMT_REF(train.valid_bleu_sentences), 0, kBig),
-      string_field("train.best_metric", NMT_REF(train.best_metric), {"bleu", "loss"}),
+      string_field("train.best_metric", NMT_REF(train.best_metric), {"bleu", "chrf", "exact", "loss"}),
       int_field("train.patience", NMT_REF(train.patience), 0, kBig),
       Field{"train.metrics_file",
             [](Config& c, const YAML::Node& n, const auto& fail) {
@@ -252,9 +253,9 @@ void validate(const Config& cfg) {
     input_error(origin_of(cfg, "model.heads"), "model.heads",
                 "head size d_model/heads = " + std::to_string(m.d_model / m.heads) +
                     " exceeds 256");
-  if (cfg.train.best_metric == "bleu" && cfg.train.valid_bleu_sentences == 0)
+  if (cfg.train.best_metric != "loss" && cfg.train.valid_bleu_sentences == 0)
     input_error(origin_of(cfg, "train.best_metric"), "train.best_metric",
-                "bleu needs train.valid_bleu_sentences > 0");
+                cfg.train.best_metric + " needs train.valid_bleu_sentences > 0");
   if (cfg.train.batch_tokens == 0 && cfg.train.batch_sentences == 0)
     input_error(origin_of(cfg, "train.batch_tokens"), "train.batch_tokens",
                 "0 needs train.batch_sentences > 0");

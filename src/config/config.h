@@ -67,7 +67,7 @@ struct TrainConfig {
   int64_t eval_every = 500;       // validate (and maybe save best) every N steps
   int64_t valid_max_sentences = 0;  // validate on at most this many pairs (0 = all)
   int64_t valid_bleu_sentences = 500;  // greedy-decode this many of them for BLEU (0 = no BLEU)
-  std::string best_metric = "bleu";    // best/ checkpoint by: bleu (higher) | loss (lower)
+  std::string best_metric = "bleu";    // best/ checkpoint by: bleu | chrf | exact (higher is better) | loss (lower)
   int64_t patience = 0;             // stop after this many evals without improvement (0 = never)
   std::string metrics_file = "";    // JSON lines of every log/eval ("" = CHECKPOINT_DIR/metrics.jsonl)
   bool progress = true;           // live progress line when stderr is a terminal

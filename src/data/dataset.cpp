@@ -4,7 +4,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "model/transformer.h"
+#include "tokenizer/special_ids.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
 
@@ -72,6 +72,16 @@ ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt
   if (corpus.src.empty())
     throw InputError(src_path + ": no pair fits data.max_len " + std::to_string(max_len));
   return corpus;
+}
+
+ParallelCorpus head(const ParallelCorpus& c, int64_t max_n) {
+  if (max_n <= 0 || max_n >= static_cast<int64_t>(c.src.size())) return c;
+  ParallelCorpus s;
+  s.src.assign(c.src.begin(), c.src.begin() + max_n);
+  s.tgt.assign(c.tgt.begin(), c.tgt.begin() + max_n);
+  s.src_text.assign(c.src_text.begin(), c.src_text.begin() + max_n);
+  s.tgt_text.assign(c.tgt_text.begin(), c.tgt_text.begin() + max_n);
+  return s;
 }
 
 Batch Batch::to(const torch::Device& device) const {

@@ -28,6 +28,9 @@ struct ParallelCorpus {
 ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt_path,
                              const Tokenizer& src_tok, const Tokenizer& tgt_tok, int64_t max_len);
 
+// The first max_n pairs (all when max_n <= 0).
+ParallelCorpus head(const ParallelCorpus& corpus, int64_t max_n);
+
 struct Batch {
   torch::Tensor src;          // src: [B, S] ids, right-padded with <pad>
   torch::Tensor src_lengths;  // src_lengths: [B]

@@ -165,6 +165,13 @@ std::vector<std::vector<int64_t>> beam_search(StepModel& step, int64_t n, int64_
 
 }  // namespace
 
+DecodeOptions decode_options(const DecodeConfig& config) {
+  DecodeOptions o;
+  o.max_len = config.max_len;
+  o.batch_size = config.batch_size;
+  return o;
+}
+
 std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const std::vector<std::vector<int64_t>>& sources,
                                          const DecodeOptions& options, const c10::Device& device) {
@@ -206,19 +213,6 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
     for (size_t k = start; k < end; ++k) result[order[k]] = tgt_tok.decode(hyps[k - start]);
   }
   return result;
-}
-
-static std::string trim(const std::string& s) {
-  const auto a = s.find_first_not_of(" \t");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t") - a + 1);
-}
-
-double exact_match(const std::vector<std::string>& hyps, const std::vector<std::string>& refs) {
-  if (refs.empty()) return 0.0;
-  int64_t hits = 0;
-  for (size_t i = 0; i < refs.size() && i < hyps.size(); ++i) hits += trim(hyps[i]) == trim(refs[i]);
-  return static_cast<double>(hits) / static_cast<double>(refs.size());
 }
 
 }  // namespace nmt

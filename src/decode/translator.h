@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "model/transformer.h"
 
 namespace nmt {
@@ -21,6 +22,9 @@ struct DecodeOptions {
   bool use_cache = true;         // false: recompute the whole prefix every step
 };
 
+// The config's decoding settings (greedy).
+DecodeOptions decode_options(const DecodeConfig& config);
+
 // sources: token ids without specials. Returns target ids without <start>
 // and <end>. Each result depends only on its own source, not on what else is
 // in the batch. Empty sources give empty outputs.
@@ -34,8 +38,5 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
                                          const DecodeOptions& options, const c10::Device& device);
-
-// Share of hypotheses equal to their reference (after trimming spaces).
-double exact_match(const std::vector<std::string>& hyps, const std::vector<std::string>& refs);
 
 }  // namespace nmt

@@ -359,4 +359,22 @@ double chrf(const std::vector<std::string>& hyps, const std::vector<std::string>
   return 100.0 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
 }
 
+namespace {
+
+std::string trim_blanks(const std::string& s) {
+  const auto a = s.find_first_not_of(" \t");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
+
+}  // namespace
+
+double exact_match(const std::vector<std::string>& hyps, const std::vector<std::string>& refs) {
+  check_sizes("exact_match", hyps.size(), refs.size());
+  if (refs.empty()) return 0.0;
+  int64_t hits = 0;
+  for (size_t i = 0; i < refs.size(); ++i) hits += trim_blanks(hyps[i]) == trim_blanks(refs[i]);
+  return static_cast<double>(hits) / static_cast<double>(refs.size());
+}
+
 }  // namespace nmt::eval

@@ -41,4 +41,9 @@ std::string format_bleu(const BleuResult& r);
 // eps smoothing). 0..100. std::invalid_argument when the lists differ in length.
 double chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs);
 
+// Share (0..1) of hypotheses equal to their reference, ignoring leading and
+// trailing spaces and tabs. 0 for an empty corpus; std::invalid_argument when
+// the lists differ in length.
+double exact_match(const std::vector<std::string>& hyps, const std::vector<std::string>& refs);
+
 }  // namespace nmt::eval

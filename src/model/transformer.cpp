@@ -8,8 +8,12 @@ namespace nn = torch::nn;
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& opts)
     : options(opts) {
-  TORCH_CHECK(opts.d_model() % opts.heads() == 0, "heads must divide d_model");
-  const int64_t c = opts.d_model();
+  reset();
+}
+
+void MultiHeadAttentionImpl::reset() {
+  TORCH_CHECK(options.d_model() % options.heads() == 0, "heads must divide d_model");
+  const int64_t c = options.d_model();
   q_proj = register_module("q_proj", nn::Linear(c, c));
   k_proj = register_module("k_proj", nn::Linear(c, c));
   v_proj = register_module("v_proj", nn::Linear(c, c));
@@ -54,7 +58,10 @@ torch::Tensor MultiHeadAttentionImpl::probs(const torch::Tensor& query,
   return ops::attention_probs(split_heads(q_proj(query)), split_heads(k_proj(memory)), opts);
 }
 
-EncoderLayerImpl::EncoderLayerImpl(const TransformerLayerOptions& o) {
+EncoderLayerImpl::EncoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
+
+void EncoderLayerImpl::reset() {
+  const TransformerLayerOptions& o = options;
   self_attn = register_module("self_attn", MultiHeadAttention(MultiHeadAttentionOptions(o.d_model(), o.heads())));
   ff1 = register_module("ff1", nn::Linear(o.d_model(), o.ff_dim()));
   ff2 = register_module("ff2", nn::Linear(o.ff_dim(), o.d_model()));
@@ -71,7 +78,10 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   return out + dropout(ff2(dropout(torch::relu(ff1(norm2(out))))));
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) {
+DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
+
+void DecoderLayerImpl::reset() {
+  const TransformerLayerOptions& o = options;
   const MultiHeadAttentionOptions mha(o.d_model(), o.heads());
   self_attn = register_module("self_attn", MultiHeadAttention(mha));
   cross_attn = register_module("cross_attn", MultiHeadAttention(mha));
@@ -124,7 +134,10 @@ void DecoderCache::reorder(const torch::Tensor& index) {
   src_lengths = src_lengths.index_select(0, index);
 }
 
-TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) {
+TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) { reset(); }
+
+void TransformerImpl::reset() {
+  const TransformerOptions& o = options_;
   const int64_t c = o.d_model();
   src_embed = register_module("src_embed", nn::Embedding(nn::EmbeddingOptions(o.src_vocab(), c).padding_idx(kPadId)));
   tgt_embed = register_module("tgt_embed", nn::Embedding(nn::EmbeddingOptions(o.tgt_vocab(), c).padding_idx(kPadId)));
@@ -237,6 +250,12 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Te
                                        const torch::Tensor& tgt_lengths) {
   const torch::Tensor memory = encode(src, src_lengths);
   return decode_embedded(embed_target(tgt_in), memory, tgt_lengths, src_lengths);
+}
+
+int64_t parameter_count(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
 }
 
 }  // namespace nmt

@@ -3,17 +3,20 @@
 // goes through ops::attention with a run-time backend.
 #pragma once
 
-#include <torch/nn.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <vector>
 
 #include "ops/attention/attention.h"
+#include "tokenizer/special_ids.h"
 
 namespace nmt {
-
-// Fixed special token ids, shared by both vocabularies.
-constexpr int64_t kPadId = 0;
-constexpr int64_t kUnkId = 1;
-constexpr int64_t kStartId = 2;
-constexpr int64_t kEndId = 3;
 
 // What every attention call in a model needs to know besides its tensors.
 struct AttentionRuntime {
@@ -30,9 +33,10 @@ struct MultiHeadAttentionOptions {
   TORCH_ARG(double, dropout) = 0.0;
 };
 
-class MultiHeadAttentionImpl : public torch::nn::Module {
+class MultiHeadAttentionImpl : public torch::nn::Cloneable<MultiHeadAttentionImpl> {
  public:
   explicit MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options);
+  void reset() override;
   // query: [B, Tq, C], memory: [B, Tk, C] (query itself for self-attention)
   // -> [B, Tq, C]. key_lengths: [B] or undefined.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& memory,
@@ -62,13 +66,15 @@ struct TransformerLayerOptions {
   TORCH_ARG(double, dropout) = 0.1;
 };
 
-class EncoderLayerImpl : public torch::nn::Module {
+class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl> {
  public:
   explicit EncoderLayerImpl(const TransformerLayerOptions& options);
+  void reset() override;
   // x: [B, S, C], src_lengths: [B] -> [B, S, C]
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& src_lengths,
                         const AttentionRuntime& runtime);
 
+  TransformerLayerOptions options;
   MultiHeadAttention self_attn{nullptr};
   torch::nn::Linear ff1{nullptr}, ff2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
@@ -90,9 +96,10 @@ struct DecoderCache {
   void reorder(const torch::Tensor& index);
 };
 
-class DecoderLayerImpl : public torch::nn::Module {
+class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
  public:
   explicit DecoderLayerImpl(const TransformerLayerOptions& options);
+  void reset() override;
   // y: [B, T, C], memory: [B, S, C], tgt_lengths/src_lengths: [B] -> [B, T, C]
   torch::Tensor forward(const torch::Tensor& y, const torch::Tensor& memory,
                         const torch::Tensor& tgt_lengths, const torch::Tensor& src_lengths,
@@ -101,6 +108,7 @@ class DecoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward_step(const torch::Tensor& y, LayerCache& cache,
                              const torch::Tensor& src_lengths, const AttentionRuntime& runtime);
 
+  TransformerLayerOptions options;
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
   torch::nn::Linear ff1{nullptr}, ff2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
@@ -123,9 +131,10 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, max_positions) = 256;
 };
 
-class TransformerImpl : public torch::nn::Module {
+class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
+  void reset() override;
 
   // src: [B, S] ids, src_lengths: [B] -> memory [B, S, C]
   torch::Tensor encode(const torch::Tensor& src, const torch::Tensor& src_lengths);
@@ -170,5 +179,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor positions_;  // [max_positions, C] sinusoidal table (buffer)
 };
 TORCH_MODULE(Transformer);
+
+// Number of parameters (tied weights counted once).
+int64_t parameter_count(const torch::nn::Module& model);
 
 }  // namespace nmt

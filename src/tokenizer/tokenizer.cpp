@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "config/config.h"
-#include "model/transformer.h"
 #include "nmt_build_paths.h"
+#include "tokenizer/special_ids.h"
 #include "tokenizer/spm_shim.h"
 #include "util/errors.h"
 

@@ -1,32 +1,20 @@
-// Teacher-forced training loop: batches, Adam with warmup + inverse-sqrt
-// decay, clipping, logging, validation and checkpoints.
+// Training, wired from its parts: CheckpointManager (tokenizers, resume,
+// last/ and best/), BatchSource (this rank's share of each global batch),
+// TrainStep (one update, where gradients meet), validators with early
+// stopping, and a Reporter (logs, metrics.jsonl, progress).
 #pragma once
 
 #include <string>
 
 #include "config/config.h"
+#include "train/checkpoint_manager.h"
+#include "train/reporter.h"
 
 namespace nmt {
 
-struct TrainResult {
-  int64_t steps = 0;
-  double last_train_loss = 0;   // mean over the last log window
-  double final_step_loss = 0;   // loss of the last optimizer step
-  double best_score = 0;        // best validation BLEU or -loss (train.best_metric)
-  double best_valid_loss = 0;
-  double tokens_per_second = 0; // source + target tokens, whole run
-  std::string checkpoint_dir;
-};
-
-// Learning rate at a 1-based step.
-double learning_rate(const TrainConfig& t, int64_t step);
-
 // Trains per cfg on cfg.attention.device. Writes cfg.train.checkpoint_dir/{last,best}.
 // resume_dir: a checkpoint (or run folder: its last/) to continue exactly from:
-// weights, optimizer, step, epoch, position in the epoch's batch order, RNG.
+// weights, optimizer, step, position in the data, random state.
 TrainResult train(const Config& cfg, const std::string& resume_dir = "");
-
-// The config a resumed run continues with: the checkpoint's own.
-Config resume_config(const std::string& resume_dir);
 
 }  // namespace nmt

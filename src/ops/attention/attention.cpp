@@ -3,25 +3,8 @@
 
 #include <cmath>
 
-#include "util/errors.h"
 
 namespace nmt::ops {
-
-AttentionBackend parse_backend(const std::string& name) {
-  if (name == "torch") return AttentionBackend::kTorch;
-  if (name == "naive") return AttentionBackend::kNaive;
-  if (name == "flash") return AttentionBackend::kFlash;
-  throw InputError("attention backend '" + name + "' is not one of: torch | naive | flash");
-}
-
-std::string backend_name(AttentionBackend backend) {
-  switch (backend) {
-    case AttentionBackend::kTorch: return "torch";
-    case AttentionBackend::kNaive: return "naive";
-    case AttentionBackend::kFlash: return "flash";
-  }
-  return "?";
-}
 
 at::Tensor visibility_mask(int64_t batch, int64_t q_len, int64_t k_len,
                            const AttentionOptions& options, const at::TensorOptions& device) {

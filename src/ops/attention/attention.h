@@ -8,13 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "ops/attention/backend.h"
+
 namespace nmt::ops {
-
-enum class AttentionBackend { kTorch, kNaive, kFlash };
-
-// Parses "torch" | "naive" | "flash"; throws InputError otherwise.
-AttentionBackend parse_backend(const std::string& name);
-std::string backend_name(AttentionBackend backend);
 
 struct AttentionOptions {
   bool causal = false;          // query i sees keys j <= i (top-left aligned)

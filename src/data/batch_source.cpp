@@ -1,0 +1,68 @@
+#include "data/batch_source.h"
+
+#include <random>
+#include <string>
+
+#include "util/errors.h"
+
+namespace nmt {
+
+std::pair<int64_t, int64_t> rank_rows(int64_t rows, int64_t rank, int64_t world_size) {
+  return {rows * rank / world_size, rows * (rank + 1) / world_size};
+}
+
+BatchSource::BatchSource(const ParallelCorpus& corpus, int64_t batch_tokens,
+                         int64_t batch_sentences, uint64_t seed, int64_t rank, int64_t world_size)
+    : corpus_(corpus),
+      batch_tokens_(batch_tokens),
+      batch_sentences_(batch_sentences),
+      seed_(seed),
+      rank_(rank),
+      world_size_(world_size) {
+  plan_epoch(0);
+}
+
+void BatchSource::plan_epoch(int64_t epoch) {
+  if (epoch == planned_epoch_) return;
+  // The order depends only on (seed, epoch): a resumed run sees the same batches.
+  std::mt19937_64 rng(seed_ * 1000003ull + static_cast<uint64_t>(epoch));
+  plan_ = plan_batches(corpus_, batch_tokens_, batch_sentences_, rng);
+  planned_epoch_ = epoch;
+}
+
+void BatchSource::seek(const DataPosition& p) {
+  plan_epoch(p.epoch);
+  if (p.epoch < 0 || p.batch < 0 || p.batch > batches_in_epoch())
+    throw InputError("data position epoch " + std::to_string(p.epoch + 1) + ", batch " +
+                     std::to_string(p.batch) + " is outside that epoch's " +
+                     std::to_string(batches_in_epoch()) + " batches (different data or batch size?)");
+  position_ = p;
+  if (position_.batch == batches_in_epoch()) {  // saved just after an epoch's last batch
+    position_ = {p.epoch + 1, 0};
+    plan_epoch(position_.epoch);
+  }
+}
+
+StepBatch BatchSource::next() {
+  const std::vector<int64_t>& global = plan_[position_.batch];
+  StepBatch out;
+  out.position = position_;
+  out.global_rows = static_cast<int64_t>(global.size());
+  for (int64_t i : global) {
+    out.global_tokens += static_cast<int64_t>(corpus_.tgt[i].size()) + 1;
+    out.global_src_tokens += static_cast<int64_t>(corpus_.src[i].size());
+  }
+  const auto [begin, end] = rank_rows(out.global_rows, rank_, world_size_);
+  out.first_row = begin;
+  out.batch = make_batch(corpus_, std::vector<int64_t>(global.begin() + begin, global.begin() + end));
+  ++position_.batch;
+  if (position_.batch >= batches_in_epoch()) {
+    // Wrap now, so that position() (saved with checkpoints) and the epoch
+    // count are right as soon as an epoch's last batch has been served.
+    position_ = {position_.epoch + 1, 0};
+    plan_epoch(position_.epoch);
+  }
+  return out;
+}
+
+}  // namespace nmt

@@ -1,0 +1,20 @@
+#include "model/build.h"
+
+namespace nmt {
+
+Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab) {
+  const auto& m = cfg.model;
+  Transformer model(TransformerOptions(src_vocab, tgt_vocab)
+                        .d_model(m.d_model)
+                        .heads(m.heads)
+                        .encoder_layers(m.encoder_layers)
+                        .decoder_layers(m.decoder_layers)
+                        .ff_dim(m.ff_dim)
+                        .dropout(m.dropout)
+                        .tie_embeddings(m.tie_embeddings)
+                        .max_positions(m.max_positions));
+  model->set_attention_backend(ops::parse_backend(cfg.attention.backend));
+  return model;
+}
+
+}  // namespace nmt

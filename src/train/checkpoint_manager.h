@@ -1,0 +1,47 @@
+// Owns a run's checkpoints: CHECKPOINT_DIR/last (every evaluation), best/
+// (by train.best_metric) and the tokenizer models they carry. The one place
+// that saves and resumes the full training state.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
+#include "model/transformer.h"
+
+namespace nmt {
+
+class CheckpointManager {
+ public:
+  // resume: a run folder (its last/) or a checkpoint to continue from; empty
+  // for a new run, whose tokenizers are trained (or reused from the cache).
+  CheckpointManager(const Config& cfg, const std::string& resume);
+
+  // The run's own copies of the tokenizer models.
+  const std::string& src_model() const { return src_model_; }
+  const std::string& tgt_model() const { return tgt_model_; }
+  bool resuming() const { return !resume_from_.empty(); }
+  const std::string& resume_from() const { return resume_from_; }
+
+  // When resuming: copies the saved weights into model and loads the
+  // optimizer and random state; returns the saved state (a fresh one otherwise).
+  TrainingState restore(Transformer& model, torch::optim::Optimizer& optimizer) const;
+  // Writes last/ and, when best, best/.
+  void save(Transformer& model, torch::optim::Optimizer& optimizer, const TrainingState& state,
+            bool best) const;
+
+  const std::string& run_dir() const { return run_dir_; }
+
+ private:
+  Config cfg_;
+  std::string run_dir_, resume_from_, src_model_, tgt_model_;
+};
+
+// The checkpoint `--resume DIR` continues from: DIR/last, or DIR itself.
+std::string resume_checkpoint(const std::string& dir);
+// The config a resumed run continues with: the checkpoint's own.
+Config resume_config(const std::string& dir);
+
+}  // namespace nmt

@@ -1,0 +1,153 @@
+#include "train/reporter.h"
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "util/errors.h"
+
+namespace nmt {
+
+namespace fs = std::filesystem;
+
+Reporter::Reporter(const TrainConfig& config, bool append, bool active)
+    : config_(config), active_(active), tty_(active && config.progress && isatty(STDERR_FILENO)) {
+  start_ = window_start_ = Clock::now();
+  if (!active_) return;
+  metrics_path_ = config.metrics_file.empty()
+                      ? (fs::path(config.checkpoint_dir) / "metrics.jsonl").string()
+                      : config.metrics_file;
+  const fs::path parent = fs::path(metrics_path_).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  metrics_.open(metrics_path_, append ? std::ios::app : std::ios::trunc);
+  if (!metrics_) throw InputError(metrics_path_ + ": cannot write metrics file");
+}
+
+Reporter::~Reporter() { clear_progress(); }
+
+double Reporter::train_seconds() const {
+  const double total = std::chrono::duration<double>(Clock::now() - start_).count();
+  const double paused =
+      paused_seconds_ + (paused_ ? std::chrono::duration<double>(Clock::now() - paused_at_).count() : 0);
+  return total - paused;
+}
+
+double Reporter::wall_minutes() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count() / 60.0;
+}
+
+void Reporter::pause_clock() {
+  if (!paused_) paused_ = true, paused_at_ = Clock::now();
+}
+
+void Reporter::resume_clock() {
+  if (!paused_) return;
+  const double s = std::chrono::duration<double>(Clock::now() - paused_at_).count();
+  paused_seconds_ += s;
+  window_paused_ += s;
+  paused_ = false;
+}
+
+void Reporter::write_json(const std::vector<std::pair<std::string, double>>& fields) {
+  std::string line = "{";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    char buf[64];
+    const double v = fields[i].second;
+    if (std::isfinite(v)) std::snprintf(buf, sizeof buf, "%.10g", v);
+    else std::snprintf(buf, sizeof buf, "null");
+    line += (i ? ", \"" : "\"") + fields[i].first + "\": " + buf;
+  }
+  metrics_ << line << "}\n";
+  metrics_.flush();
+}
+
+void Reporter::show_progress(int64_t step, double tok_s) {
+  if (!tty_) return;
+  const auto now = Clock::now();
+  if (now - last_progress_ < std::chrono::milliseconds(200)) return;
+  last_progress_ = now;
+  if (config_.max_steps > 0)
+    std::fprintf(stderr, "\r\033[K  step %lld/%lld  %.0f tok/s", (long long)step,
+                 (long long)config_.max_steps, tok_s);
+  else
+    std::fprintf(stderr, "\r\033[K  step %lld  %.0f tok/s", (long long)step, tok_s);
+  std::fflush(stderr);
+  progress_shown_ = true;
+}
+
+void Reporter::clear_progress() {
+  if (progress_shown_) std::fprintf(stderr, "\r\033[K");
+  progress_shown_ = false;
+}
+
+void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t tokens, double lr) {
+  window_losses_.push_back(out.loss);
+  window_tokens_ += tokens, total_tokens_ += tokens, ++window_steps_;
+  if (!active_) {
+    if (state.step % config_.log_every == 0) window_losses_.clear();
+    return;
+  }
+  const double window_s = std::max(
+      1e-9, std::chrono::duration<double>(Clock::now() - window_start_).count() - window_paused_);
+  show_progress(state.step, window_tokens_ / window_s);
+  if (state.step % config_.log_every != 0) return;
+  // The one read of the losses in a window.
+  last_loss_ = at::stack(window_losses_).sum().item<double>() / static_cast<double>(window_steps_);
+  clear_progress();
+  spdlog::info("step {} epoch {} loss {:.4f} lr {:.3e} {:.0f} tok/s", state.step,
+               state.position.epoch + 1, last_loss_, lr, window_tokens_ / window_s);
+  write_json({{"step", double(state.step)}, {"epoch", double(state.position.epoch + 1)},
+              {"train_loss", last_loss_}, {"lr", lr}, {"tokens_per_s", window_tokens_ / window_s},
+              {"train_seconds", train_seconds()}});
+  window_losses_.clear();
+  window_tokens_ = window_steps_ = 0;
+  window_paused_ = 0;
+  window_start_ = Clock::now();
+}
+
+void Reporter::evaluation(const TrainingState& state, const std::map<std::string, double>& metrics,
+                          bool best) {
+  if (!active_) return;
+  clear_progress();
+  std::string line = "valid: step " + std::to_string(state.step);
+  std::vector<std::pair<std::string, double>> fields{{"step", double(state.step)},
+                                                     {"epoch", double(state.position.epoch + 1)}};
+  for (const auto& [name, value] : metrics) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s %.4g", name.c_str(), value);
+    line += buf;
+    fields.emplace_back("valid_" + name, value);
+  }
+  fields.emplace_back("train_seconds", train_seconds());
+  spdlog::info("{}{}", line, best ? " (best)" : "");
+  write_json(fields);
+}
+
+void Reporter::info(const std::string& line) {
+  if (!active_) return;
+  clear_progress();
+  spdlog::info("{}", line);
+}
+
+TrainResult Reporter::finish(const TrainingState& state) {
+  clear_progress();
+  TrainResult r;
+  r.steps = state.step;
+  r.last_train_loss = last_loss_;
+  r.best = state.best;
+  r.train_seconds = train_seconds();
+  r.tokens_per_second = total_tokens_ / std::max(r.train_seconds, 1e-9);
+  r.checkpoint_dir = config_.checkpoint_dir;
+  if (active_)
+    spdlog::info("train: {} steps in {:.1f} s of training, {:.0f} tok/s; best {} {:.4g}; "
+                 "checkpoints in {}",
+                 r.steps, r.train_seconds, r.tokens_per_second, config_.best_metric, r.best,
+                 r.checkpoint_dir);
+  return r;
+}
+
+}  // namespace nmt

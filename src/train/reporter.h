@@ -1,0 +1,68 @@
+// What a run tells its user: spdlog lines, metrics.jsonl (one JSON object per
+// log line or evaluation) and a live progress line on a terminal. Only one
+// rank reports; the others hold an inactive Reporter.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
+#include "train/train_step.h"
+
+namespace nmt {
+
+struct TrainResult {
+  int64_t steps = 0;
+  double last_train_loss = 0;    // mean over the last log window
+  double best = 0;               // best value of train.best_metric
+  double tokens_per_second = 0;  // source + target tokens, whole run
+  double train_seconds = 0;      // wall time of training steps, evaluations excluded
+  std::string checkpoint_dir;
+};
+
+class Reporter {
+ public:
+  // append: continue the metrics file of a resumed run.
+  Reporter(const TrainConfig& config, bool append, bool active);
+  ~Reporter();
+
+  // After every step. Reads the loss tensors only every log_every steps.
+  void step(const TrainingState& state, const StepOutput& out, int64_t tokens, double lr);
+  // Evaluations pause the training clock.
+  void pause_clock();
+  void resume_clock();
+  void evaluation(const TrainingState& state, const std::map<std::string, double>& metrics,
+                  bool best);
+  void info(const std::string& line);
+  // Since the reporter was made, evaluations included.
+  double wall_minutes() const;
+  TrainResult finish(const TrainingState& state);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void write_json(const std::vector<std::pair<std::string, double>>& fields);
+  void show_progress(int64_t step, double tok_s);
+  void clear_progress();
+  double train_seconds() const;
+
+  TrainConfig config_;
+  bool active_;
+  bool tty_;
+  std::ofstream metrics_;
+  std::string metrics_path_;
+  Clock::time_point start_, window_start_, paused_at_, last_progress_;
+  double paused_seconds_ = 0;  // evaluation time so far
+  bool paused_ = false;
+  bool progress_shown_ = false;
+  std::vector<at::Tensor> window_losses_;
+  int64_t window_tokens_ = 0, total_tokens_ = 0, window_steps_ = 0;
+  double window_paused_ = 0;
+  double last_loss_ = 0;
+};
+
+}  // namespace nmt

@@ -1,0 +1,47 @@
+// One optimizer update: forward, loss, backward, gradient synchronisation,
+// clipping, learning rate and optimizer step, for one rank's share of a
+// global batch.
+#pragma once
+
+#include <torch/optim/adam.h>
+
+#include <memory>
+
+#include "config/config.h"
+#include "data/batch_source.h"
+#include "model/transformer.h"
+#include "train/gradient_sync.h"
+
+namespace nmt {
+
+// Learning rate at a 1-based step: linear warmup to t.lr over t.warmup_steps,
+// then inverse-square-root decay.
+double learning_rate(const TrainConfig& t, int64_t step);
+
+struct StepOutput {
+  at::Tensor loss;       // 0-dim: mean token loss of the whole global batch (all ranks)
+  at::Tensor grad_norm;  // 0-dim: global gradient norm before clipping
+};
+
+class TrainStep {
+ public:
+  TrainStep(Transformer model, const TrainConfig& config, c10::Device device,
+            std::shared_ptr<GradientSync> sync);
+
+  // Takes update number `step` (1-based) on b. Returns tensors: reading them
+  // is the caller's choice, so a step itself never waits for the device.
+  StepOutput run(const StepBatch& b, int64_t step);
+
+  torch::optim::Optimizer& optimizer() { return optimizer_; }
+  GradientSync& sync() { return *sync_; }
+
+ private:
+  Transformer model_;
+  TrainConfig config_;
+  c10::Device device_;
+  std::shared_ptr<GradientSync> sync_;
+  std::vector<at::Tensor> params_;
+  torch::optim::Adam optimizer_;
+};
+
+}  // namespace nmt
