@@ -1,15 +1,22 @@
-#!/usr/bin/env python3
-"""Plot training curves from a metrics JSON-lines file as a standalone SVG.
+#!/usr/bin/python3
+"""Plot training curves from metrics JSON-lines files as one standalone SVG.
 
-Usage: plot_metrics.py METRICS.jsonl OUT.svg
+Usage: plot_metrics.py METRICS.jsonl [MORE.jsonl ...] -o OUT.svg
+                       [--label NAME ...] [--x step|minutes] [--series KEY,KEY] [--title T]
 
-Each line is an object such as
-  {"step": 500, "epoch": 1, "train_loss": 2.31, "valid_loss": 1.9, "valid_bleu": 45.2}
-Any key may be missing on a line; lines without "step" are skipped. Draws
-train_loss and valid_loss on the left axis and valid_bleu on the right axis
-against step. Standard library only; the layout follows src/viz/svg.cpp
-(line_chart_svg), so figures from C++ and from this script look the same.
-Exit 2 with a one-line message when the file is missing or malformed.
+Each line of a metrics file is an object such as
+  {"step": 500, "epoch": 1, "train_loss": 2.31, "train_seconds": 61.2}
+  {"step": 500, "valid_loss": 1.9, "valid_bleu": 45.2, "train_seconds": 61.2}
+as `nmt train` (and scripts/torch_reference.py) write them. Any key may be
+missing on a line; lines without the x key are skipped; null (a non-finite
+value) breaks a line. Losses go on the left axis, BLEU/chrF/exact match on the
+right. --x minutes plots against training time (train_seconds / 60), so runs
+of different speed compare by wall time. With several files each series is
+prefixed by its run's label (default: the file's folder name).
+
+The old form `plot_metrics.py METRICS.jsonl OUT.svg` still works.
+Standard library only. Exit 2 with a one-line message when a file is missing
+or malformed.
 """
 
 import json
@@ -27,10 +34,14 @@ CHART_HEIGHT = 480
 MAX_MARKERS = 40
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
-# (key, legend name, right axis)
-SERIES = [("train_loss", "train loss", False),
-          ("valid_loss", "valid loss", False),
-          ("valid_bleu", "valid BLEU", True)]
+# key -> (legend name, right axis)
+KNOWN_SERIES = {"train_loss": ("train loss", False),
+                "valid_loss": ("valid loss", False),
+                "valid_bleu": ("valid BLEU", True),
+                "valid_chrf": ("valid chrF", True),
+                "valid_exact": ("valid exact match %", True),
+                "test_bleu": ("test BLEU", True)}
+DEFAULT_SERIES = ["train_loss", "valid_loss", "valid_bleu"]
 
 
 class InputError(Exception):
@@ -141,7 +152,7 @@ def decimate(pts, width_px):
 
 
 def line_chart_svg(series, title, x_label, left_label, right_label):
-    """series: list of (name, xs, ys, right_axis). Mirrors nmt::viz::line_chart_svg."""
+    """series: list of (name, xs, ys, right_axis)."""
     inf = math.inf
     runs = []
     x_min, x_max = inf, -inf
@@ -265,9 +276,9 @@ def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def read_metrics(path):
-    """{key: ([steps], [values])} for the plotted keys, in file order."""
-    data = {key: ([], []) for key, _, _ in SERIES}
+def read_metrics(path, x_key, keys):
+    """{key: ([x], [values])} for keys, in file order; null values become NaN."""
+    data = {key: ([], []) for key in keys}
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
@@ -282,17 +293,18 @@ def read_metrics(path):
             raise InputError(f"{path}:{n}: not JSON: {e.msg}")
         if not isinstance(rec, dict):
             raise InputError(f"{path}:{n}: expected a JSON object")
-        if "step" not in rec:
+        if rec.get(x_key) is None:
             continue
-        if not is_number(rec["step"]):
-            raise InputError(f"{path}:{n}: \"step\" is not a number")
-        for key, _, _ in SERIES:
-            if key not in rec or rec[key] is None:
+        if not is_number(rec[x_key]):
+            raise InputError(f"{path}:{n}: \"{x_key}\" is not a number")
+        for key in keys:
+            if key not in rec:
                 continue
-            if not is_number(rec[key]):
+            value = rec[key]
+            if value is not None and not is_number(value):
                 raise InputError(f"{path}:{n}: \"{key}\" is not a number")
-            data[key][0].append(float(rec["step"]))
-            data[key][1].append(float(rec[key]))
+            data[key][0].append(float(rec[x_key]))
+            data[key][1].append(math.nan if value is None else float(value))
     return data
 
 
@@ -310,18 +322,64 @@ def write_atomic(path, text):
         raise InputError(f"cannot write {path}: {e.strerror or e}")
 
 
+def parse_args(argv):
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise InputError(message)
+
+    p = Parser(prog="plot_metrics.py", add_help=True)
+    p.add_argument("files", nargs="+", metavar="METRICS.jsonl")
+    p.add_argument("-o", "--output", metavar="OUT.svg")
+    p.add_argument("--label", action="append", default=[], help="one per file, in order")
+    p.add_argument("--x", choices=["step", "minutes"], default="step")
+    p.add_argument("--series", default=",".join(DEFAULT_SERIES),
+                   help="comma-separated keys: " + ", ".join(KNOWN_SERIES))
+    p.add_argument("--title")
+    a = p.parse_args(argv)
+    if a.output is None:  # the old form: METRICS.jsonl OUT.svg
+        if len(a.files) != 2 or not a.files[1].endswith(".svg"):
+            raise InputError("give the output with -o OUT.svg")
+        a.output = a.files.pop()
+    if a.label and len(a.label) != len(a.files):
+        raise InputError(f"{len(a.label)} --label for {len(a.files)} files")
+    a.series = [k for k in a.series.split(",") if k]
+    for k in a.series:
+        if k not in KNOWN_SERIES:
+            raise InputError(f"--series: unknown key '{k}' (known: {', '.join(KNOWN_SERIES)})")
+    return a
+
+
 def main(argv):
-    if len(argv) != 3:
-        print("usage: plot_metrics.py METRICS.jsonl OUT.svg", file=sys.stderr)
-        return 2
     try:
-        data = read_metrics(argv[1])
-        series = [(name, data[key][0], data[key][1], right) for key, name, right in SERIES if data[key][0]]
+        a = parse_args(argv[1:])
+        x_key = "step" if a.x == "step" else "train_seconds"
+        scale = 1.0 if a.x == "step" else 1.0 / 60.0
+        series = []
+        for i, path in enumerate(a.files):
+            data = read_metrics(path, x_key, a.series)
+            run = a.label[i] if a.label else os.path.basename(os.path.dirname(os.path.abspath(path)))
+            for key in a.series:
+                xs, ys = data[key]
+                if not xs:
+                    continue
+                name, right = KNOWN_SERIES[key]
+                if len(a.files) > 1:
+                    name = f"{run}: {name}"
+                series.append((name, [x * scale for x in xs], ys, right))
         if not series:
-            raise InputError(f"{argv[1]}: no line has \"step\" with train_loss, valid_loss or valid_bleu")
-        run = os.path.basename(os.path.dirname(os.path.abspath(argv[1])))
-        title = f"training curves: {run}" if run else "training curves"
-        write_atomic(argv[2], line_chart_svg(series, title, "step", "loss", "BLEU"))
+            raise InputError(f"{', '.join(a.files)}: no line has \"{x_key}\" with any of {', '.join(a.series)}")
+        if a.title is not None:
+            title = a.title
+        elif len(a.files) == 1:
+            run = a.label[0] if a.label else os.path.basename(os.path.dirname(os.path.abspath(a.files[0])))
+            title = f"training curves: {run}" if run else "training curves"
+        else:
+            title = "training curves"
+        right_label = "BLEU" if any(k in ("valid_bleu", "test_bleu") for k in a.series) else "score"
+        x_label = "step" if a.x == "step" else "training minutes"
+        write_atomic(a.output, line_chart_svg(series, title, x_label, "loss", right_label))
     except InputError as e:
         print(f"plot_metrics: {e}", file=sys.stderr)
         return 2

@@ -69,10 +69,12 @@ TEST(Config, OverridesAreValidated) {
   apply_override(cfg, "attention.backend=flash");
   EXPECT_EQ(cfg.attention.backend, "flash");
   EXPECT_THROW(apply_override(cfg, "model.heads=7"), InputError);
+  EXPECT_EQ(cfg.model.heads, 8);  // a rejected override changes nothing
   EXPECT_THROW(apply_override(cfg, "model.nope=1"), InputError);
   EXPECT_THROW(apply_override(cfg, "noequals"), InputError);
   try {
     apply_override(cfg, "train.lr=abc");
+    FAIL() << "train.lr=abc was accepted";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(), "--set train.lr=abc: train.lr: expected a number, got 'abc'");
   }

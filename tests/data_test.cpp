@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -26,12 +27,31 @@ TEST(Tokenizer, RoundTripChineseAndEnglish) {
   EXPECT_EQ(en.decode({kStartId, kEndId, kPadId}), "");
 }
 
-TEST(Tokenizer, ReusesCachedModels) {
-  const auto& a = testing::toy_tokenizers();
+// Small corpora so that training the tokenizers takes milliseconds.
+void write_lines(const std::string& path, const std::string& word, int n) {
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) out << word << i % 37 << " " << word << "\n";
+}
+
+TEST(Tokenizer, ReusesCachedModelsAndRetrainsWhenDataOrSettingsChange) {
+  const std::string dir = testing::temp_dir("tok_cache");
+  write_lines(dir + "/a.zh", "猫", 300);
+  write_lines(dir + "/a.en", "cat", 300);
   TokenizerConfig tc;
-  tc.cache_dir = std::filesystem::path(a.src_model).parent_path().parent_path().string();
-  const TokenizerPaths b = prepare_tokenizers(tc, testing::toy("train.zh"), testing::toy("train.en"));
-  EXPECT_EQ(a.src_model, b.src_model);
+  tc.cache_dir = dir + "/cache";
+  tc.src_vocab_size = tc.tgt_vocab_size = 60;
+  const TokenizerPaths first = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  EXPECT_TRUE(first.trained);
+  const TokenizerPaths again = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  EXPECT_FALSE(again.trained);  // nothing was trained: the cached models were used
+  EXPECT_EQ(again.src_model, first.src_model);
+  tc.src_vocab_size = 61;       // other settings: other models
+  const TokenizerPaths other = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  EXPECT_TRUE(other.trained);
+  EXPECT_NE(other.src_model, first.src_model);
+  tc.src_vocab_size = 60;
+  write_lines(dir + "/a.en", "dog", 300);  // other data: other models
+  EXPECT_TRUE(prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en").trained);
 }
 
 ParallelCorpus two_pairs() {

@@ -316,9 +316,12 @@ void apply_override(Config& cfg, const std::string& assignment) {
   } catch (const YAML::Exception& e) {
     input_error(loc, path, "invalid value: " + e.msg);
   }
-  f->parse(cfg, value, [&](const std::string& problem) { input_error(loc, path, problem); });
-  cfg.origin[path] = loc;
-  validate(cfg);
+  // On a copy: a rejected override leaves cfg as it was.
+  Config updated = cfg;
+  f->parse(updated, value, [&](const std::string& problem) { input_error(loc, path, problem); });
+  updated.origin[path] = loc;
+  validate(updated);
+  cfg = std::move(updated);
 }
 
 std::string to_yaml(const Config& cfg) {

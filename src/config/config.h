@@ -97,6 +97,7 @@ Config load_config(const std::string& path);
 // Same, from text (checkpoints store their resolved config this way).
 Config parse_config(const std::string& yaml_text, const std::string& source_name);
 // Applies "key.path=value" (validated as in a file), then re-validates.
+// Throws InputError and leaves cfg unchanged when either fails.
 void apply_override(Config& cfg, const std::string& assignment);
 // Cross-field checks; called by the loaders and after overrides.
 void validate(const Config& cfg);

@@ -30,7 +30,6 @@ struct MultiHeadAttentionOptions {
   MultiHeadAttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, heads);
-  TORCH_ARG(double, dropout) = 0.0;
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Cloneable<MultiHeadAttentionImpl> {

@@ -197,7 +197,7 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   const fs::path dir = fs::path(cfg.cache_dir) / hex;
-  TokenizerPaths paths{(dir / "src.model").string(), (dir / "tgt.model").string()};
+  TokenizerPaths paths{(dir / "src.model").string(), (dir / "tgt.model").string(), false};
   if (fs::exists(paths.src_model) && fs::exists(paths.tgt_model)) {
     spdlog::info("tokenizer: reusing {}", dir.string());
     return paths;
@@ -232,6 +232,7 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
   if (ec) fs::remove_all(tmp);
   if (!fs::exists(paths.src_model) || !fs::exists(paths.tgt_model))
     throw std::runtime_error("tokenizer: could not store models in " + dir.string() + ": " + ec.message());
+  paths.trained = true;
   return paths;
 }
 

@@ -35,6 +35,7 @@ class Tokenizer {
 struct TokenizerPaths {
   std::string src_model;
   std::string tgt_model;
+  bool trained = false;  // false: reused from the cache
 };
 
 // Trains the source and target models from the training split, or reuses

@@ -119,7 +119,7 @@ bool EarlyStopping::update(double value) {
 }
 
 void EarlyStopping::restore(double best, int64_t evals_since_best) {
-  best_ = best;
+  if (!std::isnan(best)) best_ = best;  // NaN: no evaluation yet
   evals_since_best_ = evals_since_best;
 }
 

@@ -105,7 +105,7 @@ class EarlyStopping {
   bool stalled() const { return patience_ > 0 && evals_since_best_ >= patience_; }
   double best() const { return best_; }
   int64_t evals_since_best() const { return evals_since_best_; }
-  // Continues a run: its best value and count.
+  // Continues a run: its best value (NaN when it has none yet) and count.
   void restore(double best, int64_t evals_since_best);
 
  private:

@@ -1,5 +1,6 @@
-// Self-contained SVG figures (attention heatmaps, training curves) that any
-// browser shows, with no plotting library. Plain C++17: no LibTorch.
+// Self-contained SVG attention heatmaps that any browser shows, with no
+// plotting library. Plain C++17: no LibTorch. (Training curves are drawn by
+// scripts/plot_metrics.py from metrics.jsonl.)
 #pragma once
 
 #include <string>
@@ -16,18 +17,6 @@ std::string heatmap_svg(const std::vector<std::vector<double>>& weights,
                         const std::vector<std::string>& row_labels,
                         const std::vector<std::string>& col_labels, const std::string& title,
                         bool print_values = true);
-
-// One line per series over a shared x (e.g. step). Series with right_axis
-// use the right y-axis (e.g. BLEU beside losses). Non-finite points are
-// skipped and break the line; a lone point shows as a marker.
-struct Series {
-  std::string name;
-  std::vector<double> x, y;
-  bool right_axis = false;
-};
-std::string line_chart_svg(const std::vector<Series>& series, const std::string& title,
-                           const std::string& x_label, const std::string& left_label,
-                           const std::string& right_label);
 
 // Text safe inside XML content and attribute values: &<>"' escaped, bytes
 // that are not valid UTF-8 or not allowed in XML 1.0 replaced by U+FFFD

@@ -1,4 +1,5 @@
-// CPU attention kernels. Pure C++ (OpenMP + CBLAS), no LibTorch.
+// CPU attention kernels. Pure C++ (OpenMP and a register-blocked micro-kernel
+// of their own), no LibTorch and no BLAS.
 #pragma once
 
 #include "ops/attention/attention_params.h"
