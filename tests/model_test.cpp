@@ -59,6 +59,11 @@ TEST(Model, PaddingDoesNotChangeOutputs) {
   const auto a = m->forward(src, len, tgt, tlen);                // [1, 3, V]
   const auto b = m->forward(src_padded, len, tgt_padded, tlen);  // [1, 9, V]
   EXPECT_LT((a - b.narrow(1, 0, 3)).abs().max().item<float>(), 1e-5);
+  // Without the causal mask the target lengths alone must hide the padding.
+  m->set_disable_causal_mask(true);
+  const auto c = m->forward(src, len, tgt, tlen);
+  const auto d = m->forward(src_padded, len, tgt_padded, tlen);
+  EXPECT_LT((c - d.narrow(1, 0, 3)).abs().max().item<float>(), 1e-5);
 }
 
 // ~20 pairs of the toy corpus, learnt by heart by a tiny model.
