@@ -125,6 +125,10 @@ int run_train(const TrainArgs& args) {
   for (const auto& s : args.sets) apply_override(cfg, s);
   apply_runtime(cfg, args.runtime);
   spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
+  if (args.profile > 0) {
+    profile_training(cfg, args.profile, std::cout);
+    return kExitOk;
+  }
   train(cfg, args.resume);
   return kExitOk;
 }

@@ -19,6 +19,7 @@ struct TrainArgs {
   std::string config;
   std::string resume;  // continue this run folder/checkpoint exactly
   std::vector<std::string> sets;  // --set key.path=value
+  int64_t profile = 0;            // > 0: profile this many steps instead of training
   RuntimeFlags runtime;
 };
 int run_train(const TrainArgs& args);

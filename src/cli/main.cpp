@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--resume", train.resume,
                         "continue a run exactly (run folder or checkpoint; its config unless --config)");
   train_cmd->add_option("--set", train.sets, "override a config key: key.path=value (repeatable)");
+  train_cmd->add_option("--profile", train.profile,
+                        "profile N training steps (after 5 warm-up steps), print the top ops, "
+                        "save nothing")
+      ->check(CLI::Range(1, 100000));
   add_runtime_flags(train_cmd, train.runtime);
 
   nmt::cli::TranslateArgs translate;

@@ -4,6 +4,7 @@
 // stopping, and a Reporter (logs, metrics.jsonl, progress).
 #pragma once
 
+#include <ostream>
 #include <string>
 
 #include "config/config.h"
@@ -16,5 +17,9 @@ namespace nmt {
 // resume_dir: a checkpoint (or run folder: its last/) to continue exactly from:
 // weights, optimizer, step, position in the data, random state.
 TrainResult train(const Config& cfg, const std::string& resume_dir = "");
+
+// Runs 5 warm-up steps, then `steps` steps under LibTorch's profiler, and
+// writes a table of the ops taking the time. Writes no checkpoint.
+void profile_training(const Config& cfg, int64_t steps, std::ostream& out);
 
 }  // namespace nmt

@@ -13,7 +13,13 @@
 #include <type_traits>
 #include <utility>
 
-namespace nmt::ops::cpu::detail {
+#ifndef NMT_KERNEL_ISA
+#error "kernel sources are compiled once per instruction set with NMT_KERNEL_ISA defined (see CMakeLists.txt)"
+#endif
+
+// Inside the instruction set's own namespace: the same inline helpers are
+// compiled with different flags per ISA and must not be merged by the linker.
+namespace nmt::ops::cpu::NMT_KERNEL_ISA::detail {
 
 // Vector width follows the instruction set we are compiled for. kAccRegs is
 // how many vector registers a micro-kernel may keep as accumulators while
@@ -179,4 +185,4 @@ class AlignedBuffer {
   T* data_ = nullptr;
 };
 
-}  // namespace nmt::ops::cpu::detail
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA::detail

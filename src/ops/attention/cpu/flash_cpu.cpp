@@ -27,7 +27,7 @@
 
 #include "ops/attention/cpu/cpu_kernels_util.h"
 
-namespace nmt::ops::cpu {
+namespace nmt::ops::cpu::NMT_KERNEL_ISA {
 namespace {
 
 using detail::AlignedBuffer;
@@ -676,4 +676,4 @@ template void flash_attention_forward<double>(const AttentionForwardParams<doubl
 template void flash_attention_backward<float>(const AttentionBackwardParams<float>&);
 template void flash_attention_backward<double>(const AttentionBackwardParams<double>&);
 
-}  // namespace nmt::ops::cpu
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-namespace nmt::ops::cpu {
+namespace nmt::ops::cpu::NMT_KERNEL_ISA {
 namespace {
 
 // Number of keys batch row b may attend to (key_lengths masks the rest).
@@ -168,4 +168,4 @@ template void naive_attention_forward<double>(const AttentionForwardParams<doubl
 template void naive_attention_backward<float>(const AttentionBackwardParams<float>&);
 template void naive_attention_backward<double>(const AttentionBackwardParams<double>&);
 
-}  // namespace nmt::ops::cpu
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

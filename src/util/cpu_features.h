@@ -1,0 +1,29 @@
+// What this CPU can do, asked at run time (cpuid + xgetbv), so one binary runs
+// everywhere: kernels are compiled for several instruction sets and the best
+// one the CPU supports is used. NMT_CPU_ISA=generic|avx2|avx512 picks a lower
+// one (tests use it to run the fallbacks).
+#pragma once
+
+namespace nmt {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_bf16 = false;  // vdpbf16ps: bf16 dot products
+  bool amx_bf16 = false;     // tile matrix multiply (oneDNN uses it for bf16 matmuls)
+};
+
+const CpuFeatures& cpu_features();
+
+// Instruction sets the CPU kernels are compiled for, lowest first.
+enum class CpuIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The best supported one, lowered by NMT_CPU_ISA. An unknown value or one
+// the CPU lacks is an InputError naming the variable.
+CpuIsa kernel_isa();
+const char* isa_name(CpuIsa isa);
+
+// bf16 matrix multiplies that are faster than float32 (AVX512-BF16 or AMX).
+bool cpu_has_fast_bf16();
+
+}  // namespace nmt
