@@ -26,24 +26,24 @@ NMT_FOR_EACH_KERNEL_ISA(NMT_DECLARE_ATTENTION_KERNELS)
 // row-major offset loops. Writes o, probs (required) and lse (if non-null).
 template <typename T>
 void naive_attention_forward(const AttentionForwardParams<T>& p) {
-  NMT_CPU_DISPATCH(naive_attention_forward<T>, p);
+  NMT_CPU_DISPATCH(naive_attention_forward, p);
 }
 // Uses the stored probs.
 template <typename T>
 void naive_attention_backward(const AttentionBackwardParams<T>& p) {
-  NMT_CPU_DISPATCH(naive_attention_backward<T>, p);
+  NMT_CPU_DISPATCH(naive_attention_backward, p);
 }
 
 // Flash (FlashAttention-2 tiling, online softmax). Writes o and lse
 // (required); never allocates a [Tq, Tk] buffer.
 template <typename T>
 void flash_attention_forward(const AttentionForwardParams<T>& p) {
-  NMT_CPU_DISPATCH(flash_attention_forward<T>, p);
+  NMT_CPU_DISPATCH(flash_attention_forward, p);
 }
 // Recomputes probabilities from q, k and lse.
 template <typename T>
 void flash_attention_backward(const AttentionBackwardParams<T>& p) {
-  NMT_CPU_DISPATCH(flash_attention_backward<T>, p);
+  NMT_CPU_DISPATCH(flash_attention_backward, p);
 }
 
 }  // namespace nmt::ops::cpu

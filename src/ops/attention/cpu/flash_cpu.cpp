@@ -25,7 +25,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/attention/cpu/cpu_kernels_util.h"
+#include "ops/cpu_simd.h"
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
 namespace {

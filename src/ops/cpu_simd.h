@@ -1,4 +1,4 @@
-// SIMD helpers shared by the CPU attention kernels: a portable vector type
+// SIMD helpers shared by the CPU kernels: a portable vector type
 // (GCC/Clang vector extensions, so one code path compiles to AVX-512, AVX2
 // or SSE depending on -march), a range-reduced polynomial exp2, and a
 // 64-byte aligned scratch buffer. No LibTorch, no intrinsics.
@@ -12,6 +12,8 @@
 #include <new>
 #include <type_traits>
 #include <utility>
+
+#include "ops/bf16.h"
 
 #ifndef NMT_KERNEL_ISA
 #error "kernel sources are compiled once per instruction set with NMT_KERNEL_ISA defined (see CMakeLists.txt)"
@@ -147,6 +149,52 @@ inline V vec_exp2(V x) {
   for (int i = S::kPolyDegree - 1; i >= 0; --i) poly = poly * f + S::kPoly[i];
   const Bits pow2n = (bit_cast<Bits>(shifted) + S::kExpBias) << S::kMantissaBits;
   return poly * bit_cast<V>(pow2n);
+}
+
+// Unaligned loads and stores, from and to float, double or bf16 storage
+// (bf16 widens exactly; narrowing rounds to nearest even, NaN not preserved).
+template <typename T>
+inline Vec<T> vec_loadu(const T* ptr) {
+  Vec<T> v;
+  std::memcpy(&v, ptr, sizeof v);
+  return v;
+}
+
+inline Vec<float> vec_loadu(const bf16* ptr) {
+  typedef uint16_t Half __attribute__((vector_size(kVecBytes / 2)));
+  Half h;
+  std::memcpy(&h, ptr, sizeof h);
+  const typename Simd<float>::Bits wide = __builtin_convertvector(h, typename Simd<float>::Bits) << 16;
+  return bit_cast<Vec<float>>(wide);
+}
+
+template <typename T>
+inline void vec_storeu(T* ptr, Vec<T> v) {
+  std::memcpy(ptr, &v, sizeof v);
+}
+
+inline void vec_storeu(bf16* ptr, Vec<float> v) {
+  typedef uint16_t Half __attribute__((vector_size(kVecBytes / 2)));
+  using Bits = typename Simd<float>::Bits;
+  const Bits u = bit_cast<Bits>(v);
+  const Bits rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const Half h = __builtin_convertvector(rounded, Half);
+  std::memcpy(ptr, &h, sizeof h);
+}
+
+// Horizontal reductions.
+template <typename V>
+inline ElementOf<V> vec_sum(V v) {
+  ElementOf<V> s = 0;
+  for (int i = 0; i < static_cast<int>(sizeof(V) / sizeof(s)); ++i) s += v[i];
+  return s;
+}
+
+template <typename V>
+inline ElementOf<V> vec_hmax(V v) {
+  ElementOf<V> m = v[0];
+  for (int i = 1; i < static_cast<int>(sizeof(V) / sizeof(m)); ++i) m = v[i] > m ? v[i] : m;
+  return m;
 }
 
 inline constexpr int64_t round_up(int64_t x, int64_t multiple) {

@@ -1,0 +1,87 @@
+#include "ops/activation/bias_relu_dropout.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "ops/activation/cpu/bias_relu_dropout_cpu.h"
+#include "ops/op_glue.h"
+
+namespace nmt::ops {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <typename F>
+void dispatch_types(at::ScalarType bias, at::ScalarType side, F&& f) {
+  if (bias == at::kFloat && side == at::kFloat) return f(float{}, float{});
+  if (bias == at::kDouble && side == at::kDouble) return f(double{}, double{});
+  if (bias == at::kFloat && side == at::kBFloat16) return f(float{}, bf16{});
+  TORCH_CHECK(false, "bias_relu_dropout: unsupported dtypes ", bias, " / ", side);
+}
+
+struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropoutFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& h_in, const at::Tensor& bias,
+                               Dropout dropout) {
+    const at::Tensor h = h_in.contiguous();
+    at::Tensor out = at::empty_like(h);
+    dispatch_types(bias.scalar_type(), h.scalar_type(), [&](auto t, auto u) {
+      using T = decltype(t);
+      using U = decltype(u);
+      cpu::BiasReluDropoutParams<T, U> p{};
+      p.h = glue::data<U>(h);
+      p.bias = bias.contiguous().data_ptr<T>();
+      p.out = glue::data<U>(out);
+      p.rows = h.numel() / h.size(-1);
+      p.channels = h.size(-1);
+      p.positions = h.size(1);
+      p.dropout = dropout.stream();
+      cpu::bias_relu_dropout_forward(p);
+    });
+    ctx->save_for_backward({out});
+    ctx->saved_data["p"] = static_cast<double>(dropout.stream().p);
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(bias.scalar_type());
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor out = ctx->get_saved_variables()[0];
+    const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
+    const at::Tensor dout = grads[0].contiguous();
+    at::Tensor dh = at::empty_like(out);
+    at::Tensor dbias = at::empty({out.size(-1)}, out.options().dtype(bias_dtype));
+    dispatch_types(bias_dtype, out.scalar_type(), [&](auto t, auto u) {
+      using T = decltype(t);
+      using U = decltype(u);
+      cpu::BiasReluDropoutBackwardParams<T, U> p{};
+      p.out = glue::data<U>(out);
+      p.dout = glue::data<U>(dout);
+      p.dh = glue::data<U>(dh);
+      p.dbias = dbias.data_ptr<T>();
+      p.rows = out.numel() / out.size(-1);
+      p.channels = out.size(-1);
+      p.p = static_cast<float>(ctx->saved_data["p"].toDouble());
+      cpu::bias_relu_dropout_backward(p);
+    });
+    return {dh, dbias, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor bias_relu_dropout_reference(const at::Tensor& h, const at::Tensor& bias,
+                                       const Dropout& dropout) {
+  at::Tensor out = at::relu(h.to(bias.scalar_type()) + bias);
+  if (dropout.active())
+    out = out * dropout_multipliers(dropout, h.size(0), h.size(1), h.size(2), out.options());
+  return out.to(h.scalar_type());
+}
+
+at::Tensor bias_relu_dropout(const at::Tensor& h, const at::Tensor& bias, const Dropout& dropout) {
+  TORCH_CHECK(h.dim() == 3, "bias_relu_dropout: h must be [B, T, F]");
+  if (!h.is_cpu()) return bias_relu_dropout_reference(h, bias, dropout);
+  return BiasReluDropoutFunction::apply(h, bias, dropout)[0];
+}
+
+}  // namespace nmt::ops

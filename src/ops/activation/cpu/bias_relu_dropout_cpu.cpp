@@ -1,0 +1,69 @@
+#include "ops/activation/cpu/bias_relu_dropout_cpu.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/cpu_simd.h"
+
+namespace nmt::ops::cpu::NMT_KERNEL_ISA {
+
+template <typename T, typename U>
+void bias_relu_dropout_forward(const BiasReluDropoutParams<T, U>& p) {
+  const int64_t F = p.channels;
+  const bool drop = p.dropout.p > 0;
+#pragma omp parallel
+  {
+    detail::AlignedBuffer<T> mask(drop ? F : 0);
+#pragma omp for schedule(static, 8)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      if (drop) philox::mask_row<T>(p.dropout, r / p.positions, r % p.positions, F, mask.data());
+      const U* h = p.h + r * F;
+      U* out = p.out + r * F;
+#pragma omp simd
+      for (int64_t c = 0; c < F; ++c) {
+        const T v = std::max(load_as<T>(h[c]) + p.bias[c], T(0));
+        store_as(out + c, drop ? v * mask[c] : v);
+      }
+    }
+  }
+}
+
+template <typename T, typename U>
+void bias_relu_dropout_backward(const BiasReluDropoutBackwardParams<T, U>& p) {
+  const int64_t F = p.channels;
+  const T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(p.p)));
+  const int threads = omp_get_max_threads();
+  detail::AlignedBuffer<T> partial(F * threads);
+#pragma omp parallel num_threads(threads)
+  {
+    T* dbias = partial.data() + F * omp_get_thread_num();
+    std::fill(dbias, dbias + F, T(0));
+#pragma omp for schedule(static, 8)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const U* out = p.out + r * F;
+      const U* dout = p.dout + r * F;
+      U* dh = p.dh + r * F;
+#pragma omp simd
+      for (int64_t c = 0; c < F; ++c) {
+        const T d = load_as<T>(out[c]) > T(0) ? load_as<T>(dout[c]) * scale : T(0);
+        store_as(dh + c, d);
+        dbias[c] += d;
+      }
+    }
+  }
+  for (int64_t c = 0; c < F; ++c) {
+    T sum = 0;
+    for (int t = 0; t < threads; ++t) sum += partial[F * t + c];
+    p.dbias[c] = sum;
+  }
+}
+
+template void bias_relu_dropout_forward<float, float>(const BiasReluDropoutParams<float, float>&);
+template void bias_relu_dropout_forward<double, double>(const BiasReluDropoutParams<double, double>&);
+template void bias_relu_dropout_forward<float, bf16>(const BiasReluDropoutParams<float, bf16>&);
+template void bias_relu_dropout_backward<float, float>(const BiasReluDropoutBackwardParams<float, float>&);
+template void bias_relu_dropout_backward<double, double>(const BiasReluDropoutBackwardParams<double, double>&);
+template void bias_relu_dropout_backward<float, bf16>(const BiasReluDropoutBackwardParams<float, bf16>&);
+
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

@@ -1,0 +1,46 @@
+#include "ops/adam/cpu/adam_cpu.h"
+
+#include <omp.h>
+
+#include <cmath>
+
+namespace nmt::ops::cpu::NMT_KERNEL_ISA {
+
+template <typename T>
+void adam_step(const AdamParams<T>& p) {
+  // Scalars in double, then rounded once, as LibTorch does with its Scalars.
+  const T b1 = static_cast<T>(p.beta1), b2 = static_cast<T>(p.beta2);
+  const T one_minus_b1 = static_cast<T>(1 - p.beta1), one_minus_b2 = static_cast<T>(1 - p.beta2);
+  const double bias_correction1 = 1 - std::pow(p.beta1, static_cast<double>(p.step));
+  const double bias_correction2 = 1 - std::pow(p.beta2, static_cast<double>(p.step));
+  const T step_size = static_cast<T>(p.lr / bias_correction1);
+  const T sqrt_bc2 = static_cast<T>(std::sqrt(bias_correction2));
+  const T eps = static_cast<T>(p.eps), wd = static_cast<T>(p.weight_decay);
+  const T scale = static_cast<T>(p.grad_scale);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < p.count; ++i) {
+    T g = p.grad[i] * scale;
+    if (wd != 0) g = g + wd * p.param[i];
+    const T m = p.exp_avg[i] * b1 + one_minus_b1 * g;
+    const T v = p.exp_avg_sq[i] * b2 + one_minus_b2 * g * g;
+    p.exp_avg[i] = m;
+    p.exp_avg_sq[i] = v;
+    const T denom = std::sqrt(v) / sqrt_bc2 + eps;
+    p.param[i] = p.param[i] - step_size * (m / denom);
+  }
+}
+
+template <typename T>
+double sum_of_squares(const T* x, int64_t count) {
+  double total = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : total)
+  for (int64_t i = 0; i < count; ++i) total += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return total;
+}
+
+template void adam_step<float>(const AdamParams<float>&);
+template void adam_step<double>(const AdamParams<double>&);
+template double sum_of_squares<float>(const float*, int64_t);
+template double sum_of_squares<double>(const double*, int64_t);
+
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

@@ -1,0 +1,48 @@
+// Adam over flat buffers: every parameter of the model lives in one
+// contiguous buffer (and its gradient, first and second moments in three
+// more), so a step is one pass over memory instead of several small ops per
+// parameter tensor. The arithmetic and its order follow torch::optim::Adam
+// (L2 weight decay added to the gradient, bias-corrected moments), so the
+// two agree to rounding. The gradient clipping factor is applied on the fly.
+// Plain C++ kernels, compiled per instruction set (ops/cpu_isa.h).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/cpu_isa.h"
+
+namespace nmt::ops::cpu {
+
+template <typename T>
+struct AdamParams {
+  T* param;          // param: [P] (updated)
+  const T* grad;     // grad: [P]
+  T* exp_avg;        // exp_avg: [P] (updated)
+  T* exp_avg_sq;     // exp_avg_sq: [P] (updated)
+  int64_t count;     // P
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;      // 1-based, for the bias corrections
+  double grad_scale; // gradients are multiplied by this first (clipping)
+};
+
+#define NMT_DECLARE_ADAM_KERNELS(isa)                                  \
+  namespace isa {                                                      \
+  template <typename T>                                                \
+  void adam_step(const AdamParams<T>& p);                              \
+  template <typename T>                                                \
+  double sum_of_squares(const T* x, int64_t count);                    \
+  }
+NMT_FOR_EACH_KERNEL_ISA(NMT_DECLARE_ADAM_KERNELS)
+#undef NMT_DECLARE_ADAM_KERNELS
+
+template <typename T>
+void adam_step(const AdamParams<T>& p) {
+  NMT_CPU_DISPATCH(adam_step, p);
+}
+// sum x^2 (accumulated in double), for the gradient norm.
+template <typename T>
+double sum_of_squares(const T* x, int64_t count) {
+  NMT_CPU_DISPATCH(sum_of_squares, x, count);
+}
+
+}  // namespace nmt::ops::cpu

@@ -1,0 +1,123 @@
+#include "ops/adam/flat_adam.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/serialize.h>
+
+#include <cmath>
+
+#include "ops/adam/cpu/adam_cpu.h"
+#include "util/errors.h"
+
+namespace nmt::ops {
+
+namespace {
+
+// Parameters start on 64-element boundaries: vector loads of any width stay aligned.
+constexpr int64_t kAlign = 64;
+
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+FlatAdam::FlatAdam(std::vector<at::Tensor> params, AdamHyper hyper)
+    : params_(std::move(params)), hyper_(hyper) {
+  TORCH_CHECK(!params_.empty(), "FlatAdam: no parameters");
+  int64_t total = 0;
+  for (const auto& p : params_) total += aligned(p.numel());
+  const auto options = params_.front().options();
+  param_ = at::zeros({total}, options);
+  grad_ = at::zeros({total}, options);
+  exp_avg_ = at::zeros({total}, options);
+  exp_avg_sq_ = at::zeros({total}, options);
+  at::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (auto& p : params_) {
+    TORCH_CHECK(p.options().dtype() == options.dtype() && p.device() == options.device(),
+                "FlatAdam: parameters must share dtype and device");
+    const at::Tensor slot = param_.narrow(0, offset, p.numel()).view(p.sizes());
+    slot.copy_(p);
+    p.set_data(slot);  // the parameter now lives in the flat buffer
+    p.mutable_grad() = grad_.narrow(0, offset, p.numel()).view(p.sizes());
+    offset += aligned(p.numel());
+  }
+}
+
+void FlatAdam::zero_grad() { grad_.zero_(); }
+
+at::Tensor FlatAdam::grad_norm() const {
+  if (grad_.is_cpu()) {
+    double sum = 0;
+    if (grad_.scalar_type() == at::kFloat)
+      sum = cpu::sum_of_squares(grad_.data_ptr<float>(), grad_.numel());
+    else
+      sum = cpu::sum_of_squares(grad_.data_ptr<double>(), grad_.numel());
+    return at::scalar_tensor(std::sqrt(sum), grad_.options());
+  }
+  return grad_.pow(2).sum().sqrt();
+}
+
+void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
+  ++steps_;
+  if (param_.is_cpu()) {
+    const double scale = grad_scale.item<double>();
+    const auto run = [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      cpu::AdamParams<T> p{};
+      p.param = param_.data_ptr<T>();
+      p.grad = grad_.data_ptr<T>();
+      p.exp_avg = exp_avg_.data_ptr<T>();
+      p.exp_avg_sq = exp_avg_sq_.data_ptr<T>();
+      p.count = param_.numel();
+      p.lr = lr, p.beta1 = hyper_.beta1, p.beta2 = hyper_.beta2, p.eps = hyper_.eps;
+      p.weight_decay = hyper_.weight_decay;
+      p.step = steps_;
+      p.grad_scale = scale;
+      cpu::adam_step(p);
+    };
+    if (param_.scalar_type() == at::kFloat) run(static_cast<float*>(nullptr));
+    else run(static_cast<double*>(nullptr));
+    return;
+  }
+  // Elsewhere: LibTorch ops on the flat buffers, in torch::optim::Adam's order.
+  at::NoGradGuard no_grad;
+  at::Tensor g = grad_ * grad_scale;
+  if (hyper_.weight_decay != 0) g = g.add(param_, hyper_.weight_decay);
+  const double bc1 = 1 - std::pow(hyper_.beta1, static_cast<double>(steps_));
+  const double bc2 = 1 - std::pow(hyper_.beta2, static_cast<double>(steps_));
+  exp_avg_.mul_(hyper_.beta1).add_(g, 1 - hyper_.beta1);
+  exp_avg_sq_.mul_(hyper_.beta2).addcmul_(g, g, 1 - hyper_.beta2);
+  const at::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(hyper_.eps);
+  param_.addcdiv_(exp_avg_, denom, -lr / bc1);
+}
+
+void FlatAdam::save(const std::string& path) const {
+  torch::serialize::OutputArchive archive;
+  archive.write("exp_avg", exp_avg_.cpu());
+  archive.write("exp_avg_sq", exp_avg_sq_.cpu());
+  archive.write("step", at::scalar_tensor(steps_, at::kLong));
+  archive.save_to(path);
+}
+
+void FlatAdam::load(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  at::Tensor m, v, step;
+  try {
+    archive.load_from(path);
+    archive.read("exp_avg", m);
+    archive.read("exp_avg_sq", v);
+    archive.read("step", step);
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    throw InputError(path + ": cannot load optimizer state: " + msg.substr(0, msg.find('\n')));
+  }
+  if (m.sizes() != exp_avg_.sizes() || v.sizes() != exp_avg_sq_.sizes() || step.numel() != 1)
+    throw InputError(path + ": optimizer state of " + std::to_string(m.numel()) +
+                     " values does not fit this model's " + std::to_string(exp_avg_.numel()));
+  at::NoGradGuard no_grad;
+  exp_avg_.copy_(m);
+  exp_avg_sq_.copy_(v);
+  steps_ = step.item<int64_t>();
+}
+
+}  // namespace nmt::ops

@@ -1,0 +1,136 @@
+#include "ops/cross_entropy/linear_cross_entropy.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+#include "ops/cross_entropy/cpu/cross_entropy_cpu.h"
+#include "ops/op_glue.h"
+
+namespace nmt::ops {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <typename F>
+void dispatch_types(at::ScalarType stream, at::ScalarType side, F&& f) {
+  if (stream == at::kFloat && side == at::kFloat) return f(float{}, float{});
+  if (stream == at::kDouble && side == at::kDouble) return f(double{}, double{});
+  if (stream == at::kFloat && side == at::kBFloat16) return f(float{}, bf16{});
+  TORCH_CHECK(false, "linear_cross_entropy: unsupported dtypes ", stream, " / ", side);
+}
+
+// Loss and gradient of logits z [R, V] (rows of `labels`), into loss [R] and grad [R, V].
+void chunk_loss(const at::Tensor& z, const at::Tensor& labels, at::Tensor& loss, at::Tensor& grad,
+                double smoothing, int64_t ignore_index) {
+  dispatch_types(loss.scalar_type(), z.scalar_type(), [&](auto t, auto u) {
+    using T = decltype(t);
+    using U = decltype(u);
+    cpu::CrossEntropyParams<T, U> p{};
+    p.logits = glue::data<U>(z);
+    p.labels = labels.data_ptr<int64_t>();
+    p.grad = grad.defined() ? glue::data<U>(grad) : nullptr;
+    p.loss = loss.data_ptr<T>();
+    p.rows = z.size(0), p.classes = z.size(1), p.logits_stride = z.stride(0);
+    p.ignore_index = ignore_index;
+    p.smoothing = smoothing;
+    cpu::cross_entropy(p);
+  });
+}
+
+struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossEntropyFunction> {
+  // bias: an empty tensor stands for "no bias".
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& h_in, const at::Tensor& weight,
+                               const at::Tensor& bias, const at::Tensor& labels_in, double smoothing,
+                               int64_t ignore_index, bool need_grad) {
+    const at::Tensor h = h_in.contiguous();
+    const at::Tensor labels = labels_in.contiguous();
+    const bool has_bias = bias.numel() > 0;
+    const at::ScalarType stream = weight.scalar_type(), side = h.scalar_type();
+    // The product runs in h's dtype; dW and db are summed in weight's.
+    const at::Tensor w = weight.to(side).contiguous();
+    const at::Tensor b = has_bias ? bias.to(side) : at::Tensor();
+    const int64_t n = h.size(0), classes = w.size(0);
+    const int64_t chunk = cross_entropy_chunk_rows(classes);
+    at::Tensor row_loss = at::empty({n}, h.options().dtype(stream));
+    at::Tensor dh, dw, db;
+    if (need_grad) {
+      dh = at::empty_like(h);
+      dw = at::zeros(weight.sizes(), weight.options());
+      if (has_bias) db = at::zeros({classes}, weight.options());
+    }
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+      const int64_t rows = std::min(chunk, n - r0);
+      const at::Tensor hc = h.narrow(0, r0, rows);
+      // logits of this chunk: [rows, V]
+      const at::Tensor z = has_bias ? at::addmm(b, hc, w.t()) : at::mm(hc, w.t());
+      at::Tensor g = need_grad ? at::empty_like(z) : at::Tensor();
+      at::Tensor loss_c = row_loss.narrow(0, r0, rows);
+      chunk_loss(z, labels.narrow(0, r0, rows), loss_c, g, smoothing, ignore_index);
+      if (!need_grad) continue;
+      at::Tensor dh_c = dh.narrow(0, r0, rows);
+      at::mm_out(dh_c, g, w);  // dh = G W
+      if (side == stream) {
+        dw.addmm_(g.t(), hc);  // dW += Gᵀ h
+        if (has_bias) db.add_(g.sum(0));
+      } else {
+        dw.add_(at::mm(g.t(), hc).to(stream));
+        if (has_bias) db.add_(g.to(stream).sum(0));
+      }
+    }
+    if (need_grad) ctx->save_for_backward({dh, dw, has_bias ? db : at::empty({0}, weight.options())});
+    return {row_loss.sum()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& g = grads[0];
+    // Usually the loss is divided by a token count: one multiply per tensor.
+    const auto scaled = [&](const at::Tensor& t) {
+      return t.numel() == 0 ? at::Tensor() : t * g.to(t.scalar_type());
+    };
+    return {scaled(saved[0]), scaled(saved[1]), scaled(saved[2]), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+int64_t cross_entropy_chunk_rows(int64_t classes) {
+  constexpr int64_t kChunkElements = int64_t{1} << 20;  // 4 MB of float logits
+  return std::max<int64_t>(16, kChunkElements / std::max<int64_t>(classes, 1));
+}
+
+at::Tensor linear_cross_entropy_reference(const at::Tensor& h, const at::Tensor& weight,
+                                          const at::Tensor& bias, const at::Tensor& labels,
+                                          double smoothing, int64_t ignore_index) {
+  // The product in h's dtype, the loss in weight's (as autocast would do it).
+  const at::ScalarType side = h.scalar_type();
+  const at::Tensor logits =
+      at::linear(h, weight.to(side),
+                 bias.defined() ? c10::optional<at::Tensor>(bias.to(side)) : c10::nullopt)
+          .to(weight.scalar_type());
+  return at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, ignore_index, smoothing);
+}
+
+at::Tensor linear_cross_entropy(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias,
+                                const at::Tensor& labels, double smoothing, int64_t ignore_index) {
+  TORCH_CHECK(h.dim() == 2 && weight.dim() == 2 && labels.dim() == 1 && h.size(0) == labels.size(0) &&
+                  h.size(1) == weight.size(1),
+              "linear_cross_entropy: expected h [N, C], weight [V, C], labels [N]; got ", h.sizes(),
+              ", ", weight.sizes(), ", ", labels.sizes());
+  if (!h.is_cpu())
+    return linear_cross_entropy_reference(h, weight, bias, labels, smoothing, ignore_index);
+  // Gradients are computed in the forward pass, so only when a backward can follow.
+  const bool need_grad = at::GradMode::is_enabled() &&
+                         (h.requires_grad() || weight.requires_grad() ||
+                          (bias.defined() && bias.requires_grad()));
+  return LinearCrossEntropyFunction::apply(
+      h, weight, bias.defined() ? bias : at::empty({0}, weight.options()), labels, smoothing,
+      ignore_index, need_grad)[0];
+}
+
+}  // namespace nmt::ops

@@ -1,0 +1,98 @@
+#include "ops/embedding/embedding.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "ops/embedding/cpu/embedding_cpu.h"
+#include "ops/op_glue.h"
+
+namespace nmt::ops {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <typename F>
+void dispatch_types(at::ScalarType t, F&& f) {
+  if (t == at::kFloat) return f(float{});
+  if (t == at::kDouble) return f(double{});
+  TORCH_CHECK(false, "embed_tokens: unsupported dtype ", t);
+}
+
+struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& ids_in, const at::Tensor& table,
+                               const at::Tensor& positions, int64_t offset, double scale,
+                               int64_t padding_id, Dropout dropout) {
+    const at::Tensor ids = ids_in.contiguous();
+    TORCH_CHECK(ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 &&
+                                     ids.max().item<int64_t>() < table.size(0)),
+                "embed_tokens: token id out of range [0, ", table.size(0), ")");
+    TORCH_CHECK(offset + ids.size(1) <= positions.size(0), "embed_tokens: sequence of ",
+                offset + ids.size(1), " tokens exceeds the position table's ", positions.size(0));
+    at::Tensor out = at::empty({ids.size(0), ids.size(1), table.size(1)}, table.options());
+    dispatch_types(table.scalar_type(), [&](auto t) {
+      using T = decltype(t);
+      cpu::EmbeddingParams<T> p{};
+      p.ids = ids.data_ptr<int64_t>();
+      p.table = table.contiguous().data_ptr<T>();
+      p.positions = positions.contiguous().data_ptr<T>();
+      p.out = out.data_ptr<T>();
+      p.batch = ids.size(0), p.length = ids.size(1), p.channels = table.size(1);
+      p.vocab = table.size(0);
+      p.position_offset = offset;
+      p.scale = static_cast<T>(scale);
+      p.dropout = dropout.stream();
+      cpu::embedding_forward(p);
+    });
+    ctx->save_for_backward({ids});
+    ctx->saved_data["vocab"] = table.size(0);
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["padding_id"] = padding_id;
+    glue::save_dropout(ctx, dropout);
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor ids = ctx->get_saved_variables()[0];
+    const at::Tensor dout = grads[0].contiguous();
+    at::Tensor dtable = at::empty({ctx->saved_data["vocab"].toInt(), dout.size(-1)}, dout.options());
+    dispatch_types(dout.scalar_type(), [&](auto t) {
+      using T = decltype(t);
+      cpu::EmbeddingBackwardParams<T> p{};
+      p.ids = ids.data_ptr<int64_t>();
+      p.dout = dout.data_ptr<T>();
+      p.dtable = dtable.data_ptr<T>();
+      p.batch = ids.size(0), p.length = ids.size(1), p.channels = dout.size(-1);
+      p.vocab = dtable.size(0);
+      p.padding_id = ctx->saved_data["padding_id"].toInt();
+      p.scale = static_cast<T>(ctx->saved_data["scale"].toDouble());
+      p.dropout = glue::load_dropout(ctx).stream();
+      cpu::embedding_backward(p);
+    });
+    return {at::Tensor(), dtable, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor embed_tokens_reference(const at::Tensor& ids, const at::Tensor& table,
+                                  const at::Tensor& positions, int64_t position_offset,
+                                  double scale, int64_t padding_id, const Dropout& dropout) {
+  at::Tensor out = at::embedding(table, ids, padding_id) * scale +
+                   positions.narrow(0, position_offset, ids.size(1)).unsqueeze(0);
+  if (dropout.active())
+    out = out * dropout_multipliers(dropout, ids.size(0), ids.size(1), table.size(1), out.options());
+  return out;
+}
+
+at::Tensor embed_tokens(const at::Tensor& ids, const at::Tensor& table, const at::Tensor& positions,
+                        int64_t position_offset, double scale, int64_t padding_id,
+                        const Dropout& dropout) {
+  TORCH_CHECK(ids.dim() == 2 && table.dim() == 2, "embed_tokens: ids [B, T], table [V, C]");
+  if (!table.is_cpu())
+    return embed_tokens_reference(ids, table, positions, position_offset, scale, padding_id, dropout);
+  return EmbeddingFunction::apply(ids, table, positions, position_offset, scale, padding_id, dropout)[0];
+}
+
+}  // namespace nmt::ops

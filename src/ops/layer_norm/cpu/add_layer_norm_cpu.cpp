@@ -1,0 +1,127 @@
+// See add_layer_norm_cpu.h. One row at a time (C values, in cache):
+// forward: pass 1 builds s and its sum, pass 2 the centred sum of squares,
+// pass 3 writes n; backward: pass 1 the two row reductions of dLayerNorm,
+// pass 2 dx and dy, with gamma/beta gradients summed per thread.
+#include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu_simd.h"
+
+namespace nmt::ops::cpu::NMT_KERNEL_ISA {
+
+namespace {
+
+// Rows per OpenMP chunk: enough work to amortize scheduling.
+constexpr int64_t kRowsPerChunk = 16;
+
+}  // namespace
+
+template <typename T, typename U>
+void add_layer_norm_forward(const AddLayerNormForwardParams<T, U>& p) {
+  const int64_t C = p.channels;
+  const bool drop = p.y != nullptr && p.dropout.p > 0;
+#pragma omp parallel
+  {
+    detail::AlignedBuffer<T> mask(drop ? C : 0);
+#pragma omp for schedule(static, kRowsPerChunk)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const T* x = p.x + r * C;
+      T* s = p.s ? p.s + r * C : nullptr;
+      // pass 1: s = x + dropout(y), and its sum
+      T sum = 0;
+      if (p.y) {
+        const U* y = p.y + r * C;
+        if (drop) philox::mask_row<T>(p.dropout, r / p.positions, r % p.positions, C, mask.data());
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < C; ++c) {
+          const T v = x[c] + load_as<T>(y[c]) * (drop ? mask[c] : T(1));
+          s[c] = v;
+          sum += v;
+        }
+      } else {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < C; ++c) sum += x[c];
+      }
+      const T* sv = p.y ? s : x;
+      const T mean = sum / static_cast<T>(C);
+      // pass 2: variance around the mean (two passes: no cancellation)
+      T sq = 0;
+#pragma omp simd reduction(+ : sq)
+      for (int64_t c = 0; c < C; ++c) sq += (sv[c] - mean) * (sv[c] - mean);
+      const T rstd = static_cast<T>(1) / std::sqrt(sq / static_cast<T>(C) + static_cast<T>(p.eps));
+      p.mean[r] = mean;
+      p.rstd[r] = rstd;
+      // pass 3: n = normalized * gamma + beta
+      U* n = p.n + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) store_as(n + c, (sv[c] - mean) * rstd * p.gamma[c] + p.beta[c]);
+    }
+  }
+}
+
+template <typename T, typename U>
+void add_layer_norm_backward(const AddLayerNormBackwardParams<T, U>& p) {
+  const int64_t C = p.channels;
+  const bool drop = p.dy != nullptr && p.dropout.p > 0;
+  const int threads = omp_get_max_threads();
+  detail::AlignedBuffer<T> partial(2 * C * threads);  // per thread: dgamma, dbeta
+#pragma omp parallel num_threads(threads)
+  {
+    T* dgamma = partial.data() + 2 * C * omp_get_thread_num();
+    T* dbeta = dgamma + C;
+    std::fill(dgamma, dgamma + 2 * C, T(0));
+    detail::AlignedBuffer<T> mask(drop ? C : 0);
+    detail::AlignedBuffer<T> g(C);  // dn * gamma of this row
+#pragma omp for schedule(static, kRowsPerChunk)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const T* s = p.s + r * C;
+      const U* dn = p.dn + r * C;
+      const T mean = p.mean[r], rstd = p.rstd[r];
+      // pass 1: the row sums dLayerNorm needs; gamma/beta gradients
+      T sum_g = 0, sum_gx = 0;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+      for (int64_t c = 0; c < C; ++c) {
+        const T d = load_as<T>(dn[c]);
+        const T xhat = (s[c] - mean) * rstd;
+        g[c] = d * p.gamma[c];
+        sum_g += g[c];
+        sum_gx += g[c] * xhat;
+        dgamma[c] += d * xhat;
+        dbeta[c] += d;
+      }
+      const T inv_c = static_cast<T>(1) / static_cast<T>(C);
+      const T a = sum_g * inv_c, b = sum_gx * inv_c;
+      // pass 2: dx = ds + rstd * (g - mean(g) - xhat * mean(g * xhat)); dy = dx * mask
+      T* dx = p.dx + r * C;
+      const T* ds = p.ds ? p.ds + r * C : nullptr;
+      if (drop) philox::mask_row<T>(p.dropout, r / p.positions, r % p.positions, C, mask.data());
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        const T xhat = (s[c] - mean) * rstd;
+        const T v = (ds ? ds[c] : T(0)) + rstd * (g[c] - a - xhat * b);
+        dx[c] = v;
+        if (p.dy) store_as(p.dy + r * C + c, drop ? v * mask[c] : v);
+      }
+    }
+  }
+  // Sum the threads' partial gradients.
+  for (int64_t c = 0; c < C; ++c) {
+    T dg = 0, db = 0;
+    for (int t = 0; t < threads; ++t) dg += partial[2 * C * t + c], db += partial[2 * C * t + C + c];
+    p.dgamma[c] = dg;
+    p.dbeta[c] = db;
+  }
+}
+
+template void add_layer_norm_forward<float, float>(const AddLayerNormForwardParams<float, float>&);
+template void add_layer_norm_forward<double, double>(const AddLayerNormForwardParams<double, double>&);
+template void add_layer_norm_forward<float, bf16>(const AddLayerNormForwardParams<float, bf16>&);
+template void add_layer_norm_backward<float, float>(const AddLayerNormBackwardParams<float, float>&);
+template void add_layer_norm_backward<double, double>(const AddLayerNormBackwardParams<double, double>&);
+template void add_layer_norm_backward<float, bf16>(const AddLayerNormBackwardParams<float, bf16>&);
+
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

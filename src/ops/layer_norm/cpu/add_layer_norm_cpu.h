@@ -1,0 +1,71 @@
+// Residual add with dropout, fused with the LayerNorm that follows it:
+//   s = x + dropout(y)          (the residual stream; s = x when y is absent)
+//   n = (s - mean(s)) * rstd(s) * gamma + beta
+// one pass over each row instead of five (dropout, add, mean, var, affine).
+// Plain C++ kernels, compiled per instruction set (ops/cpu_isa.h).
+//
+// T: the residual stream and statistics (float or double). U: the sublayer
+// side, y and n (T, or bf16 when matrix multiplies run in bf16).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/bf16.h"
+#include "ops/cpu_isa.h"
+#include "ops/random/philox.h"
+
+namespace nmt::ops::cpu {
+
+template <typename T, typename U>
+struct AddLayerNormForwardParams {
+  const T* x;      // x: [N, C], contiguous
+  const U* y;      // y: [N, C], contiguous, or null
+  const T* gamma;  // gamma: [C]
+  const T* beta;   // beta: [C]
+  T* s;            // s: [N, C] (written; may be null when y is null, then s = x)
+  U* n;            // n: [N, C] (written)
+  T* mean;         // mean: [N] (written)
+  T* rstd;         // rstd: [N] = 1 / sqrt(var + eps) (written)
+  int64_t rows;       // N = batch rows * positions
+  int64_t channels;   // C
+  int64_t positions;  // row r is batch row r / positions, position r % positions (dropout coordinates)
+  double eps;
+  philox::DropoutStream dropout;  // p = 0: none
+};
+
+template <typename T, typename U>
+struct AddLayerNormBackwardParams {
+  const T* s;      // s: [N, C] from the forward (x when there was no y)
+  const T* mean;   // mean: [N]
+  const T* rstd;   // rstd: [N]
+  const T* gamma;  // gamma: [C]
+  const U* dn;     // dn: [N, C], gradient of n
+  const T* ds;     // ds: [N, C], gradient of s from its other uses, or null
+  T* dx;           // dx: [N, C] = ds + dLayerNorm (written)
+  U* dy;           // dy: [N, C] = dx * dropout mask (written; null when there was no y)
+  T* dgamma;       // dgamma: [C] (written)
+  T* dbeta;        // dbeta: [C] (written)
+  int64_t rows, channels, positions;
+  philox::DropoutStream dropout;
+};
+
+#define NMT_DECLARE_ADD_LAYER_NORM_KERNELS(isa)                                   \
+  namespace isa {                                                                 \
+  template <typename T, typename U>                                               \
+  void add_layer_norm_forward(const AddLayerNormForwardParams<T, U>& p);         \
+  template <typename T, typename U>                                               \
+  void add_layer_norm_backward(const AddLayerNormBackwardParams<T, U>& p);       \
+  }
+NMT_FOR_EACH_KERNEL_ISA(NMT_DECLARE_ADD_LAYER_NORM_KERNELS)
+#undef NMT_DECLARE_ADD_LAYER_NORM_KERNELS
+
+template <typename T, typename U>
+void add_layer_norm_forward(const AddLayerNormForwardParams<T, U>& p) {
+  NMT_CPU_DISPATCH(add_layer_norm_forward, p);
+}
+template <typename T, typename U>
+void add_layer_norm_backward(const AddLayerNormBackwardParams<T, U>& p) {
+  NMT_CPU_DISPATCH(add_layer_norm_backward, p);
+}
+
+}  // namespace nmt::ops::cpu

@@ -1,0 +1,359 @@
+// The fused CPU ops against their unfused LibTorch composites (the
+// *_reference functions, differentiated by LibTorch's autograd), forward and
+// backward, in float64 (tolerance 1e-10), float32 and with bf16 matrix-side
+// tensors; the counter-based dropout against published Philox vectors and an
+// independent ATen implementation; Adam over flat buffers against
+// torch::optim::Adam. Sizes include odd ones (C = 1, 3, 257; one row).
+#include <gtest/gtest.h>
+#include <torch/optim/adam.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/activation/bias_relu_dropout.h"
+#include "ops/adam/flat_adam.h"
+#include "ops/cross_entropy/linear_cross_entropy.h"
+#include "ops/embedding/embedding.h"
+#include "ops/layer_norm/add_layer_norm.h"
+#include "ops/random/dropout.h"
+#include "ops/random/philox.h"
+
+namespace nmt::ops {
+namespace {
+
+// max |a - b| / max(1, max |b|)
+double error(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor bd = b.to(at::kDouble);
+  return (a.to(at::kDouble) - bd).abs().max().item<double>() /
+         std::max(1.0, bd.abs().max().item<double>());
+}
+
+// The bar, as in attention_test.cpp: float64 within 1e-10 of the float64
+// composite; otherwise at most twice as far from it as LibTorch's own
+// composite run in the same dtypes, plus a small absolute term.
+void expect_close(const at::Tensor& fused, const at::Tensor& same_dtype_ref, const at::Tensor& ref64,
+                  at::ScalarType side, const std::string& what) {
+  const double err = error(fused, ref64);
+  if (side == at::kDouble) {
+    EXPECT_LT(err, 1e-10) << what;
+    return;
+  }
+  const double torch_err = error(same_dtype_ref, ref64);
+  EXPECT_LE(err, 2 * torch_err + (side == at::kFloat ? 1e-6 : 1e-3))
+      << what << " (LibTorch's own error " << torch_err << ")";
+}
+
+Dropout dropout(double p, int64_t site = 3, int64_t step = 17, int64_t first_row = 0) {
+  Dropout d;
+  d.p = p, d.seed = 0x0123456789abcdefull, d.step = step, d.site = site, d.first_row = first_row;
+  return d;
+}
+
+// ----------------------------------------------------------------- Philox
+
+TEST(Philox, KnownAnswerVectors) {
+  // Random123's kat_vectors for philox4x32_10.
+  struct Kat {
+    uint32_t ctr[4], key[2], out[4];
+  };
+  const Kat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const Kat& k : kats) {
+    uint32_t c0 = k.ctr[0], c1 = k.ctr[1], c2 = k.ctr[2], c3 = k.ctr[3];
+    philox::rounds(c0, c1, c2, c3, k.key[0], k.key[1]);
+    EXPECT_EQ(c0, k.out[0]);
+    EXPECT_EQ(c1, k.out[1]);
+    EXPECT_EQ(c2, k.out[2]);
+    EXPECT_EQ(c3, k.out[3]);
+  }
+}
+
+TEST(Philox, VectorizedMaskRowsEqualScalarWords) {
+  const philox::DropoutStream s = dropout(0.3).stream();
+  for (int64_t n : {1, 3, 4, 63, 64, 65, 257}) {
+    std::vector<double> row(n);
+    philox::mask_row<double>(s, 5, 9, n, row.data());
+    const uint32_t threshold = philox::keep_threshold(s.p);
+    for (int64_t c = 0; c < n; ++c) {
+      uint32_t w[4];
+      philox::words(s, 5, 9, c / 4, w);
+      EXPECT_EQ(row[c] != 0, w[c % 4] >= threshold) << "n " << n << " c " << c;
+    }
+  }
+}
+
+// ----------------------------------------------------------------- dropout masks
+
+// The multipliers the fused kernel draws, read through add_layer_norm's sum
+// output with x = 0 and y = 1.
+at::Tensor kernel_multipliers(const Dropout& d, int64_t b, int64_t t, int64_t c) {
+  const auto opts = at::TensorOptions(at::kDouble);
+  return add_layer_norm(at::zeros({b, t, c}, opts), at::ones({b, t, c}, opts), at::ones({c}, opts),
+                        at::zeros({c}, opts), 1e-5, d, at::kDouble)
+      .sum;
+}
+
+TEST(Dropout, KernelMasksEqualTheAtenImplementation) {
+  for (const double p : {0.1, 0.5, 0.9}) {
+    const Dropout d = dropout(p, 7, 123456, 11);
+    const at::Tensor aten = dropout_multipliers(d, 3, 5, 37, at::kDouble);
+    EXPECT_TRUE(kernel_multipliers(d, 3, 5, 37).equal(aten)) << "p " << p;
+  }
+}
+
+TEST(Dropout, KeepRateAndIndependence) {
+  const Dropout d = dropout(0.1);
+  const at::Tensor m = dropout_multipliers(d, 64, 50, 256, at::kDouble);
+  const double kept = (m > 0).to(at::kDouble).mean().item<double>();
+  const double sigma = std::sqrt(0.1 * 0.9 / m.numel());
+  EXPECT_NEAR(kept, 0.9, 5 * sigma);
+  EXPECT_NEAR(m.mean().item<double>(), 1.0, 6 * sigma / 0.9);  // E[mask] = 1
+  EXPECT_TRUE(((m == 0) | (m == 1.0 / (1.0 - static_cast<double>(static_cast<float>(0.1))))).all().item<bool>());
+  // Every coordinate matters: other steps, sites, seeds give other masks.
+  for (const Dropout& other : {dropout(0.1, 3, 18), dropout(0.1, 4, 17)}) {
+    const at::Tensor o = dropout_multipliers(other, 64, 50, 256, at::kDouble);
+    const double agree = ((o > 0) == (m > 0)).to(at::kDouble).mean().item<double>();
+    EXPECT_NEAR(agree, 0.9 * 0.9 + 0.1 * 0.1, 0.01);  // as independent masks agree
+  }
+}
+
+TEST(Dropout, MasksDependOnGlobalCoordinatesNotOnPaddingOrRanks) {
+  const Dropout d = dropout(0.4);
+  const at::Tensor full = dropout_multipliers(d, 6, 9, 40, at::kDouble);
+  // A longer (padded) batch: the same values in the first 9 positions.
+  EXPECT_TRUE(kernel_multipliers(d, 6, 13, 40).narrow(1, 0, 9).equal(full));
+  // Rows 4..5 held by another rank, whose row 0 is global row 4.
+  EXPECT_TRUE(kernel_multipliers(dropout(0.4, 3, 17, 4), 2, 9, 40).equal(full.narrow(0, 4, 2)));
+}
+
+// ----------------------------------------------------------------- fused ops
+
+struct SideCase {
+  at::ScalarType stream, side;  // residual-stream dtype, matrix-side dtype
+};
+const SideCase kSides[] = {{at::kDouble, at::kDouble}, {at::kFloat, at::kFloat}, {at::kFloat, at::kBFloat16}};
+
+std::string name(const SideCase& s) { return std::string(c10::toString(s.stream)) + "/" + c10::toString(s.side); }
+
+// Inputs are made in float64 and rounded once, so both sides see the same values.
+at::Tensor leaf(at::IntArrayRef shape, at::ScalarType dtype, double scale = 1.0) {
+  return (at::randn(shape, at::kDouble) * scale).to(dtype).requires_grad_(true);
+}
+
+// Reference inputs: the same values, in the stream dtype (float64 for bf16 sides too).
+at::Tensor ref_leaf(const at::Tensor& t, at::ScalarType dtype) {
+  return t.detach().to(dtype).requires_grad_(true);
+}
+
+// One case run three ways: fused in its dtypes, the composite in the same
+// dtypes, and the composite in float64 from the same (rounded) inputs.
+struct Pass {
+  std::vector<at::Tensor> inputs;   // leaves
+  std::vector<at::Tensor> outputs;  // outputs to compare, then backward through
+};
+
+// Backward through sum(output_i * up_i) with the same random up_i for every run.
+void backward(Pass& r, const std::vector<at::Tensor>& ups) {
+  at::Tensor total = at::zeros({}, at::kDouble);
+  for (size_t i = 0; i < r.outputs.size(); ++i)
+    if (r.outputs[i].defined()) total = total + (r.outputs[i].to(at::kDouble) * ups[i]).sum();
+  total.backward();
+}
+
+void compare_runs(Pass& fused, Pass& same, Pass& ref64, at::ScalarType side, const std::string& what) {
+  std::vector<at::Tensor> ups;
+  for (const auto& o : ref64.outputs) ups.push_back(o.defined() ? at::randn(o.sizes(), at::kDouble) : at::Tensor());
+  for (size_t i = 0; i < fused.outputs.size(); ++i)
+    if (fused.outputs[i].defined())
+      expect_close(fused.outputs[i], same.outputs[i], ref64.outputs[i], side, what + " output " + std::to_string(i));
+  backward(fused, ups);
+  backward(same, ups);
+  backward(ref64, ups);
+  for (size_t i = 0; i < fused.inputs.size(); ++i)
+    if (fused.inputs[i].grad().defined() || ref64.inputs[i].grad().defined())
+      expect_close(fused.inputs[i].grad(), same.inputs[i].grad(), ref64.inputs[i].grad(), side,
+                   what + " gradient of input " + std::to_string(i));
+}
+
+// Leaves with the values of `like` in another dtype.
+std::vector<at::Tensor> recast(const std::vector<at::Tensor>& like, const std::vector<at::ScalarType>& dtypes) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < like.size(); ++i) out.push_back(ref_leaf(like[i], dtypes[i]));
+  return out;
+}
+
+TEST(AddLayerNorm, MatchesTheCompositeForwardAndBackward) {
+  at::manual_seed(1);
+  for (const SideCase& sc : kSides)
+    for (const int64_t C : {1, 3, 64, 257})
+      for (const bool with_y : {true, false})
+        for (const double p : {0.0, 0.25}) {
+          const int64_t B = 3, T = 5;
+          const Dropout d = dropout(p);
+          const auto make = [&](std::vector<at::Tensor> in, at::ScalarType side, bool fused) {
+            const auto f = fused ? add_layer_norm : add_layer_norm_reference;
+            const auto o = f(in[0], with_y ? in[1] : at::Tensor(), in[2], in[3], 1e-5, d, side);
+            return Pass{in, {o.sum, o.norm}};
+          };
+          std::vector<at::Tensor> in{leaf({B, T, C}, sc.stream), leaf({B, T, C}, sc.side),
+                                     leaf({C}, sc.stream), leaf({C}, sc.stream)};
+          const std::vector<at::ScalarType> types{sc.stream, sc.side, sc.stream, sc.stream};
+          Pass fused = make(in, sc.side, true);
+          Pass same = make(recast(in, types), sc.side, false);
+          Pass ref64 = make(recast(in, {at::kDouble, at::kDouble, at::kDouble, at::kDouble}), at::kDouble, false);
+          compare_runs(fused, same, ref64, sc.side,
+                       name(sc) + " C=" + std::to_string(C) + (with_y ? " y" : "") + " p=" + std::to_string(p));
+        }
+}
+
+TEST(AddLayerNorm, UnusedSumGetsNoGradient) {
+  // The last block's sum feeds only the final norm: its gradient is undefined.
+  at::Tensor x = leaf({2, 3, 8}, at::kDouble), y = leaf({2, 3, 8}, at::kDouble);
+  at::Tensor g = leaf({8}, at::kDouble), b = leaf({8}, at::kDouble);
+  const auto out = add_layer_norm(x, y, g, b, 1e-5, dropout(0.1), at::kDouble);
+  out.norm.pow(2).sum().backward();
+  at::Tensor rx = ref_leaf(x, at::kDouble), ry = ref_leaf(y, at::kDouble);
+  add_layer_norm_reference(rx, ry, g.detach(), b.detach(), 1e-5, dropout(0.1), at::kDouble).norm.pow(2).sum().backward();
+  EXPECT_LT(error(x.grad(), rx.grad()), 1e-10);
+  EXPECT_LT(error(y.grad(), ry.grad()), 1e-10);
+}
+
+TEST(BiasReluDropout, MatchesTheCompositeForwardAndBackward) {
+  at::manual_seed(2);
+  for (const SideCase& sc : kSides)
+    for (const int64_t F : {1, 3, 96, 257})
+      for (const double p : {0.0, 0.3}) {
+        const Dropout d = dropout(p, 9);
+        const auto make = [&](std::vector<at::Tensor> in, bool fused) {
+          return Pass{in, {(fused ? bias_relu_dropout : bias_relu_dropout_reference)(in[0], in[1], d)}};
+        };
+        std::vector<at::Tensor> in{leaf({2, 7, F}, sc.side), leaf({F}, sc.stream)};
+        Pass fused = make(in, true);
+        EXPECT_EQ(fused.outputs[0].scalar_type(), sc.side);
+        Pass same = make(recast(in, {sc.side, sc.stream}), false);
+        Pass ref64 = make(recast(in, {at::kDouble, at::kDouble}), false);
+        compare_runs(fused, same, ref64, sc.side, name(sc) + " F=" + std::to_string(F) + " p=" + std::to_string(p));
+      }
+}
+
+TEST(Embedding, MatchesTheCompositeForwardAndBackward) {
+  at::manual_seed(3);
+  for (const at::ScalarType dt : {at::kDouble, at::kFloat})
+    for (const int64_t C : {1, 3, 64})
+      for (const double p : {0.0, 0.2}) {
+        const int64_t V = 11, B = 3, T = 6, offset = 2;
+        at::Tensor ids = at::randint(0, V, {B, T}, at::kLong);
+        ids[0][5] = 0;  // padding
+        ids[2][1] = 0;
+        at::Tensor table = leaf({V, C}, dt), rtable = ref_leaf(table, dt);
+        const at::Tensor pos = at::randn({T + offset, C}, at::kDouble).to(dt);
+        const Dropout d = dropout(p, 1);
+        const at::Tensor out = embed_tokens(ids, table, pos, offset, 1.7, 0, d);
+        const at::Tensor ref = embed_tokens_reference(ids, rtable, pos, offset, 1.7, 0, d);
+        const double tol = dt == at::kDouble ? 1e-10 : 1e-6;  // no reductions: exact up to rounding
+        EXPECT_LT(error(out, ref), tol);
+        const at::Tensor up = at::randn({B, T, C}, at::kDouble).to(dt);
+        (out * up).sum().backward();
+        (ref * up).sum().backward();
+        EXPECT_LT(error(table.grad(), rtable.grad()), tol);
+        EXPECT_EQ(table.grad()[0].abs().max().item<double>(), 0.0);  // the padding row
+      }
+}
+
+TEST(LinearCrossEntropy, MatchesTheCompositeOverSeveralChunks) {
+  at::manual_seed(4);
+  // V large enough that 40 rows take several chunks.
+  const int64_t V = 3 * (int64_t{1} << 20) / 16, C = 5, N = 40;
+  ASSERT_LT(cross_entropy_chunk_rows(V), N);
+  at::Tensor labels = at::randint(0, V, {N}, at::kLong);
+  labels[3] = 0, labels[17] = 0;  // ignored rows
+  for (const SideCase& sc : kSides)
+    for (const bool with_bias : {false, true})
+      for (const double smoothing : {0.0, 0.1}) {
+        const auto make = [&](std::vector<at::Tensor> in, bool fused) {
+          const auto f = fused ? linear_cross_entropy : linear_cross_entropy_reference;
+          return Pass{in, {f(in[0], in[1], with_bias ? in[2] : at::Tensor(), labels, smoothing, 0) * 0.37}};
+        };
+        std::vector<at::Tensor> in{leaf({N, C}, sc.side), leaf({V, C}, sc.stream, 0.5), leaf({V}, sc.stream)};
+        Pass fused = make(in, true);
+        Pass same = make(recast(in, {sc.side, sc.stream, sc.stream}), false);
+        Pass ref64 = make(recast(in, {at::kDouble, at::kDouble, at::kDouble}), false);
+        compare_runs(fused, same, ref64, sc.side,
+                     name(sc) + (with_bias ? " bias" : "") + " e=" + std::to_string(smoothing));
+      }
+}
+
+TEST(LinearCrossEntropy, IgnoredRowsAndNoGradMode) {
+  at::Tensor h = leaf({4, 3}, at::kDouble), w = leaf({7, 3}, at::kDouble);
+  const at::Tensor pad = at::zeros({4}, at::kLong);
+  const at::Tensor loss = linear_cross_entropy(h, w, at::Tensor(), pad, 0.1, 0);
+  EXPECT_EQ(loss.item<double>(), 0.0);
+  loss.backward();
+  EXPECT_EQ(h.grad().abs().max().item<double>(), 0.0);
+  EXPECT_EQ(w.grad().abs().max().item<double>(), 0.0);
+  const at::Tensor labels = at::tensor({1, 2, 0, 6}, at::kLong);
+  at::NoGradGuard no_grad;
+  EXPECT_LT(error(linear_cross_entropy(h, w, at::Tensor(), labels, 0.1, 0),
+                  linear_cross_entropy_reference(h, w, at::Tensor(), labels, 0.1, 0)),
+            1e-12);
+}
+
+// ----------------------------------------------------------------- Adam
+
+TEST(FlatAdam, MatchesTorchOptimAdamAndAutogradFillsTheFlatGradients) {
+  for (const double wd : {0.0, 0.01}) {
+    at::manual_seed(5);
+    torch::nn::Linear a(torch::nn::LinearOptions(7, 5)), b(torch::nn::LinearOptions(5, 3));
+    a->to(at::kDouble), b->to(at::kDouble);
+    torch::nn::Linear ra(torch::nn::LinearOptions(7, 5)), rb(torch::nn::LinearOptions(5, 3));
+    ra->to(at::kDouble), rb->to(at::kDouble);
+    {
+      at::NoGradGuard no_grad;
+      ra->weight.copy_(a->weight), ra->bias.copy_(a->bias), rb->weight.copy_(b->weight), rb->bias.copy_(b->bias);
+    }
+    std::vector<at::Tensor> params{a->weight, a->bias, b->weight, b->bias};
+    std::vector<at::Tensor> ref_params{ra->weight, ra->bias, rb->weight, rb->bias};
+    AdamHyper hyper{0.9, 0.98, 1e-9, wd};
+    FlatAdam flat(params, hyper);
+    torch::optim::Adam ref(ref_params, torch::optim::AdamOptions(1e-2).betas({0.9, 0.98}).eps(1e-9).weight_decay(wd));
+    for (int step = 1; step <= 6; ++step) {
+      const at::Tensor x = at::randn({9, 7}, at::kDouble);
+      flat.zero_grad();
+      ref.zero_grad();
+      b(at::tanh(a(x))).pow(2).sum().backward();
+      rb(at::tanh(ra(x))).pow(2).sum().backward();
+      for (size_t i = 0; i < params.size(); ++i)
+        EXPECT_LT(error(params[i].grad(), ref_params[i].grad()), 1e-12) << "grad " << i;
+      // Clipping: the same factor both ways.
+      const double scale = step % 2 ? 1.0 : 0.5;
+      for (auto& p : ref_params) p.mutable_grad().mul_(scale);
+      double sq = 0;
+      for (auto& p : ref_params) sq += p.grad().pow(2).sum().item<double>();
+      EXPECT_NEAR(flat.grad_norm().item<double>() * scale, std::sqrt(sq), 1e-12);
+      flat.step(1e-2, at::scalar_tensor(scale, at::kDouble));
+      ref.step();
+      for (size_t i = 0; i < params.size(); ++i)
+        EXPECT_LT(error(params[i], ref_params[i]), 1e-12) << "step " << step << " param " << i << " wd " << wd;
+    }
+    // The moments survive a save and load.
+    const std::string path = ::testing::TempDir() + "/flat_adam.pt";
+    flat.save(path);
+    FlatAdam again(std::vector<at::Tensor>{a->weight.detach().clone(), a->bias.detach().clone(),
+                                           b->weight.detach().clone(), b->bias.detach().clone()},
+                   hyper);
+    again.load(path);
+    EXPECT_EQ(again.steps(), 6);
+  }
+}
+
+}  // namespace
+}  // namespace nmt::ops
