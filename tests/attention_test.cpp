@@ -522,3 +522,59 @@ INSTANTIATE_TEST_SUITE_P(Attention, AttentionOp, ::testing::ValuesIn(all_params(
 
 }  // namespace
 }  // namespace nmt::ops
+
+namespace nmt::ops {
+namespace {
+
+// The model's packed form (heads in the channels of the projections) against
+// attention() on [B, H, T, D] views of the same tensors: outputs and
+// gradients with respect to the packed inputs, every CPU backend, with
+// padding and causal masks; bf16 projections against the float32 result.
+TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
+  const int64_t B = 3, Tq = 17, Tk = 9, H = 4, D = 8, C = H * D;
+  const auto split = [&](const at::Tensor& t, int64_t col) {
+    return t.narrow(2, col, C).view({t.size(0), t.size(1), H, D}).transpose(1, 2);
+  };
+  const auto merge = [&](const at::Tensor& o) {
+    return o.transpose(1, 2).reshape({o.size(0), o.size(2), C});
+  };
+  for (const auto& info : kAttentionBackends) {
+    for (const at::ScalarType dt : {at::kDouble, at::kFloat, at::kBFloat16}) {
+      at::manual_seed(7);
+      const at::Tensor qkv64 = at::randn({B, Tq, 3 * C}, at::kDouble);
+      const at::Tensor q64 = at::randn({B, Tq, C}, at::kDouble);
+      const at::Tensor kv64 = at::randn({B, Tk, 2 * C}, at::kDouble);
+      AttentionOptions self_opts, cross_opts;
+      self_opts.causal = true;
+      self_opts.key_lengths = at::tensor({17, 5, 1}, at::kLong);
+      cross_opts.key_lengths = at::tensor({9, 0, 4}, at::kLong);  // a row with no key at all
+      // The reference: attention() on views, in float32 for bf16 inputs.
+      const at::ScalarType ref_t = dt == at::kBFloat16 ? at::kFloat : dt;
+      at::Tensor qkv = qkv64.to(dt).requires_grad_(true), rqkv = qkv.detach().to(ref_t).requires_grad_(true);
+      at::Tensor q = q64.to(dt).requires_grad_(true), rq = q.detach().to(ref_t).requires_grad_(true);
+      at::Tensor kv = kv64.to(dt).requires_grad_(true), rkv = kv.detach().to(ref_t).requires_grad_(true);
+      const at::Tensor out_self = self_attention(qkv, H, self_opts, info.id);
+      const at::Tensor out_cross = cross_attention(q, kv, H, cross_opts, info.id);
+      const at::Tensor ref_self =
+          merge(attention(split(rqkv, 0), split(rqkv, C), split(rqkv, 2 * C), self_opts, AttentionBackend::kTorch));
+      const at::Tensor ref_cross =
+          merge(attention(split(rq, 0), split(rkv, 0), split(rkv, C), cross_opts, AttentionBackend::kTorch));
+      const double tol = dt == at::kDouble ? 1e-10 : dt == at::kFloat ? 1e-5 : 3e-2;
+      const std::string what = std::string(info.name) + " " + c10::toString(dt);
+      EXPECT_EQ(out_self.sizes(), (std::vector<int64_t>{B, Tq, C})) << what;
+      EXPECT_EQ(out_self.scalar_type(), dt) << what;
+      EXPECT_LT((out_self.to(at::kDouble) - ref_self.to(at::kDouble)).abs().max().item<double>(), tol) << what;
+      EXPECT_LT((out_cross.to(at::kDouble) - ref_cross.to(at::kDouble)).abs().max().item<double>(), tol) << what;
+      EXPECT_EQ(out_cross[1].abs().max().item<double>(), 0.0) << what;  // no visible key: zeros
+      const at::Tensor up1 = at::randn({B, Tq, C}, at::kDouble), up2 = at::randn({B, Tq, C}, at::kDouble);
+      ((out_self.to(at::kDouble) * up1).sum() + (out_cross.to(at::kDouble) * up2).sum()).backward();
+      ((ref_self.to(at::kDouble) * up1).sum() + (ref_cross.to(at::kDouble) * up2).sum()).backward();
+      for (const auto& [got, ref] : {std::pair{qkv, rqkv}, std::pair{q, rq}, std::pair{kv, rkv}})
+        EXPECT_LT((got.grad().to(at::kDouble) - ref.grad().to(at::kDouble)).abs().max().item<double>(), tol * 4)
+            << what << " gradient";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nmt::ops

@@ -74,4 +74,45 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   TORCH_CHECK(false, "attention: unknown backend");
 }
 
+namespace {
+
+// [B, T, W] columns [col, col + H·D) as [B, H, T, D].
+at::Tensor split_heads(const at::Tensor& src, int64_t col, int64_t heads, int64_t channels) {
+  return src.narrow(2, col, channels)
+      .view({src.size(0), src.size(1), heads, channels / heads})
+      .transpose(1, 2);
+}
+
+// [B, H, T, D] -> [B, T, C]
+at::Tensor merge_heads(const at::Tensor& o) {
+  return o.transpose(1, 2).reshape({o.size(0), o.size(2), o.size(1) * o.size(3)});
+}
+
+bool packed_kernels(const at::Tensor& t, AttentionBackend backend) {
+  return t.is_cpu() && backend != AttentionBackend::kTorch;
+}
+
+}  // namespace
+
+at::Tensor self_attention(const at::Tensor& qkv, int64_t heads, const AttentionOptions& options,
+                          AttentionBackend backend) {
+  TORCH_CHECK(qkv.dim() == 3 && qkv.size(2) % (3 * heads) == 0,
+              "self_attention: qkv must be [B, T, 3C] with C divisible by heads, got ", qkv.sizes());
+  if (packed_kernels(qkv, backend)) return packed_attention_cpu(qkv, at::Tensor(), heads, options, backend);
+  const int64_t C = qkv.size(2) / 3;
+  return merge_heads(attention(split_heads(qkv, 0, heads, C), split_heads(qkv, C, heads, C),
+                               split_heads(qkv, 2 * C, heads, C), options, backend));
+}
+
+at::Tensor cross_attention(const at::Tensor& q, const at::Tensor& kv, int64_t heads,
+                           const AttentionOptions& options, AttentionBackend backend) {
+  TORCH_CHECK(q.dim() == 3 && kv.dim() == 3 && kv.size(2) == 2 * q.size(2) && q.size(2) % heads == 0,
+              "cross_attention: expected q [B, Tq, C] and kv [B, Tk, 2C], got ", q.sizes(), " and ",
+              kv.sizes());
+  if (packed_kernels(q, backend)) return packed_attention_cpu(q, kv, heads, options, backend);
+  const int64_t C = q.size(2);
+  return merge_heads(attention(split_heads(q, 0, heads, C), split_heads(kv, 0, heads, C),
+                               split_heads(kv, C, heads, C), options, backend));
+}
+
 }  // namespace nmt::ops

@@ -24,6 +24,16 @@ struct AttentionOptions {
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const AttentionOptions& options, AttentionBackend backend);
 
+// The model's form: heads packed in the channels of its projections (C = H·D),
+// output [B, Tq, C] (heads concatenated). CPU naive/flash read and write the
+// packed tensors directly; other cases go through attention() on views.
+// qkv: [B, T, 3C], per token q | k | v -> [B, T, C]
+at::Tensor self_attention(const at::Tensor& qkv, int64_t heads, const AttentionOptions& options,
+                          AttentionBackend backend);
+// q: [B, Tq, C], kv: [B, Tk, 2C], per token k | v -> [B, Tq, C]
+at::Tensor cross_attention(const at::Tensor& q, const at::Tensor& kv, int64_t heads,
+                           const AttentionOptions& options, AttentionBackend backend);
+
 // The probabilities P: [B, H, Tq, Tk] the backend would apply, for display
 // (attention maps) and tests. Not differentiable.
 at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k,
@@ -36,6 +46,9 @@ at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const a
                                const AttentionOptions& options);
 at::Tensor attention_flash_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options);
+// kv_src undefined: self-attention on q_src = qkv.
+at::Tensor packed_attention_cpu(const at::Tensor& q_src, const at::Tensor& kv_src, int64_t heads,
+                                const AttentionOptions& options, AttentionBackend backend);
 #ifdef NMT_WITH_CUDA
 at::Tensor attention_naive_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options);

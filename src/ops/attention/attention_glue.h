@@ -27,6 +27,28 @@ inline at::Tensor lengths_on(const at::Tensor& key_lengths, const at::Device& de
   return key_lengths.numel() > 0 ? key_lengths.to(device, at::kLong).contiguous() : at::Tensor();
 }
 
+// Batch, head and time strides of a [B, H, T, D] view.
+inline void strides_of(const at::Tensor& t, int64_t& b, int64_t& h, int64_t& time) {
+  b = t.stride(0), h = t.stride(1), time = t.stride(2);
+}
+
+// Outputs (and, backward, d_o) laid out contiguous [B, H, T, D]: what the
+// CUDA kernels assume; the CPU glue sets other strides where it has them.
+template <typename T>
+void contiguous_outputs(AttentionForwardParams<T>& p) {
+  p.o_stride_t = p.head_dim, p.o_stride_h = p.q_len * p.head_dim, p.o_stride_b = p.heads * p.o_stride_h;
+}
+template <typename T>
+void contiguous_outputs(AttentionBackwardParams<T>& p) {
+  const int64_t D = p.head_dim;
+  p.o_stride_t = p.do_stride_t = p.dq_stride_t = D;
+  p.o_stride_h = p.do_stride_h = p.dq_stride_h = p.q_len * D;
+  p.o_stride_b = p.do_stride_b = p.dq_stride_b = p.heads * p.q_len * D;
+  p.dk_stride_t = p.dv_stride_t = D;
+  p.dk_stride_h = p.dv_stride_h = p.k_len * D;
+  p.dk_stride_b = p.dv_stride_b = p.heads * p.k_len * D;
+}
+
 // Sizes, strides, mask options of q [B,H,Tq,D], k/v [B,H,Tk,D].
 template <typename Params>
 void fill_common(Params& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -39,6 +61,7 @@ void fill_common(Params& p, const at::Tensor& q, const at::Tensor& k, const at::
   p.head_dim = q.size(3);
   p.scale = static_cast<decltype(p.scale)>(scale);
   p.causal = causal;
+  contiguous_outputs(p);
 }
 
 inline double resolve_scale(const at::Tensor& q, const std::optional<double>& scale) {

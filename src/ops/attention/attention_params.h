@@ -5,7 +5,9 @@
 // Layout: q [B, H, Tq, D], k/v [B, H, Tk, D]. The last dimension (D) is
 // contiguous; batch, head and time strides are given in elements, so views
 // such as x.view({B, T, H, D}).transpose(1, 2) need no copy.
-// o, lse, and all gradients are written contiguous ([B, H, Tq, D] etc.).
+// o, d_o and the gradients dq, dk, dv have their own strides too (the model
+// reads and writes them as [B, T, H, D] rows of packed projections); lse and
+// probs are contiguous.
 //
 // Masking semantics (identical in every backend):
 //   - causal: query i sees keys j <= i (top-left aligned, also when Tq != Tk);
@@ -23,7 +25,7 @@ struct AttentionForwardParams {
   const T* q;  // q: [B, H, Tq, D], strides q_stride_{b,h,t}
   const T* k;  // k: [B, H, Tk, D], strides k_stride_{b,h,t}
   const T* v;  // v: [B, H, Tk, D], strides v_stride_{b,h,t}
-  T* o;        // o: [B, H, Tq, D], contiguous (written)
+  T* o;        // o: [B, H, Tq, D], strides o_stride_{b,h,t} (written)
   T* lse;      // lse: [B, H, Tq], contiguous (written; may be null for naive)
   T* probs;    // probs: [B, H, Tq, Tk], contiguous (naive only: written when non-null)
   const int64_t* key_lengths;  // key_lengths: [B], values in [0, Tk]; null = all keys valid
@@ -31,6 +33,7 @@ struct AttentionForwardParams {
   int64_t q_stride_b, q_stride_h, q_stride_t;
   int64_t k_stride_b, k_stride_h, k_stride_t;
   int64_t v_stride_b, v_stride_h, v_stride_t;
+  int64_t o_stride_b, o_stride_h, o_stride_t;
 
   int64_t batch;     // B
   int64_t heads;     // H
@@ -46,18 +49,23 @@ struct AttentionBackwardParams {
   const T* q;     // q: [B, H, Tq, D], strided as in the forward
   const T* k;     // k: [B, H, Tk, D], strided
   const T* v;     // v: [B, H, Tk, D], strided
-  const T* o;     // o: [B, H, Tq, D], contiguous (flash only)
+  const T* o;     // o: [B, H, Tq, D], strides o_stride_{b,h,t} (flash only)
   const T* lse;   // lse: [B, H, Tq], contiguous (flash only)
   const T* probs; // probs: [B, H, Tq, Tk], contiguous (naive only)
-  const T* d_o;   // d_o: [B, H, Tq, D], contiguous
-  T* dq;          // dq: [B, H, Tq, D], contiguous (written)
-  T* dk;          // dk: [B, H, Tk, D], contiguous (written)
-  T* dv;          // dv: [B, H, Tk, D], contiguous (written)
+  const T* d_o;   // d_o: [B, H, Tq, D], strides do_stride_{b,h,t}
+  T* dq;          // dq: [B, H, Tq, D], strides dq_stride_{b,h,t} (written)
+  T* dk;          // dk: [B, H, Tk, D], strides dk_stride_{b,h,t} (written)
+  T* dv;          // dv: [B, H, Tk, D], strides dv_stride_{b,h,t} (written)
   const int64_t* key_lengths;  // key_lengths: [B] or null
 
   int64_t q_stride_b, q_stride_h, q_stride_t;
   int64_t k_stride_b, k_stride_h, k_stride_t;
   int64_t v_stride_b, v_stride_h, v_stride_t;
+  int64_t o_stride_b, o_stride_h, o_stride_t;
+  int64_t do_stride_b, do_stride_h, do_stride_t;
+  int64_t dq_stride_b, dq_stride_h, dq_stride_t;
+  int64_t dk_stride_b, dk_stride_h, dk_stride_t;
+  int64_t dv_stride_b, dv_stride_h, dv_stride_t;
 
   int64_t batch, heads, q_len, k_len, head_dim;
   T scale;

@@ -1,6 +1,13 @@
 // LibTorch glue for the CPU kernels: tensor checks, parameter structs and the
 // autograd wiring. The kernels themselves (naive_cpu.cpp, flash_cpu.cpp) never
-// see a tensor.
+// see a tensor. Two entry points:
+//   - attention_{naive,flash}_cpu: q, k, v as [B, H, T, D] views of any strides;
+//   - packed_attention_cpu: the model's packed projections ([B, T, 3C] for
+//     self-attention, [B, Tq, C] and [B, Tk, 2C] for cross-attention); the
+//     kernels read heads straight out of them and write o as [B, T, C] and
+//     the gradients straight into packed buffers, so no head is split or
+//     merged by a copy.
+#include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
@@ -16,118 +23,229 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 using glue::fill_common;
 using glue::last_dim_contiguous;
+using glue::strides_of;
 
 enum class Kernel { kNaive, kFlash };
 
-// Runs the forward kernel. Returns {o, lse, probs}; probs only for naive.
+// Forward into o (a [B, H, Tq, D] view of any strides), lse [B, H, Tq] and,
+// for naive, probs [B, H, Tq, Tk].
 template <typename T>
-tensor_list run_forward(Kernel kernel, const at::Tensor& q, const at::Tensor& k,
-                        const at::Tensor& v, const at::Tensor& lengths, double scale,
-                        bool causal) {
-  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3);
-  at::Tensor o = at::empty({B, H, Tq, D}, q.options());
-  at::Tensor lse = at::empty({B, H, Tq}, q.options());
-  at::Tensor probs;
+void forward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const at::Tensor& lengths, double scale, bool causal, const at::Tensor& o,
+                    const at::Tensor& lse, const at::Tensor& probs) {
   AttentionForwardParams<T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
   p.q = q.data_ptr<T>(), p.k = k.data_ptr<T>(), p.v = v.data_ptr<T>();
   p.o = o.data_ptr<T>(), p.lse = lse.data_ptr<T>();
+  strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
   if (kernel == Kernel::kNaive) {
-    probs = at::empty({B, H, Tq, Tk}, q.options());
     p.probs = probs.data_ptr<T>();
     cpu::naive_attention_forward<T>(p);
   } else {
     cpu::flash_attention_forward<T>(p);
   }
-  return {o, lse, probs};
 }
 
-// Returns {dq, dk, dv}.
+// Backward into dq, dk, dv ([B, H, T, D] views of any strides).
 template <typename T>
-tensor_list run_backward(Kernel kernel, const at::Tensor& q, const at::Tensor& k,
-                         const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
-                         const at::Tensor& probs, const at::Tensor& d_o, const at::Tensor& lengths,
-                         double scale, bool causal) {
-  at::Tensor dq = at::empty(q.sizes(), q.options());
-  at::Tensor dk = at::empty(k.sizes(), k.options());
-  at::Tensor dv = at::empty(v.sizes(), v.options());
+void backward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs,
+                     const at::Tensor& d_o, const at::Tensor& lengths, double scale, bool causal,
+                     const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv) {
   AttentionBackwardParams<T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
   p.q = q.data_ptr<T>(), p.k = k.data_ptr<T>(), p.v = v.data_ptr<T>();
   p.d_o = d_o.data_ptr<T>();
   p.dq = dq.data_ptr<T>(), p.dk = dk.data_ptr<T>(), p.dv = dv.data_ptr<T>();
+  strides_of(d_o, p.do_stride_b, p.do_stride_h, p.do_stride_t);
+  strides_of(dq, p.dq_stride_b, p.dq_stride_h, p.dq_stride_t);
+  strides_of(dk, p.dk_stride_b, p.dk_stride_h, p.dk_stride_t);
+  strides_of(dv, p.dv_stride_b, p.dv_stride_h, p.dv_stride_t);
   if (kernel == Kernel::kNaive) {
     p.probs = probs.data_ptr<T>();
     cpu::naive_attention_backward<T>(p);
   } else {
     p.o = o.data_ptr<T>(), p.lse = lse.data_ptr<T>();
+    strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
     cpu::flash_attention_backward<T>(p);
   }
-  return {dq, dk, dv};
 }
 
 template <typename Fn>
-auto dispatch_float_double(at::ScalarType type, const char* who, Fn&& fn) {
+void dispatch_float_double(at::ScalarType type, const char* who, Fn&& fn) {
   switch (type) {
     case at::kFloat: return fn(float{});
     case at::kDouble: return fn(double{});
-    default: TORCH_CHECK(false, who, ": CPU kernels support float32 and float64, got ", type);
+    default: TORCH_CHECK(false, who, ": CPU kernels compute in float32 or float64, got ", type);
   }
 }
 
-// One autograd Function for both kernels; they differ in what the backward
-// needs: naive keeps P [B,H,Tq,Tk], flash keeps only O and the logsumexp.
+// The state a forward leaves for the backward: naive keeps P [B,H,Tq,Tk],
+// flash only O and the logsumexp.
+struct Saved {
+  at::Tensor o, lse, probs;
+};
+
+// o: [B, H, Tq, D] view of o_storage; returns what the backward needs.
+Saved run_forward(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const at::Tensor& lengths, double scale, bool causal, const at::Tensor& o) {
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
+  Saved s{o, at::empty({B, H, Tq}, q.options()),
+          kernel == Kernel::kNaive ? at::empty({B, H, Tq, Tk}, q.options()) : at::Tensor()};
+  dispatch_float_double(q.scalar_type(), "attention", [&](auto zero) {
+    forward_kernel<decltype(zero)>(kernel, q, k, v, lengths, scale, causal, o, s.lse, s.probs);
+  });
+  return s;
+}
+
+// Saves the inputs (whatever the backward rebuilds q, k, v from), then the state.
+void save(AutogradContext* ctx, std::vector<at::Tensor> inputs, Kernel kernel, const Saved& s,
+          const at::Tensor& lengths, bool causal, double scale) {
+  ctx->saved_data["causal"] = causal;
+  ctx->saved_data["scale"] = scale;
+  ctx->saved_data["inputs"] = static_cast<int64_t>(inputs.size());
+  if (kernel == Kernel::kNaive) {
+    inputs.insert(inputs.end(), {s.probs, lengths});
+  } else {
+    inputs.insert(inputs.end(), {s.o, s.lse, lengths});
+  }
+  ctx->save_for_backward(inputs);
+}
+
+// The saved inputs (first save() argument).
+std::vector<at::Tensor> saved_inputs(AutogradContext* ctx) {
+  auto saved = ctx->get_saved_variables();
+  saved.resize(static_cast<size_t>(ctx->saved_data["inputs"].toInt()));
+  return saved;
+}
+
+void run_backward(AutogradContext* ctx, Kernel kernel, const at::Tensor& q, const at::Tensor& k,
+                  const at::Tensor& v, const at::Tensor& d_o, const at::Tensor& dq,
+                  const at::Tensor& dk, const at::Tensor& dv) {
+  const auto saved = ctx->get_saved_variables();
+  const size_t n = static_cast<size_t>(ctx->saved_data["inputs"].toInt());
+  Saved s;
+  at::Tensor lengths;
+  if (kernel == Kernel::kNaive) {
+    s.probs = saved[n], lengths = saved[n + 1];
+  } else {
+    s.o = saved[n], s.lse = saved[n + 1], lengths = saved[n + 2];
+  }
+  const bool causal = ctx->saved_data["causal"].toBool();
+  const double scale = ctx->saved_data["scale"].toDouble();
+  dispatch_float_double(q.scalar_type(), "attention backward", [&](auto zero) {
+    backward_kernel<decltype(zero)>(kernel, q, k, v, s.o, s.lse, s.probs, d_o, lengths, scale,
+                                    causal, dq, dk, dv);
+  });
+}
+
+// q, k, v as [B, H, T, D] views. o is laid out [B, Tq, H, D] in memory (the
+// model's next step reads it as [B, Tq, C] rows) and returned as a view.
 template <Kernel kKernel>
 struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                             at::Tensor key_lengths, bool causal, double scale) {
     q = last_dim_contiguous(q), k = last_dim_contiguous(k), v = last_dim_contiguous(v);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
-    const tensor_list out = dispatch_float_double(q.scalar_type(), "attention", [&](auto zero) {
-      return run_forward<decltype(zero)>(kKernel, q, k, v, lengths, scale, causal);
-    });
-    ctx->saved_data["causal"] = causal;
-    ctx->saved_data["scale"] = scale;
-    if (kKernel == Kernel::kNaive)
-      ctx->save_for_backward({q, k, v, out[2], lengths});
-    else
-      ctx->save_for_backward({q, k, v, out[0], out[1], lengths});
-    return out[0];
+    const at::Tensor o =
+        at::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
+    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, o);
+    save(ctx, {q, k, v}, kKernel, s, lengths, causal, scale);
+    return o;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    const bool causal = ctx->saved_data["causal"].toBool();
-    const double scale = ctx->saved_data["scale"].toDouble();
-    const at::Tensor d_o = grad_outputs[0].contiguous();
-    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
-    at::Tensor o, lse, probs, lengths;
-    if (kKernel == Kernel::kNaive) {
-      probs = saved[3], lengths = saved[4];
-    } else {
-      o = saved[3], lse = saved[4], lengths = saved[5];
-    }
-    const tensor_list grads =
-        dispatch_float_double(q.scalar_type(), "attention backward", [&](auto zero) {
-          return run_backward<decltype(zero)>(kKernel, q, k, v, o, lse, probs, d_o, lengths,
-                                              scale, causal);
-        });
-    return {grads[0], grads[1], grads[2], at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto in = saved_inputs(ctx);
+    const at::Tensor &q = in[0], &k = in[1], &v = in[2];
+    const at::Tensor d_o = last_dim_contiguous(grad_outputs[0]);
+    const at::Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options()),
+                     dv = at::empty(v.sizes(), v.options());
+    run_backward(ctx, kKernel, q, k, v, d_o, dq, dk, dv);
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// H heads of D columns starting at column `col` of src [B, T, W], as a
+// [B, H, T, D] view.
+at::Tensor heads_of(const at::Tensor& src, int64_t col, int64_t heads, int64_t head_dim) {
+  return src.narrow(2, col, heads * head_dim)
+      .view({src.size(0), src.size(1), heads, head_dim})
+      .transpose(1, 2);
+}
+
+// The packed projections of the model. Self-attention: q_src = qkv [B, T, 3C]
+// (per token q | k | v) and kv_src empty. Cross-attention: q_src [B, Tq, C],
+// kv_src [B, Tk, 2C] (per token k | v). Returns o [B, Tq, C]. The kernels
+// compute in float32 or float64; bf16 projections are widened on the way in
+// and the output narrowed on the way out.
+template <Kernel kKernel>
+struct PackedAttentionFunction
+    : public torch::autograd::Function<PackedAttentionFunction<kKernel>> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor q_src, at::Tensor kv_src,
+                            at::Tensor key_lengths, bool causal, double scale, int64_t heads) {
+    const bool self = kv_src.numel() == 0;
+    const at::ScalarType io = q_src.scalar_type();
+    const at::ScalarType compute = io == at::kBFloat16 ? at::kFloat : io;
+    q_src = q_src.to(compute).contiguous();
+    kv_src = self ? q_src : kv_src.to(compute).contiguous();
+    const int64_t C = self ? q_src.size(2) / 3 : q_src.size(2), D = C / heads;
+    const at::Tensor q = heads_of(q_src, 0, heads, D);
+    const at::Tensor k = heads_of(kv_src, self ? C : 0, heads, D);
+    const at::Tensor v = heads_of(kv_src, self ? 2 * C : C, heads, D);
+    const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
+    const at::Tensor o = at::empty({q_src.size(0), q_src.size(1), C}, q_src.options());  // [B, Tq, C]
+    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, heads_of(o, 0, heads, D));
+    save(ctx, {q_src, self ? at::Tensor() : kv_src}, kKernel, s, lengths, causal, scale);
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["io"] = static_cast<int64_t>(io);
+    return o.to(io);
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
+    const auto in = saved_inputs(ctx);
+    const at::Tensor& q_src = in[0];
+    const bool self = !in[1].defined();
+    const at::Tensor& kv_src = self ? q_src : in[1];
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    const auto io = static_cast<at::ScalarType>(ctx->saved_data["io"].toInt());
+    const int64_t C = self ? q_src.size(2) / 3 : q_src.size(2), D = C / heads;
+    const int64_t k_col = self ? C : 0, v_col = self ? 2 * C : C;
+    const at::Tensor d_o = grad_outputs[0].to(q_src.scalar_type()).contiguous();  // [B, Tq, C]
+    // Gradients written straight into packed buffers shaped like the inputs.
+    const at::Tensor d_q_src = at::empty_like(q_src);
+    const at::Tensor d_kv_src = self ? d_q_src : at::empty_like(kv_src);
+    run_backward(ctx, kKernel, heads_of(q_src, 0, heads, D), heads_of(kv_src, k_col, heads, D),
+                 heads_of(kv_src, v_col, heads, D), heads_of(d_o, 0, heads, D),
+                 heads_of(d_q_src, 0, heads, D), heads_of(d_kv_src, k_col, heads, D),
+                 heads_of(d_kv_src, v_col, heads, D));
+    return {d_q_src.to(io), self ? at::Tensor() : d_kv_src.to(io), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
+at::Tensor packed_attention_cpu(const at::Tensor& q_src, const at::Tensor& kv_src, int64_t heads,
+                                const AttentionOptions& options, AttentionBackend backend) {
+  const int64_t C = kv_src.defined() ? q_src.size(2) : q_src.size(2) / 3;
+  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(C / heads)));
+  const at::Tensor kv = kv_src.defined() ? kv_src : at::empty({0}, q_src.options());
+  const at::Tensor lengths = glue::lengths_argument(options.key_lengths);
+  if (backend == AttentionBackend::kNaive)
+    return PackedAttentionFunction<Kernel::kNaive>::apply(q_src, kv, lengths, options.causal, scale, heads);
+  return PackedAttentionFunction<Kernel::kFlash>::apply(q_src, kv, lengths, options.causal, scale, heads);
+}
+
 at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
-  return CpuAttentionFunction<Kernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
-                                                     glue::resolve_scale(q, options.scale));
+  return CpuAttentionFunction<Kernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
+                                                     options.causal, glue::resolve_scale(q, options.scale));
 }
 
 at::Tensor attention_flash_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
-  return CpuAttentionFunction<Kernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
-                                                     glue::resolve_scale(q, options.scale));
+  return CpuAttentionFunction<Kernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
+                                                     options.causal, glue::resolve_scale(q, options.scale));
 }
 
 }  // namespace nmt::ops

@@ -212,7 +212,7 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
   const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i0 * p.q_stride_t;  // q: [rows, D]
   const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
   const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
-  T* o = p.o + ((b * p.heads + h) * Tq + i0) * D;          // o: [rows, D]
+  T* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i0 * p.o_stride_t;  // o: [rows, D], row stride o_stride_t
   T* lse = p.lse + (b * p.heads + h) * Tq + i0;            // lse: [rows]
   T* qt = scratch.qt.data();
   T* st = scratch.st.data();
@@ -222,7 +222,7 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
   int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
   if (p.causal) key_end = std::min(key_end, i0 + rows);
   if (key_end == 0) {
-    std::fill(o, o + rows * D, T(0));
+    for (int64_t r = 0; r < rows; ++r) std::fill(o + r * p.o_stride_t, o + r * p.o_stride_t + D, T(0));
     std::fill(lse, lse + rows, neg_inf);
     return;
   }
@@ -303,7 +303,7 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
     const T l_r = l[r / L][r % L];
     const T m_r = m[r / L][r % L];
     const T inv_l = l_r > T(0) ? T(1) / l_r : T(0);
-    T* o_r = o + r * D;
+    T* o_r = o + r * p.o_stride_t;
     for (int64_t d = 0; d < D; ++d) o_r[d] = ot[d * kBlockQ + r] * inv_l;
     lse[r] = l_r > T(0) ? (m_r + std::log2(l_r)) * static_cast<T>(kLn2) : neg_inf;
   }
@@ -385,9 +385,9 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
   const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
   const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h + j0 * p.k_stride_t;  // k: [n, D]
   const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h + j0 * p.v_stride_t;  // v: [n, D]
-  const T* d_o = p.d_o + (b * p.heads + h) * Tq * D;           // d_o: [Tq, D]
-  T* dk = p.dk + ((b * p.heads + h) * p.k_len + j0) * D;       // dk: [n, D]
-  T* dv = p.dv + ((b * p.heads + h) * p.k_len + j0) * D;       // dv: [n, D]
+  const T* d_o = p.d_o + b * p.do_stride_b + h * p.do_stride_h;  // d_o: [Tq, D], row stride do_stride_t
+  T* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h + j0 * p.dk_stride_t;  // dk: [n, D], strided
+  T* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h + j0 * p.dv_stride_t;  // dv: [n, D], strided
   T* kt = scratch.kt.data();
   T* vt = scratch.vt.data();
   T* kp = scratch.kp.data();
@@ -422,7 +422,7 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
   for (int64_t i0 = q_begin; i0 < Tq; i0 += kBwdBlockQ) {
     const int64_t rows = std::min(kBwdBlockQ, Tq - i0);
     const T* q_i = q + i0 * p.q_stride_t;  // q_i: [rows, D]
-    const T* do_i = d_o + i0 * D;          // do_i: [rows, D]
+    const T* do_i = d_o + i0 * p.do_stride_t;  // do_i: [rows, D], row stride do_stride_t
     const T* lse2_i = lse2 + i0;
     const T* delta_i = delta + i0;
     const bool causal_mask = p.causal && j0 + n - 1 > i0;
@@ -443,14 +443,14 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
 
     // pass 2: dS = P * (dO_i V_j^T - delta)
     tile_gemm<T, NR>(
-        rows, D, do_i, D, 1, vt, Bk, [](int64_t, int) { return V{}; },
+        rows, D, do_i, p.do_stride_t, 1, vt, Bk, [](int64_t, int) { return V{}; },
         [&](int64_t r, int vi, V dp) {
           vec_store(ds + r * Bk + vi * L, vec_load(prob + r * Bk + vi * L) * (dp - delta_i[r]));
         });
 
     // pass 3: dV_j^T += dO_i^T P and dK_j^T += Q_i^T dS (scale applied at the end)
     tile_gemm<T, NR>(
-        D, rows, do_i, 1, D, prob, Bk,
+        D, rows, do_i, 1, p.do_stride_t, prob, Bk,
         [&](int64_t d, int vi) { return vec_load(dvt + d * Bk + vi * L); },
         [&](int64_t d, int vi, V a) { vec_store(dvt + d * Bk + vi * L, a); });
     tile_gemm<T, NR>(
@@ -465,8 +465,8 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
   // Transpose the dK_j, dV_j accumulators back into [n, D] rows.
   for (int64_t c = 0; c < n; ++c) {
     for (int64_t d = 0; d < D; ++d) {
-      dk[c * D + d] = dkt[d * Bk + c] * p.scale;
-      dv[c * D + d] = dvt[d * Bk + c];
+      dk[c * p.dk_stride_t + d] = dkt[d * Bk + c] * p.scale;
+      dv[c * p.dv_stride_t + d] = dvt[d * Bk + c];
     }
   }
 }
@@ -490,17 +490,17 @@ inline T kernel_mul_add(T a, T b, T c) {
 // as with rowsum(P * dP). Any other summation order leaves rounding noise
 // there, several times LibTorch's float32 error on such rows. Eight rows at
 // a time keep eight independent chains in flight.
-//   d_o: [rows, D], o: [rows, D], delta: [rows]
+//   d_o: [rows, D] (row stride do_stride), o: [rows, D] (row stride o_stride), delta: [rows]
 template <typename T>
-void row_dots(int64_t rows, int64_t head_dim, const T* d_o, const T* o, T* delta) {
+void row_dots(int64_t rows, int64_t head_dim, const T* d_o, int64_t do_stride, const T* o,
+              int64_t o_stride, T* delta) {
   constexpr int64_t kRows = 8;
   int64_t i0 = 0;
   for (; i0 + kRows <= rows; i0 += kRows) {
     T sum[kRows] = {};
     for (int64_t d = 0; d < head_dim; ++d) {
       for (int64_t r = 0; r < kRows; ++r) {
-        const int64_t at = (i0 + r) * head_dim + d;
-        sum[r] = kernel_mul_add(d_o[at], o[at], sum[r]);
+        sum[r] = kernel_mul_add(d_o[(i0 + r) * do_stride + d], o[(i0 + r) * o_stride + d], sum[r]);
       }
     }
     std::copy(sum, sum + kRows, delta + i0);
@@ -508,7 +508,7 @@ void row_dots(int64_t rows, int64_t head_dim, const T* d_o, const T* o, T* delta
   for (; i0 < rows; ++i0) {
     T sum = 0;
     for (int64_t d = 0; d < head_dim; ++d) {
-      sum = kernel_mul_add(d_o[i0 * head_dim + d], o[i0 * head_dim + d], sum);
+      sum = kernel_mul_add(d_o[i0 * do_stride + d], o[i0 * o_stride + d], sum);
     }
     delta[i0] = sum;
   }
@@ -603,10 +603,16 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
                               ? std::numeric_limits<T>::infinity()
                               : lse * static_cast<T>(kLog2e);
     }
-    row_dots(Tq, D, p.d_o + bh * Tq * D, p.o + bh * Tq * D, delta.data() + bh * Tq);
-    const int64_t key_end = backward_key_end(p, bh / H);
-    std::fill(p.dk + (bh * Tk + key_end) * D, p.dk + (bh + 1) * Tk * D, T(0));
-    std::fill(p.dv + (bh * Tk + key_end) * D, p.dv + (bh + 1) * Tk * D, T(0));
+    const int64_t b = bh / H, h = bh % H;
+    row_dots(Tq, D, p.d_o + b * p.do_stride_b + h * p.do_stride_h, p.do_stride_t,
+             p.o + b * p.o_stride_b + h * p.o_stride_h, p.o_stride_t, delta.data() + bh * Tq);
+    const int64_t key_end = backward_key_end(p, b);
+    T* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h;
+    T* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h;
+    for (int64_t j = key_end; j < Tk; ++j) {
+      std::fill(dk + j * p.dk_stride_t, dk + j * p.dk_stride_t + D, T(0));
+      std::fill(dv + j * p.dv_stride_t, dv + j * p.dv_stride_t + D, T(0));
+    }
   }
 
   // dQ_i collects contributions from every key block. With enough heads each
@@ -633,9 +639,9 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
         for (int64_t j0 = 0; j0 < key_end; j0 += kBwdBlockK) {
           backward_key_block(p, b, h, j0, key_end, lse2_bh, delta_bh, dq_acc, scratch);
         }
-        T* dq = p.dq + bh * Tq * D;  // dq: [Tq, D]
+        T* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
         for (int64_t i = 0; i < Tq; ++i) {
-          for (int64_t d = 0; d < D; ++d) dq[i * D + d] = dq_acc[i * Dp + d] * p.scale;
+          for (int64_t d = 0; d < D; ++d) dq[i * p.dq_stride_t + d] = dq_acc[i * Dp + d] * p.scale;
         }
       }
     } else {
@@ -655,7 +661,7 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
         }
         // The implicit barriers of both loops separate this sum from the
         // accumulation above and from the clearing of the next head.
-        T* dq = p.dq + bh * Tq * D;  // dq: [Tq, D]
+        T* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < Tq; ++i) {
           for (int64_t d = 0; d < D; ++d) {
@@ -663,7 +669,7 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
             for (int t = 0; t < num_threads; ++t) {
               sum += scratches[static_cast<size_t>(t)].dq_acc[i * Dp + d];
             }
-            dq[i * D + d] = sum * p.scale;
+            dq[i * p.dq_stride_t + d] = sum * p.scale;
           }
         }
       }

@@ -56,7 +56,7 @@ void naive_attention_forward(const AttentionForwardParams<T>& p) {
         // att: [Tk], row i of probs [B, H, Tq, Tk]; holds scores, then probabilities.
         T* att = p.probs != nullptr ? p.probs + ((b * H + h) * Tq + i) * Tk
                                     : own_probs.data() + i * Tk;
-        T* o = p.o + ((b * H + h) * Tq + i) * D;  // o: [D], row i of o [B, H, Tq, D]
+        T* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i * p.o_stride_t;  // o: [D], row i of o
         const T* q_i = q + i * p.q_stride_t;      // q_i: [D]
 
         // pass 1: scores s * q_i . k_j, masked entries -inf, track the row max
@@ -115,27 +115,29 @@ void naive_attention_backward(const AttentionBackwardParams<T>& p) {
       const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
       const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
       const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
-      T* dk = p.dk + (b * H + h) * Tk * D;  // dk: [Tk, D]
-      T* dv = p.dv + (b * H + h) * Tk * D;  // dv: [Tk, D]
+      T* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h;  // dk: [Tk, D], row stride dk_stride_t
+      T* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h;  // dv: [Tk, D], row stride dv_stride_t
       const int64_t valid = visible_keys(p.key_lengths, b, Tk);
 
       // dK and dV gather contributions from every query row of this head,
       // and this thread owns the head, so plain accumulation is race-free.
-      std::fill(dk, dk + Tk * D, T(0));
-      std::fill(dv, dv + Tk * D, T(0));
+      for (int64_t j = 0; j < Tk; ++j) {
+        std::fill(dk + j * p.dk_stride_t, dk + j * p.dk_stride_t + D, T(0));
+        std::fill(dv + j * p.dv_stride_t, dv + j * p.dv_stride_t + D, T(0));
+      }
       std::vector<T> dp(static_cast<size_t>(Tk));  // dP row, then dS row
 
       for (int64_t i = 0; i < Tq; ++i) {
         const T* att = p.probs + ((b * H + h) * Tq + i) * Tk;  // att: [Tk], row i of probs
-        const T* d_o = p.d_o + ((b * H + h) * Tq + i) * D;    // d_o: [D]
+        const T* d_o = p.d_o + b * p.do_stride_b + h * p.do_stride_h + i * p.do_stride_t;  // d_o: [D]
         const T* q_i = q + i * p.q_stride_t;                   // q_i: [D]
-        T* dq = p.dq + ((b * H + h) * Tq + i) * D;             // dq: [D]
+        T* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h + i * p.dq_stride_t;  // dq: [D]
         std::fill(dq, dq + D, T(0));
 
         // pass 1: dV_j += P_ij dO_i and dP_ij = dO_i . v_j
         for (int64_t j = 0; j < valid; ++j) {
           const T p_ij = att[j];
-          T* dv_j = dv + j * D;
+          T* dv_j = dv + j * p.dv_stride_t;
 #pragma omp simd
           for (int64_t c = 0; c < D; ++c) dv_j[c] += p_ij * d_o[c];
           dp[j] = dot(d_o, v + j * p.v_stride_t, D);
@@ -151,7 +153,7 @@ void naive_attention_backward(const AttentionBackwardParams<T>& p) {
           const T ds_ij = p.scale * dp[j];
           if (ds_ij == T(0)) continue;  // masked keys (P = 0)
           const T* k_j = k + j * p.k_stride_t;
-          T* dk_j = dk + j * D;
+          T* dk_j = dk + j * p.dk_stride_t;
 #pragma omp simd
           for (int64_t c = 0; c < D; ++c) {
             dq[c] += ds_ij * k_j[c];
