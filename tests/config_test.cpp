@@ -80,6 +80,15 @@ TEST(Config, OverridesAreValidated) {
   }
 }
 
+TEST(Config, CrossKeyChecksRunAfterAllOverrides) {
+  Config cfg;  // best_metric bleu needs BLEU sentences: valid in one order only, if checked per --set
+  apply_overrides(cfg, {"train.valid_bleu_sentences=0", "train.best_metric=loss"});
+  EXPECT_EQ(cfg.train.best_metric, "loss");
+  Config other;
+  EXPECT_THROW(apply_overrides(other, {"train.valid_bleu_sentences=0"}), InputError);
+  EXPECT_EQ(other.train.valid_bleu_sentences, Config().train.valid_bleu_sentences);
+}
+
 TEST(Config, ResolvedYamlRoundTrips) {
   Config cfg;
   apply_override(cfg, "model.d_model=96");

@@ -44,7 +44,7 @@ const Trained& trained() {
     t.model = build_model(cfg, t.zh->vocab_size(), t.en->vocab_size());
     // ctest runs each test in its own process: the first one trains, the
     // others load what it saved (written atomically, so never half a file).
-    const auto cached = std::filesystem::temp_directory_path() / "nmt_test_decode_model_v1.pt";
+    const auto cached = std::filesystem::temp_directory_path() / "nmt_test_decode_model_v2.pt";
     if (std::filesystem::exists(cached)) {
       try {
         torch::load(t.model, cached.string());
@@ -72,7 +72,7 @@ TEST(Decode, CachedStepsMatchFullRecomputation) {
   torch::NoGradGuard no_grad;
   auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
   const auto memory = model->encode(src, len);
-  DecoderCache cache = model->start_decoding(memory, len);
+  DecoderCache cache = model->start_decoding(memory, len, 9);
   const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
   const auto full = model->decode_embedded(model->embed_target(tgt), memory,
                                            torch::full({3}, 9, torch::kLong), len);  // [3, 9, V]

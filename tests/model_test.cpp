@@ -36,9 +36,11 @@ TEST(Model, ShapesForEncoderDecoderAndCrossAttention) {
 
   auto& layer = *m->decoder_layers->ptr<DecoderLayerImpl>(0);
   const auto y = torch::randn({3, 4, 32});
-  const auto cross = layer.cross_attn(y, memory, src_len, false, AttentionRuntime{});
+  const auto kv = layer.cross_attn->project_memory(memory);  // [B, S, 2C]
+  EXPECT_EQ(kv.sizes(), (std::vector<int64_t>{3, 7, 64}));
+  const auto cross = layer.cross_attn(y, kv, src_len, ModelRuntime{});
   EXPECT_EQ(cross.sizes(), (std::vector<int64_t>{3, 4, 32}));
-  const auto p = layer.cross_attn->probs(y, memory, src_len);
+  const auto p = layer.cross_attn->probs(y, kv, src_len);
   EXPECT_EQ(p.sizes(), (std::vector<int64_t>{3, 4, 4, 7}));
   // Padded source keys get no weight; rows sum to one.
   EXPECT_EQ(p[2].narrow(-1, 1, 6).abs().max().item<float>(), 0.0f);

@@ -59,8 +59,7 @@ inline std::vector<double> train_steps(Transformer& model, const Batch& b, int s
   std::vector<double> losses;
   for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
-    const auto logits = model(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
-    const auto loss = token_loss_sum(logits, b.tgt_out, 0.0) / static_cast<double>(b.tokens);
+    const auto loss = token_loss_sum(model, b, 0.0) / static_cast<double>(b.tokens);
     loss.backward();
     opt.step();
     losses.push_back(loss.item<double>());

@@ -155,9 +155,11 @@ TEST(Validators, LossIsTheUnsmoothedTokenMeanAndTranslationsAreShared) {
   std::vector<int64_t> all(t.data.src.size());
   std::iota(all.begin(), all.end(), 0);
   const Batch b = make_batch(t.data, all);
-  const double expected =
-      token_loss_sum(t.model(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths), b.tgt_out, 0.0)
-          .item<double>() / b.tokens;
+  // The unfused composite: logits, then LibTorch's cross-entropy.
+  const at::Tensor logits = t.model(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
+  const double expected = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape({-1}),
+                                                 {}, at::Reduction::Sum, kPadId, 0.0)
+                              .item<double>() / b.tokens;
   EXPECT_NEAR(loss, expected, 1e-5);
   const auto* first = &ctx.hypotheses();
   EXPECT_EQ(ctx.hypotheses().size(), 5u);

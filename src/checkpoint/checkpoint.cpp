@@ -1,7 +1,6 @@
 #include "checkpoint/checkpoint.h"
 
 #include <torch/serialize.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -56,7 +55,7 @@ void require_file(const fs::path& p) {
 }  // namespace
 
 void save_checkpoint(const std::string& dir, Transformer& model,
-                     torch::optim::Optimizer* optimizer, const TrainingState& state,
+                     const ops::FlatAdam* optimizer, const TrainingState& state,
                      const Config& cfg, const std::string& src_model,
                      const std::string& tgt_model) {
   const fs::path final_dir(dir);
@@ -64,9 +63,7 @@ void save_checkpoint(const std::string& dir, Transformer& model,
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   torch::save(model, (tmp / "model.pt").string());
-  if (optimizer) torch::save(*optimizer, (tmp / "optimizer.pt").string());
-  // Dropout draws from the default CPU generator: saved for an exact resume.
-  torch::save(at::detail::getDefaultCPUGenerator().get_state(), (tmp / "rng.pt").string());
+  if (optimizer) optimizer->save((tmp / "optimizer.pt").string());
   std::ofstream(tmp / "state.yaml") << state_yaml(state);
   std::ofstream(tmp / "config.yaml") << to_yaml(cfg);
   fs::copy_file(src_model, tmp / "src.model");
@@ -124,29 +121,10 @@ LoadedCheckpoint load_checkpoint(const std::string& dir_in, const c10::Device& d
   return ck;
 }
 
-void load_rng_state(const std::string& dir) {
-  const fs::path p = fs::path(dir) / "rng.pt";
-  require_file(p);
-  at::Tensor state;
-  try {
-    torch::load(state, p.string());
-    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle: shares the default
-    generator.set_state(state);
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    throw InputError(p.string() + ": cannot load random state: " + msg.substr(0, msg.find('\n')));
-  }
-}
-
-void load_optimizer(const std::string& dir, torch::optim::Optimizer& optimizer) {
+void load_optimizer(const std::string& dir, ops::FlatAdam& optimizer) {
   const fs::path p = fs::path(dir) / "optimizer.pt";
   require_file(p);
-  try {
-    torch::load(optimizer, p.string());
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    throw InputError(p.string() + ": cannot load optimizer state: " + msg.substr(0, msg.find('\n')));
-  }
+  optimizer.load(p.string());
 }
 
 }  // namespace nmt

@@ -1,9 +1,10 @@
 // Checkpoint folders: model.pt, optimizer.pt, state.yaml, config.yaml and the
-// tokenizer models, so a checkpoint alone is enough to translate.
+// tokenizer models, so a checkpoint alone is enough to translate. No random
+// generator state: dropout masks are a function of (seed, step, position)
+// (ops/random/philox.h), so a resumed run draws what it would have drawn.
 #pragma once
 
-#include <torch/nn.h>
-#include <torch/optim.h>
+#include <c10/core/Device.h>
 
 #include <limits>
 #include <map>
@@ -13,6 +14,7 @@
 #include "config/config.h"
 #include "data/batch_source.h"
 #include "model/transformer.h"
+#include "ops/adam/flat_adam.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nmt {
@@ -27,7 +29,7 @@ struct TrainingState {
 };
 
 // Writes DIR atomically (DIR.tmp, then rename): a reader never sees a half-written checkpoint.
-void save_checkpoint(const std::string& dir, Transformer& model, torch::optim::Optimizer* optimizer,
+void save_checkpoint(const std::string& dir, Transformer& model, const ops::FlatAdam* optimizer,
                      const TrainingState& state, const Config& cfg, const std::string& src_model,
                      const std::string& tgt_model);
 
@@ -44,8 +46,6 @@ std::string resolve_checkpoint_dir(const std::string& dir);
 // Loads model (on device, eval mode), config and tokenizers; InputError
 // naming the file on anything missing or corrupt.
 LoadedCheckpoint load_checkpoint(const std::string& dir, const c10::Device& device);
-void load_optimizer(const std::string& dir, torch::optim::Optimizer& optimizer);
-// The CPU random generator (dropout) as saved with the checkpoint (rng.pt).
-void load_rng_state(const std::string& dir);
+void load_optimizer(const std::string& dir, ops::FlatAdam& optimizer);
 
 }  // namespace nmt

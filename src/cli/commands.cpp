@@ -23,11 +23,15 @@ namespace nmt::cli {
 namespace {
 
 // Flags win over the config, and are validated like config values.
-void apply_runtime(Config& cfg, const RuntimeFlags& flags) {
-  if (flags.attention) apply_override(cfg, "attention.backend=" + *flags.attention);
-  if (flags.device) apply_override(cfg, "attention.device=" + *flags.device);
-  if (flags.threads) apply_override(cfg, "train.threads=" + std::to_string(*flags.threads));
+std::vector<std::string> runtime_assignments(const RuntimeFlags& flags) {
+  std::vector<std::string> a;
+  if (flags.attention) a.push_back("attention.backend=" + *flags.attention);
+  if (flags.device) a.push_back("attention.device=" + *flags.device);
+  if (flags.threads) a.push_back("train.threads=" + std::to_string(*flags.threads));
+  return a;
 }
+
+void apply_runtime(Config& cfg, const RuntimeFlags& flags) { apply_overrides(cfg, runtime_assignments(flags)); }
 
 struct Session {
   LoadedCheckpoint ck;
@@ -122,8 +126,9 @@ int run_train(const TrainArgs& args) {
     throw InputError("train: give --config FILE, or --resume DIR");
   // A resumed run continues with its checkpoint's config unless told otherwise.
   Config cfg = args.config.empty() ? resume_config(args.resume) : load_config(args.config);
-  for (const auto& s : args.sets) apply_override(cfg, s);
-  apply_runtime(cfg, args.runtime);
+  std::vector<std::string> sets = args.sets;
+  for (const auto& a : runtime_assignments(args.runtime)) sets.push_back(a);
+  apply_overrides(cfg, sets);
   spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
   if (args.profile > 0) {
     profile_training(cfg, args.profile, std::cout);

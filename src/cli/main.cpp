@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "ops/attention/backend.h"
 #include "util/errors.h"
+#include "util/thread_env.h"
 
 namespace {
 
@@ -39,6 +40,7 @@ void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nmt::ensure_quiet_thread_pools(argv);
   // Logs go to stderr so that stdout carries only results (translations).
   spdlog::set_default_logger(spdlog::stderr_color_mt("nmt"));
   spdlog::set_pattern("[%H:%M:%S] %v");

@@ -154,6 +154,7 @@ const std::vector<Field>& fields() {
       string_field("train.checkpoint_dir", NMT_REF(train.checkpoint_dir)),
       uint_field("train.seed", NMT_REF(train.seed)),
       int_field("train.threads", NMT_REF(train.threads), 0, 1024),
+      string_field("train.precision", NMT_REF(train.precision), {"float32", "bf16"}),
       int_field("train.batch_tokens", NMT_REF(train.batch_tokens), 0, kBig),
       int_field("train.batch_sentences", NMT_REF(train.batch_sentences), 0, kBig),
       int_field("train.max_steps", NMT_REF(train.max_steps), 0, kBig),
@@ -296,7 +297,10 @@ Config load_config(const std::string& path) {
   return parse_config(ss.str(), path);
 }
 
-void apply_override(Config& cfg, const std::string& assignment) {
+namespace {
+
+// Parses one "key.path=value" into cfg (field checks only).
+void parse_assignment(Config& cfg, const std::string& assignment) {
   const std::string loc = "--set " + assignment;
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -316,13 +320,22 @@ void apply_override(Config& cfg, const std::string& assignment) {
   } catch (const YAML::Exception& e) {
     input_error(loc, path, "invalid value: " + e.msg);
   }
-  // On a copy: a rejected override leaves cfg as it was.
+  f->parse(cfg, value, [&](const std::string& problem) { input_error(loc, path, problem); });
+  cfg.origin[path] = loc;
+}
+
+}  // namespace
+
+void apply_overrides(Config& cfg, const std::vector<std::string>& assignments) {
+  // On a copy: rejected overrides leave cfg as it was. The cross-key checks
+  // run once, after all of them, so their order does not matter.
   Config updated = cfg;
-  f->parse(updated, value, [&](const std::string& problem) { input_error(loc, path, problem); });
-  updated.origin[path] = loc;
+  for (const auto& a : assignments) parse_assignment(updated, a);
   validate(updated);
   cfg = std::move(updated);
 }
+
+void apply_override(Config& cfg, const std::string& assignment) { apply_overrides(cfg, {assignment}); }
 
 std::string to_yaml(const Config& cfg) {
   YAML::Emitter e;

@@ -50,6 +50,7 @@ struct TrainConfig {
   std::string checkpoint_dir = "checkpoints/toy";  // where last/, best/ and metrics.jsonl go
   uint64_t seed = 1;              // seeds parameters, dropout and data order
   int64_t threads = 0;            // intra-op threads; 0 = all cores
+  std::string precision = "float32";  // matrix multiplies in float32 | bf16 (float32 master weights)
   int64_t batch_tokens = 2000;    // batch size in target+source tokens (0 = use batch_sentences)
   int64_t batch_sentences = 0;    // batch size in sentence pairs (used when batch_tokens = 0)
   int64_t max_steps = 4000;       // stop after this many optimizer steps (0 = no limit)
@@ -96,8 +97,10 @@ struct Config {
 Config load_config(const std::string& path);
 // Same, from text (checkpoints store their resolved config this way).
 Config parse_config(const std::string& yaml_text, const std::string& source_name);
-// Applies "key.path=value" (validated as in a file), then re-validates.
-// Throws InputError and leaves cfg unchanged when either fails.
+// Applies "key.path=value" assignments (each validated as in a file), then
+// the cross-key checks once. Throws InputError and leaves cfg unchanged when
+// any of it fails.
+void apply_overrides(Config& cfg, const std::vector<std::string>& assignments);
 void apply_override(Config& cfg, const std::string& assignment);
 // Cross-field checks; called by the loaders and after overrides.
 void validate(const Config& cfg);

@@ -16,9 +16,9 @@ namespace {
 class StepModel {
  public:
   StepModel(Transformer& model, const torch::Tensor& memory, const torch::Tensor& src_len,
-            bool use_cache)
+            bool use_cache, int64_t max_steps)
       : model_(model), memory_(memory), src_len_(src_len), use_cache_(use_cache) {
-    if (use_cache_) cache_ = model_->start_decoding(memory, src_len);
+    if (use_cache_) cache_ = model_->start_decoding(memory, src_len, max_steps);
   }
 
   // prefix: [N, t] = <start> y1 .. y(t-1) -> logits [N, V] for y_t.
@@ -181,8 +181,8 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
   auto [src, src_len] = make_source_batch(sources);
   src = src.to(device), src_len = src_len.to(device);
   const torch::Tensor memory = model->encode(src, src_len);  // [N, S, C]
-  StepModel step(model, memory, src_len, options.use_cache);
   const int64_t limit = std::min(options.max_len, model->options().max_positions() - 1);
+  StepModel step(model, memory, src_len, options.use_cache, limit);
   if (options.beam <= 0) return greedy(step, n, limit, device);
   return beam_search(step, n, options.beam, options.length_penalty, limit, device);
 }

@@ -1,138 +1,232 @@
 #include "model/transformer.h"
 
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
 #include <cmath>
+
+#include "ops/activation/bias_relu_dropout.h"
+#include "ops/cross_entropy/linear_cross_entropy.h"
+#include "ops/embedding/embedding.h"
+#include "ops/layer_norm/add_layer_norm.h"
 
 namespace nmt {
 
 namespace nn = torch::nn;
 
-MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& opts)
-    : options(opts) {
-  reset();
+namespace {
+
+// The dtype matrix multiplies run in for a stream of dtype `stream`.
+at::ScalarType side_dtype(const ModelRuntime& rt, at::ScalarType stream) {
+  return rt.matmul_dtype == at::kBFloat16 && stream == at::kFloat ? at::kBFloat16 : stream;
 }
 
-void MultiHeadAttentionImpl::reset() {
+// Dropout of one site: counter-based, and only in training mode.
+ops::Dropout dropout_at(const ModelRuntime& rt, double p, int64_t site, bool training) {
+  ops::Dropout d;
+  if (!training || p <= 0) return d;
+  d.p = p, d.seed = rt.seed, d.step = rt.step, d.site = site, d.first_row = rt.first_row;
+  return d;
+}
+
+// x + dropout(y), then LayerNorm with `norm`'s weights: {sum, normalized}.
+Stream add_norm(const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& norm,
+                const ops::Dropout& d, const ModelRuntime& rt) {
+  const ops::AddLayerNormOutput o = ops::add_layer_norm(
+      x, y, norm->weight, norm->bias, norm->options.eps(), d, side_dtype(rt, x.scalar_type()));
+  return {y.defined() ? o.sum : x, o.norm};
+}
+
+nn::LayerNorm make_norm(int64_t c) { return nn::LayerNorm(nn::LayerNormOptions({c})); }
+
+// Glorot/Xavier uniform for an [in, out] block (symmetric in in/out).
+void xavier_(at::Tensor w) {
+  const double bound = std::sqrt(6.0 / static_cast<double>(w.size(0) + w.size(1)));
+  w.uniform_(-bound, bound);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Dense
+
+at::Tensor pad_rows(const at::Tensor& x, int64_t quantum) {
+  const int64_t n = x.size(0), padded = (n + quantum - 1) / quantum * quantum;
+  return padded == n ? x : at::constant_pad_nd(x, {0, 0, 0, padded - n});
+}
+
+DenseImpl::DenseImpl(const DenseOptions& o) : options(o) { reset(); }
+
+void DenseImpl::reset() {
+  // torch::nn::Linear's default: U(-1/sqrt(in), 1/sqrt(in)) for both.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(options.in()));
+  weight = register_parameter("weight", torch::empty({options.in(), options.out()}));
+  at::NoGradGuard no_grad;
+  weight.uniform_(-bound, bound);
+  if (options.bias()) bias = register_parameter("bias", torch::empty({options.out()}).uniform_(-bound, bound));
+}
+
+at::Tensor DenseImpl::forward(const at::Tensor& x, bool with_bias) {
+  const at::ScalarType t = x.scalar_type();
+  const at::Tensor w = weight.scalar_type() == t ? weight : weight.to(t);
+  at::Tensor x2 = x.reshape({-1, options.in()});  // [N, in]
+  const int64_t n = x2.size(0);
+  // oneDNN compiles a bf16 kernel per matrix shape (about 1 ms each), and
+  // batch shapes vary from step to step: rows padded to a multiple of
+  // kMatmulRowQuantum keep the set of shapes small.
+  if (t == at::kBFloat16) x2 = pad_rows(x2, kMatmulRowQuantum);
+  const at::Tensor y = with_bias && options.bias()
+                           ? at::addmm(bias.scalar_type() == t ? bias : bias.to(t), x2, w)
+                           : at::mm(x2, w);  // [N', out]
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = options.out();
+  return y.narrow(0, 0, n).view(shape);
+}
+
+// ---------------------------------------------------------------- attention
+
+SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& o) : options(o) { reset(); }
+
+void SelfAttentionImpl::reset() {
   TORCH_CHECK(options.d_model() % options.heads() == 0, "heads must divide d_model");
   const int64_t c = options.d_model();
-  q_proj = register_module("q_proj", nn::Linear(c, c));
-  k_proj = register_module("k_proj", nn::Linear(c, c));
-  v_proj = register_module("v_proj", nn::Linear(c, c));
-  out_proj = register_module("out_proj", nn::Linear(c, c));
-  for (auto* lin : {&q_proj, &k_proj, &v_proj, &out_proj}) {
-    nn::init::xavier_uniform_((*lin)->weight);
-    nn::init::zeros_((*lin)->bias);
-  }
+  qkv = register_module("qkv", Dense(DenseOptions(c, 3 * c)));
+  out = register_module("out", Dense(DenseOptions(c, c)));
+  at::NoGradGuard no_grad;
+  for (int64_t i = 0; i < 3; ++i) xavier_(qkv->weight.narrow(1, i * c, c));  // as three [C, C] projections
+  xavier_(out->weight);
+  qkv->bias.zero_();
+  out->bias.zero_();
 }
 
-torch::Tensor MultiHeadAttentionImpl::split_heads(const torch::Tensor& x) const {
-  const int64_t h = options.heads();
-  return x.view({x.size(0), x.size(1), h, x.size(2) / h}).transpose(1, 2);
-}
-
-torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query,
-                                              const torch::Tensor& memory,
-                                              const torch::Tensor& key_lengths, bool causal,
-                                              const AttentionRuntime& runtime) {
-  return attend(query, split_heads(k_proj(memory)), split_heads(v_proj(memory)), key_lengths,
-                causal, runtime);
-}
-
-torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& query, const torch::Tensor& k,
-                                             const torch::Tensor& v,
-                                             const torch::Tensor& key_lengths, bool causal,
-                                             const AttentionRuntime& runtime) {
-  const torch::Tensor q = split_heads(q_proj(query));  // [B, H, Tq, D]
+at::Tensor SelfAttentionImpl::forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
+                                      const ModelRuntime& rt) {
   ops::AttentionOptions opts;
   opts.causal = causal;
   opts.key_lengths = key_lengths;
-  const torch::Tensor o = ops::attention(q, k, v, opts, runtime.backend);  // [B, H, Tq, D]
-  // concat heads: [B, H, Tq, D] -> [B, Tq, C]
-  return out_proj(o.transpose(1, 2).reshape({query.size(0), query.size(1), options.d_model()}));
+  return out(ops::self_attention(qkv(h), options.heads(), opts, rt.backend));
 }
 
-torch::Tensor MultiHeadAttentionImpl::probs(const torch::Tensor& query,
-                                            const torch::Tensor& memory,
-                                            const torch::Tensor& key_lengths) {
+CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) { reset(); }
+
+void CrossAttentionImpl::reset() {
+  TORCH_CHECK(options.d_model() % options.heads() == 0, "heads must divide d_model");
+  const int64_t c = options.d_model();
+  q = register_module("q", Dense(DenseOptions(c, c)));
+  kv = register_module("kv", Dense(DenseOptions(c, 2 * c)));
+  out = register_module("out", Dense(DenseOptions(c, c)));
+  at::NoGradGuard no_grad;
+  xavier_(q->weight);
+  for (int64_t i = 0; i < 2; ++i) xavier_(kv->weight.narrow(1, i * c, c));
+  xavier_(out->weight);
+  q->bias.zero_(), kv->bias.zero_(), out->bias.zero_();
+}
+
+at::Tensor CrossAttentionImpl::forward(const at::Tensor& h, const at::Tensor& kv_memory,
+                                       const at::Tensor& key_lengths, const ModelRuntime& rt) {
   ops::AttentionOptions opts;
   opts.key_lengths = key_lengths;
-  return ops::attention_probs(split_heads(q_proj(query)), split_heads(k_proj(memory)), opts);
+  return out(ops::cross_attention(q(h), kv_memory, options.heads(), opts, rt.backend));
 }
+
+at::Tensor CrossAttentionImpl::probs(const at::Tensor& h, const at::Tensor& kv_memory,
+                                     const at::Tensor& key_lengths) {
+  const int64_t c = options.d_model(), heads = options.heads();
+  const auto split = [&](const at::Tensor& t) {  // [B, T, C] -> [B, H, T, D]
+    return t.reshape({t.size(0), t.size(1), heads, c / heads}).transpose(1, 2).to(at::kFloat);
+  };
+  ops::AttentionOptions opts;
+  opts.key_lengths = key_lengths;
+  return ops::attention_probs(split(q(h)), split(kv_memory.narrow(2, 0, c)), opts);
+}
+
+// ---------------------------------------------------------------- layers
 
 EncoderLayerImpl::EncoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
 
 void EncoderLayerImpl::reset() {
   const TransformerLayerOptions& o = options;
-  self_attn = register_module("self_attn", MultiHeadAttention(MultiHeadAttentionOptions(o.d_model(), o.heads())));
-  ff1 = register_module("ff1", nn::Linear(o.d_model(), o.ff_dim()));
-  ff2 = register_module("ff2", nn::Linear(o.ff_dim(), o.d_model()));
-  norm1 = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
-  norm2 = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
-  dropout = register_module("dropout", nn::Dropout(o.dropout()));
+  self_attn = register_module("self_attn", SelfAttention(AttentionOptions(o.d_model(), o.heads())));
+  ff1 = register_module("ff1", Dense(DenseOptions(o.d_model(), o.ff_dim())));
+  ff2 = register_module("ff2", Dense(DenseOptions(o.ff_dim(), o.d_model())));
+  norm1 = register_module("norm1", make_norm(o.d_model()));
+  norm2 = register_module("norm2", make_norm(o.d_model()));
 }
 
-torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& src_lengths,
-                                        const AttentionRuntime& runtime) {
-  // Pre-LayerNorm residual blocks: x + f(LN(x)); stable without long warmup.
-  const torch::Tensor h = norm1(x);
-  torch::Tensor out = x + dropout(self_attn(h, h, src_lengths, /*causal=*/false, runtime));
-  return out + dropout(ff2(dropout(torch::relu(ff1(norm2(out))))));
+Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
+                                 const ModelRuntime& rt) {
+  // Pre-LayerNorm residual blocks: x + f(LN(x)); in.h is already LN1(x).
+  const int64_t site = options.first_site();
+  const double p = options.dropout();
+  const at::Tensor a = self_attn(in.h, src_lengths, /*causal=*/false, rt);
+  const Stream s = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
+  const at::Tensor f =
+      ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
+                                 dropout_at(rt, p, site + 1, is_training())));
+  return add_norm(s.x, f, next, dropout_at(rt, p, site + 2, is_training()), rt);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
 
 void DecoderLayerImpl::reset() {
   const TransformerLayerOptions& o = options;
-  const MultiHeadAttentionOptions mha(o.d_model(), o.heads());
-  self_attn = register_module("self_attn", MultiHeadAttention(mha));
-  cross_attn = register_module("cross_attn", MultiHeadAttention(mha));
-  ff1 = register_module("ff1", nn::Linear(o.d_model(), o.ff_dim()));
-  ff2 = register_module("ff2", nn::Linear(o.ff_dim(), o.d_model()));
-  norm1 = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
-  norm2 = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
-  norm3 = register_module("norm3", nn::LayerNorm(nn::LayerNormOptions({o.d_model()})));
-  dropout = register_module("dropout", nn::Dropout(o.dropout()));
+  const AttentionOptions mha(o.d_model(), o.heads());
+  self_attn = register_module("self_attn", SelfAttention(mha));
+  cross_attn = register_module("cross_attn", CrossAttention(mha));
+  ff1 = register_module("ff1", Dense(DenseOptions(o.d_model(), o.ff_dim())));
+  ff2 = register_module("ff2", Dense(DenseOptions(o.ff_dim(), o.d_model())));
+  norm1 = register_module("norm1", make_norm(o.d_model()));
+  norm2 = register_module("norm2", make_norm(o.d_model()));
+  norm3 = register_module("norm3", make_norm(o.d_model()));
 }
 
-torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& y, const torch::Tensor& memory,
-                                        const torch::Tensor& tgt_lengths,
-                                        const torch::Tensor& src_lengths,
-                                        const AttentionRuntime& runtime) {
+Stream DecoderLayerImpl::feed_forward(const Stream& in, const NextNorm& next, const ModelRuntime& rt) {
+  const int64_t site = options.first_site();
+  const double p = options.dropout();
+  const at::Tensor f =
+      ff2(ops::bias_relu_dropout(ff1(in.h, /*with_bias=*/false), ff1->bias,
+                                 dropout_at(rt, p, site + 2, is_training())));
+  return add_norm(in.x, f, next, dropout_at(rt, p, site + 3, is_training()), rt);
+}
+
+Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
+                                 const at::Tensor& tgt_lengths, const at::Tensor& src_lengths,
+                                 const NextNorm& next, const ModelRuntime& rt) {
+  const int64_t site = options.first_site();
+  const double p = options.dropout();
   // Masked self-attention: causal + target padding. Each row's residual adds
   // only that position's own input, so no future token leaks through it.
-  const torch::Tensor h = norm1(y);
-  const bool causal = !runtime.disable_causal_mask;
-  torch::Tensor out = y + dropout(self_attn(h, h, tgt_lengths, causal, runtime));
+  const at::Tensor a = self_attn(in.h, tgt_lengths, !rt.disable_causal_mask, rt);
+  const Stream s1 = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
   // Cross-attention: queries from the decoder, keys/values from the encoder.
-  out = out + dropout(cross_attn(norm2(out), memory, src_lengths, /*causal=*/false, runtime));
-  return out + dropout(ff2(dropout(torch::relu(ff1(norm3(out))))));
+  const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt);
+  const Stream s2 = add_norm(s1.x, c, norm3, dropout_at(rt, p, site + 1, is_training()), rt);
+  return feed_forward(s2, next, rt);
 }
 
-torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& y, LayerCache& cache,
-                                             const torch::Tensor& src_lengths,
-                                             const AttentionRuntime& runtime) {
+Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, int64_t position,
+                                      const at::Tensor& src_lengths, const NextNorm& next,
+                                      const ModelRuntime& rt) {
   // The same sublayers as forward(); the newest position attends to every
   // cached one, which is exactly its causal row.
-  const torch::Tensor h = norm1(y);  // [B, 1, C]
-  const torch::Tensor k_new = self_attn->split_heads(self_attn->k_proj(h));
-  const torch::Tensor v_new = self_attn->split_heads(self_attn->v_proj(h));
-  cache.self_k = cache.self_k.defined() ? torch::cat({cache.self_k, k_new}, 2) : k_new;
-  cache.self_v = cache.self_v.defined() ? torch::cat({cache.self_v, v_new}, 2) : v_new;
-  torch::Tensor out =
-      y + dropout(self_attn->attend(h, cache.self_k, cache.self_v, {}, /*causal=*/false, runtime));
-  out = out + dropout(cross_attn->attend(norm2(out), cache.cross_k, cache.cross_v, src_lengths,
-                                         /*causal=*/false, runtime));
-  return out + dropout(ff2(dropout(torch::relu(ff1(norm3(out))))));
+  const int64_t c = options.d_model();
+  const at::Tensor qkv = self_attn->qkv(in.h);  // [B, 1, 3C]
+  cache.self_kv.narrow(1, position, 1).copy_(qkv.narrow(2, c, 2 * c));
+  const at::Tensor a = self_attn->out(ops::cross_attention(
+      qkv.narrow(2, 0, c), cache.self_kv.narrow(1, 0, position + 1), options.heads(), {}, rt.backend));
+  const Stream s1 = add_norm(in.x, a, norm2, {}, rt);
+  const Stream s2 = add_norm(s1.x, cross_attn(s1.h, cache.cross_kv, src_lengths, rt), norm3, {}, rt);
+  return feed_forward(s2, next, rt);
 }
 
-void DecoderCache::reorder(const torch::Tensor& index) {
+void DecoderCache::reorder(const at::Tensor& index) {
   for (auto& l : layers) {
-    if (l.self_k.defined()) l.self_k = l.self_k.index_select(0, index);
-    if (l.self_v.defined()) l.self_v = l.self_v.index_select(0, index);
-    l.cross_k = l.cross_k.index_select(0, index);
-    l.cross_v = l.cross_v.index_select(0, index);
+    l.self_kv = l.self_kv.index_select(0, index);
+    l.cross_kv = l.cross_kv.index_select(0, index);
   }
   src_lengths = src_lengths.index_select(0, index);
 }
+
+// ---------------------------------------------------------------- Transformer
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) { reset(); }
 
@@ -143,113 +237,170 @@ void TransformerImpl::reset() {
   tgt_embed = register_module("tgt_embed", nn::Embedding(nn::EmbeddingOptions(o.tgt_vocab(), c).padding_idx(kPadId)));
   {
     // Unit-variance after the sqrt(C) scaling in the forward pass.
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     src_embed->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(c)));
     tgt_embed->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(c)));
     src_embed->weight[kPadId].zero_();
     tgt_embed->weight[kPadId].zero_();
   }
-  const TransformerLayerOptions layer(c, o.heads(), o.ff_dim());
+  // Dropout sites: 0 source embedding, 1 target embedding, then the layers'.
+  int64_t site = 2;
+  const TransformerLayerOptions layer = TransformerLayerOptions(c, o.heads(), o.ff_dim()).dropout(o.dropout());
   encoder_layers = register_module("encoder_layers", nn::ModuleList());
   decoder_layers = register_module("decoder_layers", nn::ModuleList());
-  for (int64_t i = 0; i < o.encoder_layers(); ++i)
-    encoder_layers->push_back(EncoderLayer(TransformerLayerOptions(layer).dropout(o.dropout())));
-  for (int64_t i = 0; i < o.decoder_layers(); ++i)
-    decoder_layers->push_back(DecoderLayer(TransformerLayerOptions(layer).dropout(o.dropout())));
-  encoder_norm = register_module("encoder_norm", nn::LayerNorm(nn::LayerNormOptions({c})));
-  decoder_norm = register_module("decoder_norm", nn::LayerNorm(nn::LayerNormOptions({c})));
-  if (!o.tie_embeddings()) out_proj = register_module("out_proj", nn::Linear(c, o.tgt_vocab()));
-  dropout = register_module("dropout", nn::Dropout(o.dropout()));
+  for (int64_t i = 0; i < o.encoder_layers(); ++i, site += EncoderLayerImpl::kSites)
+    encoder_layers->push_back(EncoderLayer(TransformerLayerOptions(layer).first_site(site)));
+  for (int64_t i = 0; i < o.decoder_layers(); ++i, site += DecoderLayerImpl::kSites)
+    decoder_layers->push_back(DecoderLayer(TransformerLayerOptions(layer).first_site(site)));
+  encoder_norm = register_module("encoder_norm", make_norm(c));
+  decoder_norm = register_module("decoder_norm", make_norm(c));
+  if (!o.tie_embeddings()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(c));
+    out_proj_weight = register_parameter("out_proj_weight", torch::empty({o.tgt_vocab(), c}));
+    out_proj_bias = register_parameter("out_proj_bias", torch::empty({o.tgt_vocab()}));
+    at::NoGradGuard no_grad;
+    out_proj_weight.uniform_(-bound, bound);
+    out_proj_bias.uniform_(-bound, bound);
+  }
 
   // Sinusoidal positions: PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...).
-  const torch::Tensor t = torch::arange(o.max_positions(), torch::kFloat).unsqueeze(1);
-  const torch::Tensor i2 = torch::arange(0, c, 2, torch::kFloat);
-  const torch::Tensor angle = t * torch::exp(i2 * (-std::log(10000.0) / static_cast<double>(c)));
-  torch::Tensor pe = torch::zeros({o.max_positions(), c});
+  const at::Tensor t = torch::arange(o.max_positions(), torch::kFloat).unsqueeze(1);
+  const at::Tensor i2 = torch::arange(0, c, 2, torch::kFloat);
+  const at::Tensor angle = t * torch::exp(i2 * (-std::log(10000.0) / static_cast<double>(c)));
+  at::Tensor pe = torch::zeros({o.max_positions(), c});
   pe.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, c, 2)}, torch::sin(angle));
   pe.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, c, 2)},
                 torch::cos(angle).narrow(1, 0, c / 2));
   positions_ = register_buffer("positions", pe);
 }
 
-torch::Tensor TransformerImpl::add_positions(const torch::Tensor& embedded, int64_t offset) {
-  const int64_t t = embedded.size(1);
-  TORCH_CHECK(offset + t <= options_.max_positions(), "sequence of ", offset + t,
-              " tokens exceeds model.max_positions ", options_.max_positions());
-  const double scale = std::sqrt(static_cast<double>(options_.d_model()));
-  return dropout(embedded * scale + positions_.narrow(0, offset, t).unsqueeze(0));
+namespace {
+
+// Layer i's successor norm: the next layer's first, or the stack's final one.
+template <typename Layer>
+const NextNorm& next_norm(const nn::ModuleList& layers, size_t i, const nn::LayerNorm& final) {
+  return i + 1 < layers->size() ? layers->ptr<Layer>(i + 1)->norm1 : final;
 }
 
-torch::Tensor TransformerImpl::output_logits(const torch::Tensor& y) {
-  return options_.tie_embeddings() ? torch::matmul(y, tgt_embed->weight.t()) : out_proj(y);
+}  // namespace
+
+Stream TransformerImpl::embed(const at::Tensor& ids, const nn::Embedding& table, int64_t site,
+                              int64_t position_offset, const NextNorm& first_norm) {
+  TORCH_CHECK(position_offset + ids.size(1) <= options_.max_positions(), "sequence of ",
+              position_offset + ids.size(1), " tokens exceeds model.max_positions ",
+              options_.max_positions());
+  const at::Tensor x = ops::embed_tokens(
+      ids, table->weight, positions_.to(table->weight.scalar_type()), position_offset,
+      std::sqrt(static_cast<double>(options_.d_model())), kPadId,
+      dropout_at(runtime_, options_.dropout(), site, is_training()));
+  return add_norm(x, {}, first_norm, {}, runtime_);
 }
 
-DecoderCache TransformerImpl::start_decoding(const torch::Tensor& memory,
-                                             const torch::Tensor& src_lengths) {
+at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_lengths) {
+  Stream s = embed(src, src_embed, 0, 0, encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
+  for (size_t i = 0; i < encoder_layers->size(); ++i)
+    s = encoder_layers->ptr<EncoderLayerImpl>(i)->forward(
+        s, src_lengths, next_norm<EncoderLayerImpl>(encoder_layers, i, encoder_norm), runtime_);
+  return s.h;
+}
+
+at::Tensor TransformerImpl::embed_target(const at::Tensor& tgt_in) {
+  return ops::embed_tokens(tgt_in, tgt_embed->weight, positions_.to(tgt_embed->weight.scalar_type()),
+                           0, std::sqrt(static_cast<double>(options_.d_model())), kPadId,
+                           dropout_at(runtime_, options_.dropout(), 1, is_training()));
+}
+
+Stream TransformerImpl::decode_stream(const at::Tensor& y, const at::Tensor& memory,
+                                      const at::Tensor& tgt_lengths, const at::Tensor& src_lengths) {
+  Stream s = add_norm(y, {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
+  for (size_t i = 0; i < decoder_layers->size(); ++i) {
+    auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
+    s = layer->forward(s, layer->cross_attn->project_memory(memory), tgt_lengths, src_lengths,
+                       next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
+  }
+  return s;
+}
+
+at::Tensor TransformerImpl::decode_hidden(const at::Tensor& y, const at::Tensor& memory,
+                                          const at::Tensor& tgt_lengths, const at::Tensor& src_lengths) {
+  return decode_stream(y, memory, tgt_lengths, src_lengths).h;
+}
+
+at::Tensor TransformerImpl::output_weight() const {
+  return options_.tie_embeddings() ? tgt_embed->weight : out_proj_weight;
+}
+
+at::Tensor TransformerImpl::output_logits(const at::Tensor& h) {
+  const at::Tensor w = output_weight();
+  return at::linear(h.to(w.scalar_type()), w,
+                    options_.tie_embeddings() ? c10::optional<at::Tensor>() : out_proj_bias);
+}
+
+at::Tensor TransformerImpl::decode_embedded(const at::Tensor& y, const at::Tensor& memory,
+                                            const at::Tensor& tgt_lengths,
+                                            const at::Tensor& src_lengths) {
+  return output_logits(decode_hidden(y, memory, tgt_lengths, src_lengths));
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& src, const at::Tensor& src_lengths,
+                                    const at::Tensor& tgt_in, const at::Tensor& tgt_lengths) {
+  return decode_embedded(embed_target(tgt_in), encode(src, src_lengths), tgt_lengths, src_lengths);
+}
+
+at::Tensor TransformerImpl::loss_sum(const at::Tensor& src, const at::Tensor& src_lengths,
+                                     const at::Tensor& tgt_in, const at::Tensor& tgt_lengths,
+                                     const at::Tensor& labels, double smoothing) {
+  const at::Tensor h = decode_hidden(embed_target(tgt_in), encode(src, src_lengths), tgt_lengths,
+                                     src_lengths);  // [B, T, C]
+  return ops::linear_cross_entropy(h.reshape({-1, h.size(2)}), output_weight(),
+                                   options_.tie_embeddings() ? at::Tensor() : out_proj_bias,
+                                   labels.reshape({-1}), smoothing, kPadId);
+}
+
+DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at::Tensor& src_lengths,
+                                             int64_t max_len) {
   DecoderCache cache;
   cache.src_lengths = src_lengths;
-  for (const auto& layer : *decoder_layers) {
-    auto& cross = layer->as<DecoderLayer>()->cross_attn;
-    cache.layers.push_back({torch::Tensor(), torch::Tensor(),
-                            cross->split_heads(cross->k_proj(memory)),
-                            cross->split_heads(cross->v_proj(memory))});
+  const int64_t c = options_.d_model();
+  for (size_t i = 0; i < decoder_layers->size(); ++i) {
+    auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
+    cache.layers.push_back({at::empty({memory.size(0), max_len, 2 * c}, memory.options()),
+                            layer->cross_attn->project_memory(memory)});
   }
   return cache;
 }
 
-torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderCache& cache) {
-  torch::Tensor y = add_positions(tgt_embed(tokens).unsqueeze(1), cache.position);  // [B, 1, C]
-  size_t i = 0;
-  for (const auto& layer : *decoder_layers)
-    y = layer->as<DecoderLayer>()->forward_step(y, cache.layers[i++], cache.src_lengths, runtime_);
+at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, DecoderCache& cache) {
+  TORCH_CHECK(cache.position < cache.layers.front().self_kv.size(1), "decode_step: the cache holds ",
+              cache.layers.front().self_kv.size(1), " positions");
+  Stream s = embed(tokens.unsqueeze(1), tgt_embed, 1, cache.position,
+                   decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);  // [B, 1, C]
+  for (size_t i = 0; i < decoder_layers->size(); ++i)
+    s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step(
+        s, cache.layers[i], cache.position, cache.src_lengths,
+        next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
   ++cache.position;
-  return output_logits(decoder_norm(y)).squeeze(1);  // [B, V]
+  return output_logits(s.h).squeeze(1);  // [B, V]
 }
 
-std::vector<torch::Tensor> TransformerImpl::cross_attention_maps(const torch::Tensor& memory,
-                                                                 const torch::Tensor& src_lengths,
-                                                                 const torch::Tensor& tgt_in) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> maps;
-  torch::Tensor y = embed_target(tgt_in);
-  const torch::Tensor tgt_lengths = torch::full({tgt_in.size(0)}, tgt_in.size(1), src_lengths.options());
-  for (const auto& item : *decoder_layers) {
-    auto layer = item->as<DecoderLayer>();
+std::vector<at::Tensor> TransformerImpl::cross_attention_maps(const at::Tensor& memory,
+                                                              const at::Tensor& src_lengths,
+                                                              const at::Tensor& tgt_in) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> maps;
+  const at::Tensor tgt_lengths = at::full({tgt_in.size(0)}, tgt_in.size(1), src_lengths.options());
+  Stream s = add_norm(embed_target(tgt_in), {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
+  for (size_t i = 0; i < decoder_layers->size(); ++i) {
+    auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
+    const at::Tensor kv = layer->cross_attn->project_memory(memory);
     // The probabilities this layer's cross-attention applies, at its input.
-    const torch::Tensor h = layer->norm1(y);
-    const torch::Tensor mid = y + layer->self_attn(h, h, tgt_lengths, true, runtime_);
-    maps.push_back(layer->cross_attn->probs(layer->norm2(mid), memory, src_lengths));
-    y = layer->forward(y, memory, tgt_lengths, src_lengths, runtime_);
+    const at::Tensor a = layer->self_attn(s.h, tgt_lengths, true, runtime_);
+    const Stream mid = add_norm(s.x, a, layer->norm2, {}, runtime_);
+    maps.push_back(layer->cross_attn->probs(mid.h, kv, src_lengths));
+    s = layer->forward(s, kv, tgt_lengths, src_lengths,
+                       next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
   }
   return maps;
-}
-
-torch::Tensor TransformerImpl::encode(const torch::Tensor& src, const torch::Tensor& src_lengths) {
-  torch::Tensor x = add_positions(src_embed(src));  // [B, S, C]
-  for (const auto& layer : *encoder_layers)
-    x = layer->as<EncoderLayer>()->forward(x, src_lengths, runtime_);
-  return encoder_norm(x);
-}
-
-torch::Tensor TransformerImpl::embed_target(const torch::Tensor& tgt_in) {
-  return add_positions(tgt_embed(tgt_in));
-}
-
-torch::Tensor TransformerImpl::decode_embedded(const torch::Tensor& y_in,
-                                               const torch::Tensor& memory,
-                                               const torch::Tensor& tgt_lengths,
-                                               const torch::Tensor& src_lengths) {
-  torch::Tensor y = y_in;
-  for (const auto& layer : *decoder_layers)
-    y = layer->as<DecoderLayer>()->forward(y, memory, tgt_lengths, src_lengths, runtime_);
-  return output_logits(decoder_norm(y));
-}
-
-torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& src_lengths,
-                                       const torch::Tensor& tgt_in,
-                                       const torch::Tensor& tgt_lengths) {
-  const torch::Tensor memory = encode(src, src_lengths);
-  return decode_embedded(embed_target(tgt_in), memory, tgt_lengths, src_lengths);
 }
 
 int64_t parameter_count(const torch::nn::Module& model) {

@@ -1,60 +1,117 @@
-// Encoder-decoder Transformer (pre-LayerNorm residual blocks). The
-// multi-head split/concat and projections are here; the softmax(QKᵀ)V core
-// goes through ops::attention with a run-time backend.
+// Encoder-decoder Transformer (pre-LayerNorm residual blocks) built on the
+// fused ops: every residual add is fused with the LayerNorm that follows it
+// (ops/layer_norm), the feed-forward middle with its bias and dropout
+// (ops/activation), embeddings with their scale, positions and dropout
+// (ops/embedding), the output projection with the loss
+// (ops/cross_entropy), and attention reads its heads straight out of packed
+// projections (ops/attention). Dropout is counter-based: a mask depends on
+// (seed, step, site, global row, position, channel) only.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include <vector>
 
 #include "ops/attention/attention.h"
+#include "ops/random/dropout.h"
 #include "tokenizer/special_ids.h"
 
 namespace nmt {
 
-// What every attention call in a model needs to know besides its tensors.
-struct AttentionRuntime {
+// What a forward pass needs besides its tensors; owned by the Transformer,
+// passed down to its layers.
+struct ModelRuntime {
   ops::AttentionBackend backend = ops::AttentionBackend::kTorch;
   // Only for check-causality's negative test: decoder self-attention without
   // its causal mask, to show that the check detects leakage.
   bool disable_causal_mask = false;
+  // Matrix multiplies in this dtype (kBFloat16: weights cast per use,
+  // master weights, residual stream, LayerNorm and loss stay float32).
+  at::ScalarType matmul_dtype = at::kFloat;
+  // Dropout coordinates of the current step (training mode only).
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t first_row = 0;  // global batch row of this batch's row 0
 };
 
-struct MultiHeadAttentionOptions {
-  MultiHeadAttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
+// The residual stream and its LayerNorm, as every block passes them on:
+// x [B, T, C] in the parameters' dtype, h = LayerNorm(x) in the matmul dtype.
+struct Stream {
+  at::Tensor x, h;
+};
+
+// bf16 matrix multiplies run on row counts rounded up to this (see Dense).
+constexpr int64_t kMatmulRowQuantum = 64;
+// x: [N, ...] -> [N', ...] with N' = N rounded up to a multiple of quantum, zero rows appended.
+at::Tensor pad_rows(const at::Tensor& x, int64_t quantum);
+
+struct DenseOptions {
+  DenseOptions(int64_t in, int64_t out) : in_(in), out_(out) {}
+  TORCH_ARG(int64_t, in);
+  TORCH_ARG(int64_t, out);
+  TORCH_ARG(bool, bias) = true;
+};
+
+// y = x · weight + bias with weight stored [in, out], so both matrix
+// operands are read row-major (oneDNN's bf16 kernels are several times
+// faster that way for some of our shapes than with torch::nn::Linear's [out, in]).
+class DenseImpl : public torch::nn::Cloneable<DenseImpl> {
+ public:
+  explicit DenseImpl(const DenseOptions& options);
+  void reset() override;
+  // x: [..., in] -> [..., out] in x's dtype (weights cast to it).
+  // with_bias = false leaves the bias to the caller's next (fused) op.
+  at::Tensor forward(const at::Tensor& x, bool with_bias = true);
+
+  DenseOptions options;
+  at::Tensor weight;  // [in, out]
+  at::Tensor bias;    // [out]
+};
+TORCH_MODULE(Dense);
+
+struct AttentionOptions {
+  AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, heads);
 };
 
-class MultiHeadAttentionImpl : public torch::nn::Cloneable<MultiHeadAttentionImpl> {
+// Self-attention with one packed projection: qkv = h · [Wq | Wk | Wv].
+class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
-  explicit MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options);
+  explicit SelfAttentionImpl(const AttentionOptions& options);
   void reset() override;
-  // query: [B, Tq, C], memory: [B, Tk, C] (query itself for self-attention)
-  // -> [B, Tq, C]. key_lengths: [B] or undefined.
-  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& memory,
-                        const torch::Tensor& key_lengths, bool causal,
-                        const AttentionRuntime& runtime);
-  // query: [B, Tq, C] attends to already projected k, v: [B, H, Tk, D].
-  torch::Tensor attend(const torch::Tensor& query, const torch::Tensor& k, const torch::Tensor& v,
-                       const torch::Tensor& key_lengths, bool causal,
-                       const AttentionRuntime& runtime);
-  // [B, T, C] -> [B, H, T, D] view (no copy: the kernels take strides).
-  torch::Tensor split_heads(const torch::Tensor& x) const;
-  // Cross-attention probabilities [B, H, Tq, Tk] for display.
-  torch::Tensor probs(const torch::Tensor& query, const torch::Tensor& memory,
-                      const torch::Tensor& key_lengths);
+  // h: [B, T, C] -> [B, T, C]; key_lengths: [B] or undefined
+  at::Tensor forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
+                     const ModelRuntime& rt);
 
-  MultiHeadAttentionOptions options;
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
+  AttentionOptions options;
+  Dense qkv{nullptr}, out{nullptr};
 };
-TORCH_MODULE(MultiHeadAttention);
+TORCH_MODULE(SelfAttention);
+
+// Cross-attention: queries from the decoder, keys/values (one packed
+// projection) from the encoder output.
+class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
+ public:
+  explicit CrossAttentionImpl(const AttentionOptions& options);
+  void reset() override;
+  // h: [B, Tq, C] attends to kv: [B, Tk, 2C] (= project_memory) -> [B, Tq, C]
+  at::Tensor forward(const at::Tensor& h, const at::Tensor& kv, const at::Tensor& key_lengths,
+                     const ModelRuntime& rt);
+  // memory: [B, Tk, C] -> kv: [B, Tk, 2C]
+  at::Tensor project_memory(const at::Tensor& memory) { return kv(memory); }
+  // The probabilities [B, H, Tq, Tk] applied to h's queries, for display.
+  at::Tensor probs(const at::Tensor& h, const at::Tensor& kv_memory, const at::Tensor& key_lengths);
+
+  AttentionOptions options;
+  Dense q{nullptr}, kv{nullptr}, out{nullptr};
+};
+TORCH_MODULE(CrossAttention);
 
 struct TransformerLayerOptions {
   TransformerLayerOptions(int64_t d_model, int64_t heads, int64_t ff_dim)
@@ -63,55 +120,62 @@ struct TransformerLayerOptions {
   TORCH_ARG(int64_t, heads);
   TORCH_ARG(int64_t, ff_dim);
   TORCH_ARG(double, dropout) = 0.1;
+  TORCH_ARG(int64_t, first_site) = 0;  // the layer's dropout sites start here
 };
+
+// The LayerNorm the next block starts with (or the stack's final norm).
+using NextNorm = torch::nn::LayerNorm;
 
 class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl> {
  public:
+  static constexpr int64_t kSites = 3;
   explicit EncoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
-  // x: [B, S, C], src_lengths: [B] -> [B, S, C]
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& src_lengths,
-                        const AttentionRuntime& runtime);
+  // in.h = norm1(in.x); returns {x', next(x')}. src_lengths: [B]
+  Stream forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
+                 const ModelRuntime& rt);
 
   TransformerLayerOptions options;
-  MultiHeadAttention self_attn{nullptr};
-  torch::nn::Linear ff1{nullptr}, ff2{nullptr};
+  SelfAttention self_attn{nullptr};
+  Dense ff1{nullptr}, ff2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
-  torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(EncoderLayer);
 
 // Keys/values an incremental decoder keeps per layer.
 struct LayerCache {
-  torch::Tensor self_k, self_v;    // [B, H, t, D]: one row per token decoded so far
-  torch::Tensor cross_k, cross_v;  // [B, H, S, D]: the encoder output, projected once
+  at::Tensor self_kv;   // [B, max_len, 2C]: rows [0, t) hold the tokens decoded so far
+  at::Tensor cross_kv;  // [B, S, 2C]: the encoder output, projected once
 };
 
 struct DecoderCache {
   std::vector<LayerCache> layers;
-  torch::Tensor src_lengths;  // [B]
-  int64_t position = 0;       // tokens fed so far
+  at::Tensor src_lengths;  // [B]
+  int64_t position = 0;    // tokens fed so far
   // Keeps rows `index` ([B'] int64) in that order (beam search).
-  void reorder(const torch::Tensor& index);
+  void reorder(const at::Tensor& index);
 };
 
 class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
  public:
+  static constexpr int64_t kSites = 4;
   explicit DecoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
-  // y: [B, T, C], memory: [B, S, C], tgt_lengths/src_lengths: [B] -> [B, T, C]
-  torch::Tensor forward(const torch::Tensor& y, const torch::Tensor& memory,
-                        const torch::Tensor& tgt_lengths, const torch::Tensor& src_lengths,
-                        const AttentionRuntime& runtime);
-  // One new position: y: [B, 1, C]; appends its keys/values to cache.
-  torch::Tensor forward_step(const torch::Tensor& y, LayerCache& cache,
-                             const torch::Tensor& src_lengths, const AttentionRuntime& runtime);
+  // in.h = norm1(in.x); memory_kv: [B, S, 2C] from cross_attn->project_memory.
+  Stream forward(const Stream& in, const at::Tensor& memory_kv, const at::Tensor& tgt_lengths,
+                 const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt);
+  // One new position, in: [B, 1, C]; appends its keys/values to the cache at `position`.
+  Stream forward_step(const Stream& in, LayerCache& cache, int64_t position,
+                      const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt);
 
   TransformerLayerOptions options;
-  MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
-  torch::nn::Linear ff1{nullptr}, ff2{nullptr};
+  SelfAttention self_attn{nullptr};
+  CrossAttention cross_attn{nullptr};
+  Dense ff1{nullptr}, ff2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+
+ private:
+  Stream feed_forward(const Stream& in, const NextNorm& next, const ModelRuntime& rt);
 };
 TORCH_MODULE(DecoderLayer);
 
@@ -135,47 +199,65 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   explicit TransformerImpl(const TransformerOptions& options);
   void reset() override;
 
-  // src: [B, S] ids, src_lengths: [B] -> memory [B, S, C]
-  torch::Tensor encode(const torch::Tensor& src, const torch::Tensor& src_lengths);
-  // tgt_in: [B, T] ids -> scaled embeddings + positions [B, T, C]
-  torch::Tensor embed_target(const torch::Tensor& tgt_in);
-  // y: [B, T, C] (from embed_target) -> logits [B, T, V]
-  torch::Tensor decode_embedded(const torch::Tensor& y, const torch::Tensor& memory,
-                                const torch::Tensor& tgt_lengths,
-                                const torch::Tensor& src_lengths);
+  // src: [B, S] ids, src_lengths: [B] -> memory [B, S, C] (after encoder_norm)
+  at::Tensor encode(const at::Tensor& src, const at::Tensor& src_lengths);
+  // tgt_in: [B, T] ids -> scaled embeddings + positions [B, T, C] (the residual stream)
+  at::Tensor embed_target(const at::Tensor& tgt_in);
+  // y: [B, T, C] (from embed_target) -> the decoder's output after decoder_norm [B, T, C]
+  at::Tensor decode_hidden(const at::Tensor& y, const at::Tensor& memory,
+                           const at::Tensor& tgt_lengths, const at::Tensor& src_lengths);
+  // -> logits [B, T, V]
+  at::Tensor decode_embedded(const at::Tensor& y, const at::Tensor& memory,
+                             const at::Tensor& tgt_lengths, const at::Tensor& src_lengths);
+  // Teacher-forced logits: [B, T, V].
+  at::Tensor forward(const at::Tensor& src, const at::Tensor& src_lengths,
+                     const at::Tensor& tgt_in, const at::Tensor& tgt_lengths);
+  // Teacher-forced label-smoothed cross-entropy, summed over the non-pad
+  // labels [B, T], without forming [B, T, V] logits (ops/cross_entropy).
+  at::Tensor loss_sum(const at::Tensor& src, const at::Tensor& src_lengths, const at::Tensor& tgt_in,
+                      const at::Tensor& tgt_lengths, const at::Tensor& labels, double smoothing);
+
   // Incremental decoding: cross-attention keys/values computed once here,
-  // then one token per decode_step. Same results as decode_embedded on the
-  // whole prefix, without recomputing it.
-  DecoderCache start_decoding(const torch::Tensor& memory, const torch::Tensor& src_lengths);
+  // then one token per decode_step (at most max_len). Same results as
+  // decode_embedded on the whole prefix, without recomputing it.
+  DecoderCache start_decoding(const at::Tensor& memory, const at::Tensor& src_lengths,
+                              int64_t max_len);
   // tokens: [B] (the last token of each row) -> logits [B, V] for the next.
-  torch::Tensor decode_step(const torch::Tensor& tokens, DecoderCache& cache);
+  at::Tensor decode_step(const at::Tensor& tokens, DecoderCache& cache);
   // Cross-attention probabilities per decoder layer, [B, H, T, S] each, for
   // the teacher-forced input tgt_in: [B, T].
-  std::vector<torch::Tensor> cross_attention_maps(const torch::Tensor& memory,
-                                                  const torch::Tensor& src_lengths,
-                                                  const torch::Tensor& tgt_in);
-  // Teacher-forced logits: [B, T, V].
-  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_lengths,
-                        const torch::Tensor& tgt_in, const torch::Tensor& tgt_lengths);
+  std::vector<at::Tensor> cross_attention_maps(const at::Tensor& memory,
+                                               const at::Tensor& src_lengths,
+                                               const at::Tensor& tgt_in);
 
   void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
   ops::AttentionBackend attention_backend() const { return runtime_.backend; }
   void set_disable_causal_mask(bool disable) { runtime_.disable_causal_mask = disable; }
+  void set_matmul_dtype(at::ScalarType dtype) { runtime_.matmul_dtype = dtype; }
+  at::ScalarType matmul_dtype() const { return runtime_.matmul_dtype; }
+  // Dropout coordinates for the next forward passes (see ModelRuntime).
+  void set_dropout_step(uint64_t seed, int64_t step, int64_t first_row) {
+    runtime_.seed = seed, runtime_.step = step, runtime_.first_row = first_row;
+  }
   const TransformerOptions& options() const { return options_; }
 
   torch::nn::Embedding src_embed{nullptr}, tgt_embed{nullptr};
   torch::nn::ModuleList encoder_layers{nullptr}, decoder_layers{nullptr};
   torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};
-  torch::nn::Linear out_proj{nullptr};  // unused when embeddings are tied
-  torch::nn::Dropout dropout{nullptr};
+  at::Tensor out_proj_weight, out_proj_bias;  // [V, C], [V]; only without tied embeddings
 
  private:
-  torch::Tensor add_positions(const torch::Tensor& embedded, int64_t offset = 0);  // [B, T, C]
-  torch::Tensor output_logits(const torch::Tensor& y);  // [..., C] -> [..., V]
+  // ids [B, T] -> the stream entering the first block (normalized by first_norm).
+  Stream embed(const at::Tensor& ids, const torch::nn::Embedding& table, int64_t site,
+               int64_t position_offset, const NextNorm& first_norm);
+  Stream decode_stream(const at::Tensor& y, const at::Tensor& memory, const at::Tensor& tgt_lengths,
+                       const at::Tensor& src_lengths);
+  at::Tensor output_weight() const;  // [V, C]
+  at::Tensor output_logits(const at::Tensor& h);  // [..., C] -> [..., V] in float32/64
 
   TransformerOptions options_;
-  AttentionRuntime runtime_;
-  torch::Tensor positions_;  // [max_positions, C] sinusoidal table (buffer)
+  ModelRuntime runtime_;
+  at::Tensor positions_;  // [max_positions, C] sinusoidal table (buffer)
 };
 TORCH_MODULE(Transformer);
 

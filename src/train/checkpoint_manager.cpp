@@ -44,8 +44,7 @@ CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resum
   tgt_model_ = (tok_dir / "tgt.model").string();
 }
 
-TrainingState CheckpointManager::restore(Transformer& model,
-                                         torch::optim::Optimizer& optimizer) const {
+TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) const {
   if (resume_from_.empty()) return {};
   LoadedCheckpoint ck = load_checkpoint(resume_from_, torch::kCPU);
   {
@@ -54,13 +53,12 @@ TrainingState CheckpointManager::restore(Transformer& model,
     for (auto& p : model->named_parameters()) p.value().copy_(saved[p.key()]);
   }
   load_optimizer(resume_from_, optimizer);
-  load_rng_state(resume_from_);
   spdlog::info("train: resuming {} at step {} (epoch {}, batch {})", resume_from_, ck.state.step,
                ck.state.position.epoch + 1, ck.state.position.batch);
   return ck.state;
 }
 
-void CheckpointManager::save(Transformer& model, torch::optim::Optimizer& optimizer,
+void CheckpointManager::save(Transformer& model, const ops::FlatAdam& optimizer,
                              const TrainingState& state, bool best) const {
   const fs::path run(run_dir_);
   save_checkpoint((run / "last").string(), model, &optimizer, state, cfg_, src_model_, tgt_model_);

@@ -3,7 +3,6 @@
 // that saves and resumes the full training state.
 #pragma once
 
-#include <torch/optim/optimizer.h>
 
 #include <string>
 
@@ -25,11 +24,12 @@ class CheckpointManager {
   bool resuming() const { return !resume_from_.empty(); }
   const std::string& resume_from() const { return resume_from_; }
 
-  // When resuming: copies the saved weights into model and loads the
-  // optimizer and random state; returns the saved state (a fresh one otherwise).
-  TrainingState restore(Transformer& model, torch::optim::Optimizer& optimizer) const;
+  // When resuming: copies the saved weights into model (in place: they may
+  // be views of the optimizer's flat buffer) and loads the optimizer state;
+  // returns the saved state (a fresh one otherwise).
+  TrainingState restore(Transformer& model, ops::FlatAdam& optimizer) const;
   // Writes last/ and, when best, best/.
-  void save(Transformer& model, torch::optim::Optimizer& optimizer, const TrainingState& state,
+  void save(Transformer& model, const ops::FlatAdam& optimizer, const TrainingState& state,
             bool best) const;
 
   const std::string& run_dir() const { return run_dir_; }

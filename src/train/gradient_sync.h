@@ -14,6 +14,9 @@ class GradientSync {
   virtual ~GradientSync() = default;
   virtual int64_t rank() const { return 0; }
   virtual int64_t world_size() const { return 1; }
+  // The flat gradient buffer every parameter's gradient is a view of
+  // (ops/adam/flat_adam.h); reductions work on slices of it.
+  virtual void attach(const at::Tensor& flat_grad) {}
   // Before backward: the gradients about to be produced (e.g. arms hooks that
   // start reducing a bucket as soon as its gradients are complete).
   virtual void before_backward() {}

@@ -102,6 +102,7 @@ void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t t
                state.position.epoch + 1, last_loss_, lr, window_tokens_ / window_s);
   write_json({{"step", double(state.step)}, {"epoch", double(state.position.epoch + 1)},
               {"train_loss", last_loss_}, {"lr", lr}, {"tokens_per_s", window_tokens_ / window_s},
+              {"window_tokens", double(window_tokens_)}, {"window_seconds", window_s},
               {"train_seconds", train_seconds()}});
   window_losses_.clear();
   window_tokens_ = window_steps_ = 0;

@@ -3,13 +3,12 @@
 // global batch.
 #pragma once
 
-#include <torch/optim/adam.h>
-
 #include <memory>
 
 #include "config/config.h"
 #include "data/batch_source.h"
 #include "model/transformer.h"
+#include "ops/adam/flat_adam.h"
 #include "train/gradient_sync.h"
 
 namespace nmt {
@@ -21,18 +20,21 @@ double learning_rate(const TrainConfig& t, int64_t step);
 struct StepOutput {
   at::Tensor loss;       // 0-dim: mean token loss of the whole global batch (all ranks)
   at::Tensor grad_norm;  // 0-dim: global gradient norm before clipping
+  bool updated = true;   // false: the gradient was not finite and the update was skipped
 };
 
 class TrainStep {
  public:
+  // The model must be on `device` already: its parameters move into the
+  // optimizer's flat buffer here.
   TrainStep(Transformer model, const TrainConfig& config, c10::Device device,
             std::shared_ptr<GradientSync> sync);
 
-  // Takes update number `step` (1-based) on b. Returns tensors: reading them
-  // is the caller's choice, so a step itself never waits for the device.
+  // Takes update number `step` (1-based) on b. The loss stays a tensor:
+  // reading it is the caller's choice.
   StepOutput run(const StepBatch& b, int64_t step);
 
-  torch::optim::Optimizer& optimizer() { return optimizer_; }
+  ops::FlatAdam& optimizer() { return optimizer_; }
   GradientSync& sync() { return *sync_; }
 
  private:
@@ -40,8 +42,7 @@ class TrainStep {
   TrainConfig config_;
   c10::Device device_;
   std::shared_ptr<GradientSync> sync_;
-  std::vector<at::Tensor> params_;
-  torch::optim::Adam optimizer_;
+  ops::FlatAdam optimizer_;
 };
 
 }  // namespace nmt

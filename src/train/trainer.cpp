@@ -12,6 +12,7 @@
 #include "train/op_profiler.h"
 #include "train/train_step.h"
 #include "train/validators.h"
+#include "util/cpu_features.h"
 #include "util/device.h"
 #include "util/errors.h"
 
@@ -36,25 +37,39 @@ struct Session {
         train_data(load_split(cfg, cfg.data.train_src, cfg.data.train_tgt, src_tok, tgt_tok)),
         valid_data(head(load_split(cfg, cfg.data.valid_src, cfg.data.valid_tgt, src_tok, tgt_tok),
                         cfg.train.valid_max_sentences)),
-        model((torch::manual_seed(cfg.train.seed),
-               build_model(cfg, src_tok.vocab_size(), tgt_tok.vocab_size()))),
+        precision(resolve_precision(cfg.train.precision, device, "train.precision")),
+        model(on_device(seeded_model(cfg, src_tok.vocab_size(), tgt_tok.vocab_size()), device,
+                        precision)),
         step(model, cfg.train, device, std::make_shared<LocalSync>()),
         state(checkpoints.restore(model, step.optimizer())),
         source(train_data, cfg.train.batch_tokens, cfg.train.batch_sentences, cfg.train.seed) {
     source.seek(state.position);
-    model->to(device);
     model->train();
-    spdlog::info("train: device {}, {} threads, attention backend '{}'", device.str(), threads,
-                 cfg.attention.backend);
+    spdlog::info("train: device {}, {} threads, attention backend '{}', matrix multiplies in {} (kernels: {})",
+                 device.str(), threads, cfg.attention.backend, cfg.train.precision,
+                 isa_name(kernel_isa()));
     spdlog::info("data: {} training pairs ({} skipped as longer than {}), {} validation pairs; "
                  "vocab {} / {}; model: {} parameters",
                  train_data.src.size(), train_data.skipped, cfg.data.max_len, valid_data.src.size(),
                  src_tok.vocab_size(), tgt_tok.vocab_size(), parameter_count(*model));
   }
 
+  // Parameters are initialized from the seed and moved to the device before
+  // the optimizer takes them into its flat buffer.
+  static Transformer seeded_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab) {
+    torch::manual_seed(cfg.train.seed);
+    return build_model(cfg, src_vocab, tgt_vocab);
+  }
+  static Transformer on_device(Transformer model, const c10::Device& device, at::ScalarType precision) {
+    model->to(device);
+    model->set_matmul_dtype(precision);
+    return model;
+  }
+
   Config cfg;
   int64_t threads;
   c10::Device device;
+  at::ScalarType precision;
   CheckpointManager checkpoints;
   Tokenizer src_tok, tgt_tok;
   ParallelCorpus train_data, valid_data;
@@ -137,7 +152,8 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const std::vector<OpTime> ops = profiler.stop();
   out << "profile of " << steps << " training steps (attention " << cfg.attention.backend << ", "
-      << s.threads << " threads), after 5 warm-up steps:\n"
+      << s.threads << " threads, matrix multiplies in " << cfg.train.precision
+      << "), after 5 warm-up steps:\n"
       << format_profile(ops, steps, wall_ms, 25);
 }
 

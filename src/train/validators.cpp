@@ -64,8 +64,7 @@ double LossValidator::validate(ValidationContext& ctx) {
     int64_t tokens = 0;
     for (const auto& idx : plan_batches(ctx.data(), ctx.batch_tokens(), ctx.batch_sentences(), rng)) {
       const Batch b = make_batch(ctx.data(), idx).to(ctx.device());
-      const at::Tensor logits = ctx.model()(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
-      sum += token_loss_sum(logits, b.tgt_out, 0.0).item<double>();
+      sum += token_loss_sum(ctx.model(), b, 0.0).item<double>();
       tokens += b.tokens;
     }
     return tokens ? sum / static_cast<double>(tokens) : std::nan("");

@@ -5,7 +5,9 @@
 
 #include <thread>
 
+#include "util/cpu_features.h"
 #include "util/errors.h"
+#include "util/thread_env.h"
 
 namespace nmt {
 
@@ -28,9 +30,20 @@ c10::Device resolve_device(const std::string& name, const std::string& what) {
   throw InputError(what + ": '" + name + "' is not one of: cpu | cuda | auto");
 }
 
+c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
+                                  const std::string& what) {
+  if (precision == "float32") return c10::kFloat;
+  if (precision != "bf16") throw InputError(what + ": '" + precision + "' is not one of: float32 | bf16");
+  if (device.is_cpu() && !cpu_has_fast_bf16())
+    throw InputError(what + ": bf16 needs a CPU with AVX512-BF16 or AMX-BF16 and this one has "
+                            "neither; use float32");
+  return c10::kBFloat16;
+}
+
 int64_t set_threads(int64_t threads) {
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(static_cast<int>(threads));
+  set_blas_threads(static_cast<int>(threads));
   return threads;
 }
 

@@ -1,6 +1,7 @@
 #include "ops/activation/bias_relu_dropout.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ops/activation/cpu/bias_relu_dropout_cpu.h"
@@ -24,6 +25,7 @@ void dispatch_types(at::ScalarType bias, at::ScalarType side, F&& f) {
 struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropoutFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& h_in, const at::Tensor& bias,
                                Dropout dropout) {
+    RECORD_FUNCTION("nmt::bias_relu_dropout", std::vector<c10::IValue>());
     const at::Tensor h = h_in.contiguous();
     at::Tensor out = at::empty_like(h);
     dispatch_types(bias.scalar_type(), h.scalar_type(), [&](auto t, auto u) {

@@ -1,6 +1,7 @@
 #include "ops/adam/flat_adam.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/serialize.h>
 
@@ -46,6 +47,7 @@ FlatAdam::FlatAdam(std::vector<at::Tensor> params, AdamHyper hyper)
 void FlatAdam::zero_grad() { grad_.zero_(); }
 
 at::Tensor FlatAdam::grad_norm() const {
+  RECORD_FUNCTION("nmt::grad_norm", std::vector<c10::IValue>());
   if (grad_.is_cpu()) {
     double sum = 0;
     if (grad_.scalar_type() == at::kFloat)
@@ -58,6 +60,7 @@ at::Tensor FlatAdam::grad_norm() const {
 }
 
 void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
+  RECORD_FUNCTION("nmt::adam_step", std::vector<c10::IValue>());
   ++steps_;
   if (param_.is_cpu()) {
     const double scale = grad_scale.item<double>();

@@ -1,6 +1,7 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
@@ -46,8 +47,16 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
   static variable_list forward(AutogradContext* ctx, const at::Tensor& h_in, const at::Tensor& weight,
                                const at::Tensor& bias, const at::Tensor& labels_in, double smoothing,
                                int64_t ignore_index, bool need_grad) {
-    const at::Tensor h = h_in.contiguous();
-    const at::Tensor labels = labels_in.contiguous();
+    RECORD_FUNCTION("nmt::linear_cross_entropy", std::vector<c10::IValue>());
+    // bf16: rows padded (labelled ignore_index) to whole 64-row blocks, so
+    // that oneDNN sees few distinct matrix shapes (it compiles one per shape).
+    const int64_t rows_in = h_in.size(0);
+    const bool pad = h_in.scalar_type() == at::kBFloat16 && rows_in % 64 != 0;
+    const int64_t pad_rows = pad ? 64 - rows_in % 64 : 0;
+    const at::Tensor h = pad ? at::constant_pad_nd(h_in, {0, 0, 0, pad_rows}) : h_in.contiguous();
+    const at::Tensor labels =
+        pad ? at::constant_pad_nd(labels_in, {0, pad_rows}, static_cast<double>(ignore_index))
+            : labels_in.contiguous();
     const bool has_bias = bias.numel() > 0;
     const at::ScalarType stream = weight.scalar_type(), side = h.scalar_type();
     // The product runs in h's dtype; dW and db are summed in weight's.
@@ -81,7 +90,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         if (has_bias) db.add_(g.to(stream).sum(0));
       }
     }
-    if (need_grad) ctx->save_for_backward({dh, dw, has_bias ? db : at::empty({0}, weight.options())});
+    if (need_grad)
+      ctx->save_for_backward({dh.narrow(0, 0, rows_in), dw, has_bias ? db : at::empty({0}, weight.options())});
     return {row_loss.sum()};
   }
 
@@ -100,8 +110,9 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
 }  // namespace
 
 int64_t cross_entropy_chunk_rows(int64_t classes) {
-  constexpr int64_t kChunkElements = int64_t{1} << 20;  // 4 MB of float logits
-  return std::max<int64_t>(16, kChunkElements / std::max<int64_t>(classes, 1));
+  // About 4 MB of float logits, in whole 64-row blocks (few distinct shapes).
+  constexpr int64_t kChunkElements = int64_t{1} << 20;
+  return std::max<int64_t>(64, kChunkElements / std::max<int64_t>(classes, 1) / 64 * 64);
 }
 
 at::Tensor linear_cross_entropy_reference(const at::Tensor& h, const at::Tensor& weight,

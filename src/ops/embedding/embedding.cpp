@@ -1,6 +1,7 @@
 #include "ops/embedding/embedding.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ops/embedding/cpu/embedding_cpu.h"
@@ -24,6 +25,7 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& ids_in, const at::Tensor& table,
                                const at::Tensor& positions, int64_t offset, double scale,
                                int64_t padding_id, Dropout dropout) {
+    RECORD_FUNCTION("nmt::embed_tokens", std::vector<c10::IValue>());
     const at::Tensor ids = ids_in.contiguous();
     TORCH_CHECK(ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 &&
                                      ids.max().item<int64_t>() < table.size(0)),

@@ -2,6 +2,7 @@
 #include "ops/layer_norm/add_layer_norm.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
@@ -72,6 +73,7 @@ struct AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunct
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& y_in,
                                const at::Tensor& gamma, const at::Tensor& beta, double eps,
                                Dropout dropout, at::ScalarType norm_dtype) {
+    RECORD_FUNCTION("nmt::add_layer_norm", std::vector<c10::IValue>());
     const at::Tensor x = x_in.contiguous();
     const bool has_y = y_in.numel() > 0;
     const at::Tensor y = has_y ? y_in.contiguous() : at::Tensor();

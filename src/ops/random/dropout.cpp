@@ -37,8 +37,8 @@ at::Tensor dropout_multipliers(const Dropout& d, int64_t batch, int64_t length, 
   if (!d.active()) return at::ones({batch, length, channels}, options);
   const auto i64 = options.dtype(at::kLong);
   const philox::DropoutStream s = d.stream();
-  const int64_t groups = (channels + 3) / 4;
-  // Counters for every (row, position, channel group): [B, T, G] each.
+  const int64_t blocks = (channels + 63) / 64, groups = blocks * 16;
+  // Counters for every (row, position, counter index g): [B, T, G] each.
   at::Tensor c0 = at::arange(groups, i64).view({1, 1, groups}).expand({batch, length, groups});
   at::Tensor c1 = (at::arange(length, i64).bitwise_and(0xFFFF) + (static_cast<int64_t>(s.site) << 16))
                       .view({1, length, 1}).expand({batch, length, groups});
@@ -55,8 +55,11 @@ at::Tensor dropout_multipliers(const Dropout& d, int64_t batch, int64_t length, 
     k0 = (k0 + philox::kWeyl0) & kLow32;
     k1 = (k1 + philox::kWeyl1) & kLow32;
   }
-  // Words in channel order: group g holds channels 4g .. 4g+3.
-  const at::Tensor words = at::stack({c0, c1, c2, c3}, -1).reshape({batch, length, groups * 4});
+  // Channel 64 b + 16 k + l is word k of counter 16 b + l (philox.h).
+  const at::Tensor words = at::stack({c0, c1, c2, c3}, -1)  // [B, T, G, 4]
+                               .view({batch, length, blocks, 16, 4})
+                               .permute({0, 1, 2, 4, 3})
+                               .reshape({batch, length, blocks * 64});
   const at::Tensor keep = words.narrow(2, 0, channels).ge(static_cast<int64_t>(philox::keep_threshold(s.p)));
   // The kernels scale by 1/(1 - p) with p rounded to float, so do we.
   return keep.to(options.dtype()) * (1.0 / (1.0 - static_cast<double>(s.p)));

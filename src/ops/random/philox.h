@@ -6,8 +6,9 @@
 // coordinates alone:
 //
 //   key     = the run's seed (64 bits)
-//   counter = {channel / 4, (site << 16) | position, global row, step}
-//   output  = 4 uniform 32-bit words: channels 4k .. 4k+3
+//   counter = {g, (site << 16) | position, global row, step}
+//   output  = 4 uniform 32-bit words, for 4 channels of the row (counter_of
+//             and word_of below say which)
 //
 // The backward pass recomputes the masks instead of storing them, a resumed
 // run draws the masks it would have drawn, and N ranks that each hold some
@@ -56,10 +57,17 @@ static inline uint32_t keep_threshold(float p) {
   return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
 }
 
-// The 4 words for channels 4*group .. 4*group+3 at (row, position).
-static inline void words(const DropoutStream& s, int64_t row, int64_t position, int64_t group,
+// Channel c of a row is word k of counter g with
+//   c = 64 b + 16 k + l,  g = 16 b + l  (0 <= k < 4, 0 <= l < 16):
+// the 4 words of 16 consecutive counters cover 64 consecutive channels, so
+// 16 counters run in vector lanes and each word vector is one store.
+static inline int64_t counter_of(int64_t channel) { return channel / 64 * 16 + channel % 16; }
+static inline int word_of(int64_t channel) { return static_cast<int>(channel / 16 % 4); }
+
+// The 4 words of counter g at (row, position).
+static inline void words(const DropoutStream& s, int64_t row, int64_t position, int64_t g,
                          uint32_t out[4]) {
-  uint32_t c0 = static_cast<uint32_t>(group);
+  uint32_t c0 = static_cast<uint32_t>(g);
   uint32_t c1 = (s.site << 16) | static_cast<uint32_t>(position & 0xFFFF);
   uint32_t c2 = static_cast<uint32_t>(s.first_row + row);
   uint32_t c3 = s.step;
@@ -67,42 +75,54 @@ static inline void words(const DropoutStream& s, int64_t row, int64_t position, 
   out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
+// 16 lanes of 32 bits, and the same bytes as 8 lanes of 64 (lane 2j is the
+// low half of 64-bit lane j): GCC vector extensions, split into as many
+// registers as the instruction set needs.
+typedef uint32_t U32x16 __attribute__((vector_size(64)));
+typedef uint64_t U64x8 __attribute__((vector_size(64)));
+
+// {high, low} 32-bit halves of a * m in every lane.
+static inline void mulhilo(U32x16 a, uint32_t m, U32x16& hi, U32x16& lo) {
+  constexpr uint64_t kLow = 0xFFFFFFFFull;
+  const U64x8 wide = reinterpret_cast<U64x8&>(a);
+  const U64x8 even = (wide & kLow) * static_cast<uint64_t>(m);  // lanes 2j
+  const U64x8 odd = (wide >> 32) * static_cast<uint64_t>(m);    // lanes 2j + 1
+  const U64x8 lo64 = (even & kLow) | (odd << 32);
+  const U64x8 hi64 = (even >> 32) | (odd & ~kLow);
+  lo = reinterpret_cast<const U32x16&>(lo64);
+  hi = reinterpret_cast<const U32x16&>(hi64);
+}
+
 // Multipliers of `n` channels at (row, position): 0 (dropped) or 1/(1-p).
-// 16 counters at a time so that the rounds vectorize.
 template <typename T>
 static inline void mask_row(const DropoutStream& s, int64_t row, int64_t position, int64_t n,
                             T* out) {
   const uint32_t threshold = keep_threshold(s.p);
   const T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(s.p)));
-  constexpr int kLanes = 16;
   const uint32_t c1 = (s.site << 16) | static_cast<uint32_t>(position & 0xFFFF);
   const uint32_t c2 = static_cast<uint32_t>(s.first_row + row);
-  const uint32_t k0 = static_cast<uint32_t>(s.seed), k1 = static_cast<uint32_t>(s.seed >> 32);
-  for (int64_t g0 = 0; g0 * 4 < n; g0 += kLanes) {
-    uint32_t a[kLanes], b[kLanes], c[kLanes], d[kLanes];
-    for (int l = 0; l < kLanes; ++l) {
-      a[l] = static_cast<uint32_t>(g0 + l), b[l] = c1, c[l] = c2, d[l] = s.step;
-    }
-    uint32_t ka = k0, kb = k1;
+  const U32x16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  for (int64_t base = 0; base < n; base += 64) {
+    U32x16 a = lane + static_cast<uint32_t>(base / 64 * 16);
+    U32x16 b = U32x16{} + c1, c = U32x16{} + c2, d = U32x16{} + s.step;
+    uint32_t ka = static_cast<uint32_t>(s.seed), kb = static_cast<uint32_t>(s.seed >> 32);
     for (int r = 0; r < 10; ++r) {
-      for (int l = 0; l < kLanes; ++l) {
-        const uint64_t p0 = static_cast<uint64_t>(kMul0) * a[l];
-        const uint64_t p1 = static_cast<uint64_t>(kMul1) * c[l];
-        const uint32_t na = static_cast<uint32_t>(p1 >> 32) ^ b[l] ^ ka;
-        const uint32_t nc = static_cast<uint32_t>(p0 >> 32) ^ d[l] ^ kb;
-        b[l] = static_cast<uint32_t>(p1);
-        d[l] = static_cast<uint32_t>(p0);
-        a[l] = na, c[l] = nc;
-      }
+      U32x16 hi0, lo0, hi1, lo1;
+      mulhilo(a, kMul0, hi0, lo0);
+      mulhilo(c, kMul1, hi1, lo1);
+      a = hi1 ^ b ^ ka;
+      b = lo1;
+      c = hi0 ^ d ^ kb;
+      d = lo0;
       ka += kWeyl0, kb += kWeyl1;
     }
-    const int64_t base = g0 * 4;
-    const uint32_t* w[4] = {a, b, c, d};
-    for (int l = 0; l < kLanes; ++l)
-      for (int k = 0; k < 4; ++k) {
-        const int64_t i = base + l * 4 + k;
-        if (i < n) out[i] = w[k][l] >= threshold ? scale : T(0);
-      }
+    const U32x16 w[4] = {a, b, c, d};
+    for (int k = 0; k < 4; ++k) {
+      const int64_t c0 = base + 16 * k;
+      if (c0 >= n) break;
+      const int64_t m = n - c0 < 16 ? n - c0 : 16;
+      for (int64_t l = 0; l < m; ++l) out[c0 + l] = w[k][l] >= threshold ? scale : T(0);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 //     the gradients straight into packed buffers, so no head is split or
 //     merged by a copy.
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
@@ -145,6 +146,8 @@ template <Kernel kKernel>
 struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                             at::Tensor key_lengths, bool causal, double scale) {
+    RECORD_FUNCTION(kKernel == Kernel::kNaive ? "nmt::attention_naive" : "nmt::attention_flash",
+                    std::vector<c10::IValue>());
     q = last_dim_contiguous(q), k = last_dim_contiguous(k), v = last_dim_contiguous(v);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
     const at::Tensor o =
@@ -183,6 +186,8 @@ struct PackedAttentionFunction
     : public torch::autograd::Function<PackedAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q_src, at::Tensor kv_src,
                             at::Tensor key_lengths, bool causal, double scale, int64_t heads) {
+    RECORD_FUNCTION(kKernel == Kernel::kNaive ? "nmt::packed_attention_naive" : "nmt::packed_attention_flash",
+                    std::vector<c10::IValue>());
     const bool self = kv_src.numel() == 0;
     const at::ScalarType io = q_src.scalar_type();
     const at::ScalarType compute = io == at::kBFloat16 ? at::kFloat : io;
