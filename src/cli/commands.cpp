@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
+#include "eval/placeholders.h"
 #include "ops/attention/attention.h"
 #include "train/trainer.h"
 #include "util/device.h"
@@ -185,6 +186,8 @@ int run_evaluate(const EvaluateArgs& args) {
   std::printf("sentences %zu (beam %lld, %.1f sentences/s)\n%s\nchrF2 = %.2f\nexact match = %.2f%%\n",
               src.size(), static_cast<long long>(opts.beam), src.size() / std::max(seconds, 1e-9),
               eval::format_bleu(bleu).c_str(), eval::chrf(hyp, ref), 100.0 * eval::exact_match(hyp, ref));
+  const eval::PlaceholderReport ph = eval::placeholder_report(src, hyp, ref);
+  if (ph.lines > 0 || ph.lines_with_reference > 0) std::printf("%s\n", eval::format_placeholders(ph).c_str());
   return kExitOk;
 }
 

@@ -137,6 +137,10 @@ const std::vector<Field>& fields() {
                    NMT_REF(tokenizer.src_character_coverage), 0.9, 1.0),
       double_field("tokenizer.tgt_character_coverage",
                    NMT_REF(tokenizer.tgt_character_coverage), 0.9, 1.0),
+      string_field("tokenizer.normalization", NMT_REF(tokenizer.normalization),
+                   {"identity", "nmt_nfkc", "nfkc"}),
+      bool_field("tokenizer.byte_fallback", NMT_REF(tokenizer.byte_fallback)),
+      bool_field("tokenizer.placeholder_symbols", NMT_REF(tokenizer.placeholder_symbols)),
       string_field("tokenizer.cache_dir", NMT_REF(tokenizer.cache_dir)),
 
       int_field("model.d_model", NMT_REF(model.d_model), 8, 8192),

@@ -27,6 +27,9 @@ struct TokenizerConfig {
   int64_t tgt_vocab_size = 600;    // target vocabulary size (ignored when shared)
   double src_character_coverage = 0.9995;  // high for Chinese: rare characters stay pieces
   double tgt_character_coverage = 1.0;     // English: every character
+  std::string normalization = "identity";  // SentencePiece normalization: identity | nmt_nfkc | nfkc
+  bool byte_fallback = false;      // rare characters become UTF-8 byte pieces instead of <unk>
+  bool placeholder_symbols = false;  // printf conversions, markup tags, "--": always single pieces
   std::string cache_dir = "checkpoints/tokenizers";  // trained models are reused from here
 };
 

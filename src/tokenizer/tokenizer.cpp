@@ -166,16 +166,40 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// Placeholders that software messages carry and a translation must keep
+// verbatim: as single pieces they are easy to copy and never split.
+const std::vector<std::string>& placeholder_pieces() {
+  static const std::vector<std::string> pieces = [] {
+    std::vector<std::string> p;
+    for (const char* conv : {"s", "d", "i", "u", "x", "X", "c", "f", "g", "e", "p", "ld", "lu",
+                             "lld", "llu", "zu", "zd", "li", "lx", "llx", "'d", "'u", "'ld"})
+      p.push_back(std::string("%") + conv);
+    for (int n = 1; n <= 9; ++n)
+      for (const char* conv : {"s", "d", "u", "lu", "ld", "i"})
+        p.push_back("%" + std::to_string(n) + "$" + conv);
+    for (const char* tag : {"<b>", "</b>", "<i>", "</i>", "<u>", "</u>", "<tt>", "</tt>", "<br>",
+                            "<br/>", "<small>", "</small>", "<big>", "</big>", "--", "%%"})
+      p.emplace_back(tag);
+    return p;
+  }();
+  return pieces;
+}
+
 void train_model(const std::string& input, const std::string& prefix, int64_t vocab,
-                 double coverage, const std::string& model_type) {
+                 double coverage, const TokenizerConfig& cfg) {
   std::ostringstream args;
-  // identity normalization: decode(encode(x)) == x, full-width punctuation kept.
   args << "--input=" << input << " --model_prefix=" << prefix << " --vocab_size=" << vocab
-       << " --character_coverage=" << coverage << " --model_type=" << model_type
+       << " --character_coverage=" << coverage << " --model_type=" << cfg.model_type
        << " --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3"
        << " --pad_piece=<pad> --unk_piece=<unk> --bos_piece=<start> --eos_piece=<end>"
-       << " --normalization_rule_name=identity --hard_vocab_limit=false"
-       << " --num_threads=2 --minloglevel=2";
+       << " --normalization_rule_name=" << cfg.normalization
+       << " --byte_fallback=" << (cfg.byte_fallback ? "true" : "false")
+       << " --hard_vocab_limit=false --num_threads=2 --minloglevel=2";
+  if (cfg.placeholder_symbols) {
+    args << " --user_defined_symbols=";
+    const auto& pieces = placeholder_pieces();
+    for (size_t i = 0; i < pieces.size(); ++i) args << (i ? "," : "") << pieces[i];
+  }
   char err[512] = {0};
   if (SpmLibrary::get().train(args.str().c_str(), err, sizeof err) != 0)
     throw InputError(input + ": SentencePiece training failed: " + err);
@@ -190,7 +214,8 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
   std::ostringstream settings;
   settings << cfg.shared << '|' << cfg.model_type << '|' << cfg.src_vocab_size << '|'
            << cfg.tgt_vocab_size << '|' << cfg.src_character_coverage << '|'
-           << cfg.tgt_character_coverage << "|v1";
+           << cfg.tgt_character_coverage << '|' << cfg.normalization << '|' << cfg.byte_fallback
+           << '|' << cfg.placeholder_symbols << "|v2";
   uint64_t h = fnv1a(settings.str());
   h = fnv1a(src_text, h);
   h = fnv1a(tgt_text, h);
@@ -217,14 +242,14 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
     std::ofstream(both, std::ios::binary)
         << src_text << (src_text.empty() || src_text.back() == '\n' ? "" : "\n") << tgt_text;
     train_model(both, (tmp / "src").string(), cfg.src_vocab_size,
-                std::min(cfg.src_character_coverage, cfg.tgt_character_coverage), cfg.model_type);
+                std::min(cfg.src_character_coverage, cfg.tgt_character_coverage), cfg);
     fs::remove(both);
     fs::copy_file(tmp / "src.model", tmp / "tgt.model");
   } else {
     train_model(train_src, (tmp / "src").string(), cfg.src_vocab_size,
-                cfg.src_character_coverage, cfg.model_type);
+                cfg.src_character_coverage, cfg);
     train_model(train_tgt, (tmp / "tgt").string(), cfg.tgt_vocab_size,
-                cfg.tgt_character_coverage, cfg.model_type);
+                cfg.tgt_character_coverage, cfg);
   }
   std::error_code ec;
   fs::rename(tmp, dir, ec);
