@@ -264,6 +264,8 @@ def main():
     ap.add_argument("--eval-src", help="default: data.valid_src")
     ap.add_argument("--eval-ref", help="default: data.valid_tgt")
     ap.add_argument("--hyp-out", help="final greedy hypotheses of --eval-src")
+    ap.add_argument("--hyp-dir", help="also write each evaluation's hypotheses here, as "
+                                      "SECONDS.txt (training seconds), to score them with nmt score")
     ap.add_argument("--metrics", help="JSON lines of log and eval records")
     ap.add_argument("--precision", choices=["float32", "bf16"], default="float32")
     ap.add_argument("--warmup-steps-excluded", type=int, default=3, help="steps left out of tokens/s")
@@ -303,6 +305,10 @@ def main():
         print(f"eval: step {step} train_seconds {train_s:.1f} bleu {bleu:.2f} "
               f"(decoding {time.perf_counter() - t0:.1f} s, not counted)", flush=True)
         record(train_seconds=train_s, step=step, bleu=bleu)
+        if a.hyp_dir:
+            os.makedirs(a.hyp_dir, exist_ok=True)
+            with open(os.path.join(a.hyp_dir, f"{train_s:08.1f}.txt"), "w", encoding="utf-8") as f:
+                f.write("".join(h + "\n" for h in hyps))
         return hyps
 
     step, epoch, train_s, next_eval = 0, 0, 0.0, a.eval_minutes * 60

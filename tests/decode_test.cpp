@@ -12,6 +12,7 @@
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "train/trainer.h"
+#include "util/atomic_file.h"
 
 namespace nmt {
 namespace {
@@ -58,9 +59,9 @@ const Trained& trained() {
     std::iota(idx.begin(), idx.end(), 0);
     testing::train_steps(t.model, make_batch(c, idx), 250, 3e-3);
     t.model->eval();
-    const std::string tmp = cached.string() + ".tmp" + std::to_string(::getpid());
-    torch::save(t.model, tmp);
-    std::filesystem::rename(tmp, cached);
+    AtomicFile file(cached.string());
+    torch::save(t.model, file.temp_path());
+    file.commit();
     return t;
   }();
   return t;

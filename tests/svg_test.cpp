@@ -208,23 +208,5 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-TEST(WriteFileAtomic, WritesReplacesAndNamesTheFileOnFailure) {
-  const auto dir = fresh_dir("atomic");
-  const std::string path = (dir / "fig.svg").string();
-  write_file_atomic(path, "first");
-  write_file_atomic(path, "second, longer");
-  EXPECT_EQ(slurp(path), "second, longer");
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-
-  const std::string bad = (dir / "missing" / "fig.svg").string();
-  try {
-    write_file_atomic(bad, "x");
-    ADD_FAILURE() << "no exception";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
-  }
-  std::filesystem::remove_all(dir);
-}
-
 }  // namespace
 }  // namespace nmt::viz

@@ -229,7 +229,10 @@ TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {
   cfg.tokenizer.cache_dir = std::filesystem::path(testing::toy_tokenizers().src_model).parent_path().parent_path().string();
   cfg.data.train_src = testing::toy("train.zh");
   cfg.data.train_tgt = testing::toy("train.en");
-  const CheckpointManager manager(cfg, "");
+  cfg.data.valid_src = testing::toy("valid.zh");
+  cfg.data.valid_tgt = testing::toy("valid.en");
+  LocalSync local;
+  const CheckpointManager manager(cfg, "", local);
   EXPECT_FALSE(manager.resuming());
   TrainStep step(t.model, step_config(), torch::kCPU, std::make_shared<LocalSync>());
   BatchSource source(t.data, 0, 8, 1);
@@ -246,7 +249,7 @@ TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {
   manager.save(t.model, step.optimizer(), st, /*best=*/true);
   EXPECT_TRUE(std::filesystem::exists(cfg.train.checkpoint_dir + "/best/model.pt"));
 
-  const CheckpointManager resumed(cfg, cfg.train.checkpoint_dir);
+  const CheckpointManager resumed(cfg, cfg.train.checkpoint_dir, local);
   EXPECT_TRUE(resumed.resuming());
   torch::manual_seed(42);
   Transformer fresh = build_model(testing::tiny_config(), t.zh->vocab_size(), t.en->vocab_size());

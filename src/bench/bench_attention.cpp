@@ -42,6 +42,7 @@
 
 #include "ops/attention/attention.h"
 #include "util/device.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 extern char** environ;
@@ -555,29 +556,18 @@ void print_ratios(const std::vector<Row>& rows) {
 }
 
 void write_csv(const std::string& path, const std::string& device, const std::vector<Row>& rows) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw InputError("--csv: cannot write " + tmp);
-    out << "backend,device,pass,batch,heads,q_len,k_len,head_dim,causal,ms_median,gflops,peak_mb\n";
-    char line[512];
-    for (const Row& r : rows) {
-      const Case& c = r.c;
-      std::snprintf(line, sizeof(line), "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%d,%.4f,%.3f,%.2f\n",
-                    c.backend.c_str(), device.c_str(), c.pass.c_str(),
-                    static_cast<long long>(c.batch), static_cast<long long>(c.heads),
-                    static_cast<long long>(c.q_len), static_cast<long long>(c.k_len),
-                    static_cast<long long>(c.head_dim), c.causal ? 1 : 0, r.ms, r.gflops,
-                    r.peak_mb);
-      out << line;
-    }
-    out.flush();
-    if (!out) throw std::runtime_error("bench-attention: writing " + tmp + " failed");
+  std::string out = "backend,device,pass,batch,heads,q_len,k_len,head_dim,causal,ms_median,gflops,peak_mb\n";
+  char line[512];
+  for (const Row& r : rows) {
+    const Case& c = r.c;
+    std::snprintf(line, sizeof(line), "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%d,%.4f,%.3f,%.2f\n",
+                  c.backend.c_str(), device.c_str(), c.pass.c_str(), static_cast<long long>(c.batch),
+                  static_cast<long long>(c.heads), static_cast<long long>(c.q_len),
+                  static_cast<long long>(c.k_len), static_cast<long long>(c.head_dim),
+                  c.causal ? 1 : 0, r.ms, r.gflops, r.peak_mb);
+    out += line;
   }
-  // rename() is atomic: a reader never sees a half-written table.
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("bench-attention: cannot rename " + tmp + " to " + path + ": " +
-                             std::strerror(errno));
+  write_file_atomic(path, out);
 }
 
 int run_parent(const BenchArgs& args_in) {

@@ -3,11 +3,18 @@
 #include <torch/serialize.h>
 #include <yaml-cpp/yaml.h>
 
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "checkpoint/manifest.h"
 #include "model/build.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -16,36 +23,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string state_yaml(const TrainingState& s) {
-  YAML::Emitter out;
-  out.SetDoublePrecision(17);
-  out << YAML::BeginMap << YAML::Key << "step" << YAML::Value << s.step;
-  out << YAML::Key << "epoch" << YAML::Value << s.position.epoch;
-  out << YAML::Key << "batch_in_epoch" << YAML::Value << s.position.batch;
-  out << YAML::Key << "best" << YAML::Value << s.best;
-  out << YAML::Key << "evals_since_best" << YAML::Value << s.evals_since_best;
-  out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
-  for (const auto& [name, value] : s.metrics) out << YAML::Key << name << YAML::Value << value;
-  out << YAML::EndMap << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
-}
-
 TrainingState read_state(const std::string& path) {
-  TrainingState s;
-  try {
-    const YAML::Node n = YAML::LoadFile(path);
-    s.step = n["step"].as<int64_t>();
-    s.position.epoch = n["epoch"].as<int64_t>();
-    s.position.batch = n["batch_in_epoch"].as<int64_t>();
-    s.best = n["best"].as<double>();
-    s.evals_since_best = n["evals_since_best"].as<int64_t>();
-    for (const auto& kv : n["metrics"]) s.metrics[kv.first.as<std::string>()] = kv.second.as<double>();
-    if (s.step < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.evals_since_best < 0)
-      throw YAML::Exception(YAML::Mark::null_mark(), "negative counter");
-  } catch (const YAML::Exception& e) {
-    throw InputError(path + ": unreadable training state: " + e.msg);
-  }
-  return s;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open training state");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_training_state(ss.str(), path);
 }
 
 void require_file(const fs::path& p) {
@@ -54,41 +37,84 @@ void require_file(const fs::path& p) {
 
 }  // namespace
 
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Test hook for the crash tests: NMT_TEST_SAVE_DELAY_MS pauses a save just
+// before the swap, widening the window a SIGKILL can hit.
+void test_save_delay() {
+  static const long ms = [] {
+    const char* v = std::getenv("NMT_TEST_SAVE_DELAY_MS");
+    return v ? std::atol(v) : 0L;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& dir, Transformer& model,
                      const ops::FlatAdam* optimizer, const TrainingState& state,
                      const Config& cfg, const std::string& src_model,
                      const std::string& tgt_model) {
-  const fs::path final_dir(dir);
-  const fs::path tmp = final_dir.string() + ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  torch::save(model, (tmp / "model.pt").string());
-  if (optimizer) optimizer->save((tmp / "optimizer.pt").string());
-  std::ofstream(tmp / "state.yaml") << state_yaml(state);
-  std::ofstream(tmp / "config.yaml") << to_yaml(cfg);
-  fs::copy_file(src_model, tmp / "src.model");
-  fs::copy_file(tgt_model, tmp / "tgt.model");
-  // Swap in: the old folder is only removed once the new one is complete.
-  const fs::path old = final_dir.string() + ".old";
-  fs::remove_all(old);
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
-  fs::remove_all(old);
+  const fs::path staged = dir + ".tmp";
+  std::error_code ec;
+  fs::remove_all(staged, ec);  // an earlier save that did not finish
+  fs::create_directories(staged, ec);
+  if (ec) throw IoError(staged.string() + ": cannot create: " + ec.message());
+  std::vector<std::string> files{"model.pt", "state.yaml", "config.yaml", "src.model", "tgt.model"};
+  {
+    AtomicFile weights((staged / "model.pt").string());
+    torch::save(model, weights.temp_path());
+    weights.commit();
+  }
+  if (optimizer) {
+    AtomicFile moments((staged / "optimizer.pt").string());
+    optimizer->save(moments.temp_path());
+    moments.commit();
+    files.push_back("optimizer.pt");
+  }
+  write_file_atomic((staged / "state.yaml").string(), training_state_yaml(state));
+  write_file_atomic((staged / "config.yaml").string(), to_yaml(cfg));
+  write_file_atomic((staged / "src.model").string(), read_file(src_model));
+  write_file_atomic((staged / "tgt.model").string(), read_file(tgt_model));
+  write_manifest(staged.string(), files);
+  test_save_delay();
+  replace_directory(staged.string(), dir);
+}
+
+std::string recover_checkpoints(const std::string& dir) {
+  std::string done;
+  for (const fs::path d : {fs::path(dir), fs::path(dir) / "best", fs::path(dir) / "last"}) {
+    if (!fs::exists(d) && !fs::exists(d.string() + ".tmp") && !fs::exists(d.string() + ".old")) continue;
+    const std::string line = recover_directory(d.string(), d.string() + ".tmp", checkpoint_complete);
+    if (!line.empty()) done += (done.empty() ? "" : "; ") + line;
+  }
+  if (!done.empty()) spdlog::warn("checkpoint: {}", done);
+  return done;
 }
 
 std::string resolve_checkpoint_dir(const std::string& dir) {
+  recover_checkpoints(dir);
   const fs::path d(dir);
   if (!fs::is_directory(d)) throw InputError(dir + ": no such checkpoint folder");
-  if (fs::exists(d / "model.pt")) return d.string();
+  if (fs::exists(d / kManifestFile) || fs::exists(d / "model.pt")) return d.string();
   for (const char* sub : {"best", "last"})
-    if (fs::exists(d / sub / "model.pt")) return (d / sub).string();
-  throw InputError(dir + ": not a checkpoint (no model.pt, best/ or last/)");
+    if (fs::exists(d / sub / kManifestFile)) return (d / sub).string();
+  throw InputError(dir + ": not a checkpoint (no manifest.txt, best/ or last/)");
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& dir_in, const c10::Device& device) {
   LoadedCheckpoint ck;
   ck.dir = resolve_checkpoint_dir(dir_in);
   const fs::path d(ck.dir);
+  verify_manifest(ck.dir);
   for (const char* f : {"model.pt", "config.yaml", "state.yaml", "src.model", "tgt.model"})
     require_file(d / f);
   ck.cfg = load_config((d / "config.yaml").string());

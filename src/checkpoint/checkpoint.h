@@ -11,24 +11,19 @@
 #include <memory>
 #include <string>
 
+#include "checkpoint/state.h"
 #include "config/config.h"
-#include "data/batch_source.h"
 #include "model/transformer.h"
 #include "ops/adam/flat_adam.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nmt {
 
-struct TrainingState {
-  int64_t step = 0;       // optimizer steps taken
-  DataPosition position;  // the next training batch
-  // The metrics of the latest evaluation, by validator name ("loss", "bleu", ...).
-  std::map<std::string, double> metrics;
-  double best = std::numeric_limits<double>::quiet_NaN();  // best value of train.best_metric
-  int64_t evals_since_best = 0;                             // for early stopping
-};
-
-// Writes DIR atomically (DIR.tmp, then rename): a reader never sees a half-written checkpoint.
+// Writes the checkpoint folder DIR crash-safely: every file is staged in
+// DIR.tmp through util/atomic_file.h, manifest.txt (sizes and SHA-256) last,
+// then the folder is swapped in (util/atomic_file.h replace_directory), so
+// that DIR names a complete checkpoint, old or new, at every instant. IoError
+// (exit 1) naming the file when a write fails; the previous DIR stays.
 void save_checkpoint(const std::string& dir, Transformer& model, const ops::FlatAdam* optimizer,
                      const TrainingState& state, const Config& cfg, const std::string& src_model,
                      const std::string& tgt_model);
@@ -42,9 +37,12 @@ struct LoadedCheckpoint {
 };
 
 // DIR may be a checkpoint itself or a run folder holding best/ or last/.
+// Repairs what an interrupted save left behind first (with a log line).
 std::string resolve_checkpoint_dir(const std::string& dir);
-// Loads model (on device, eval mode), config and tokenizers; InputError
-// naming the file on anything missing or corrupt.
+// recover_directory() for DIR, DIR/best and DIR/last; returns what it did.
+std::string recover_checkpoints(const std::string& dir);
+// Verifies the manifest, then loads model (on device, eval mode), config and
+// tokenizers; InputError naming the file on anything missing or corrupt.
 LoadedCheckpoint load_checkpoint(const std::string& dir, const c10::Device& device);
 void load_optimizer(const std::string& dir, ops::FlatAdam& optimizer);
 

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,7 +17,10 @@
 #include "eval/placeholders.h"
 #include "ops/attention/attention.h"
 #include "train/trainer.h"
+#include "util/atomic_file.h"
 #include "util/device.h"
+#include "util/interrupt.h"
+#include "util/utf8.h"
 #include "util/errors.h"
 #include "viz/svg.h"
 
@@ -114,7 +119,7 @@ void write_attention_maps(Session& s, const TranslateArgs& args,
                               (args.map_head < 0 ? std::string("mean of heads")
                                                  : "head " + std::to_string(args.map_head + 1)) + ")";
     const std::string path = map_path(args.attention_map, i, lines.size());
-    viz::write_file_atomic(path, viz::heatmap_svg(weights, s.ck.tgt_tok->pieces(produced),
+    write_file_atomic(path, viz::heatmap_svg(weights, s.ck.tgt_tok->pieces(produced),
                                                   s.ck.src_tok->pieces(src), title));
     spdlog::info("attention map: {}", path);
   }
@@ -135,37 +140,113 @@ int run_train(const TrainArgs& args) {
     profile_training(cfg, args.profile, std::cout);
     return kExitOk;
   }
-  train(cfg, args.resume);
+  install_interrupt_handlers();
+  const TrainResult result = train(cfg, args.resume);
+  return result.interrupted ? 128 + result.interrupted : kExitOk;
+}
+
+namespace {
+
+// Reads lines incrementally (translate streams its input): UTF-8 checked,
+// "\r\n" and a leading byte order mark accepted.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : source_(path.empty() || path == "-" ? "<stdin>" : path) {
+    if (source_ != "<stdin>") {
+      file_.open(path, std::ios::binary);
+      if (!file_) throw InputError(path + ": cannot open file: " + std::strerror(errno));
+    }
+  }
+  // Up to n more lines (fewer at the end). `done` lines were handed out before.
+  std::vector<std::string> next(size_t n, int64_t translated_before, const std::string& output) {
+    std::istream& in = file_.is_open() ? static_cast<std::istream&>(file_) : std::cin;
+    std::vector<std::string> lines;
+    std::string line;
+    while (lines.size() < n && std::getline(in, line)) {
+      if (number_ == 0 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      ++number_;
+      const size_t bad = utf8::first_invalid(line);
+      if (bad != std::string::npos)
+        throw InputError(source_ + ":" + std::to_string(number_) + ": not valid UTF-8 (byte " +
+                         std::to_string(bad + 1) + "); " + std::to_string(translated_before) +
+                         " lines were translated before it" +
+                         (output.empty() ? " (and written to stdout)" : " (" + output + " not written)"));
+      lines.push_back(std::move(line));
+    }
+    if (in.bad()) throw InputError(source_ + ": cannot read: " + std::strerror(errno));
+    return lines;
+  }
+
+ private:
+  std::string source_;
+  std::ifstream file_;
+  int64_t number_ = 0;
+};
+
+}  // namespace
+
+int run_translate(const TranslateArgs& args) {
+  install_interrupt_handlers();
+  Session s = open_checkpoint(args.checkpoint, args.runtime);
+  const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
+  LineReader reader(args.input);
+  // In chunks, so that a large input neither waits for its last line nor
+  // sits in memory whole; --output is written once, complete, at the end.
+  const size_t chunk = static_cast<size_t>(std::max<int64_t>(opts.batch_size, 1)) * 16;
+  std::string output;
+  std::vector<std::string> all;  // kept for --attention-map only
+  int64_t count = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const std::vector<std::string> lines = reader.next(chunk, count, args.output);
+    if (lines.empty()) break;
+    const auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, lines, opts, s.device);
+    for (const auto& l : out) {
+      if (args.output.empty()) std::cout << l << '\n';
+      else output += l + '\n';
+    }
+    std::cout.flush();
+    count += static_cast<int64_t>(lines.size());
+    if (!args.attention_map.empty()) all.insert(all.end(), lines.begin(), lines.end());
+  }
+  if (!args.output.empty()) write_file_atomic(args.output, output);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {})", count, seconds,
+               count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off");
+  if (!args.attention_map.empty()) write_attention_maps(s, args, all, opts);
   return kExitOk;
 }
 
-int run_translate(const TranslateArgs& args) {
-  Session s = open_checkpoint(args.checkpoint, args.runtime);
-  std::vector<std::string> lines;
-  if (args.input.empty() || args.input == "-") {
-    std::string line;
-    while (std::getline(std::cin, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      lines.push_back(line);
-    }
-  } else {
-    lines = read_lines(args.input);
-  }
-  const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
-  const auto start = std::chrono::steady_clock::now();
-  const auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, lines, opts, s.device);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto& l : out) std::cout << l << '\n';
-  std::cout.flush();
-  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {})",
-               lines.size(), seconds, lines.size() / std::max(seconds, 1e-9), opts.beam,
-               opts.use_cache ? "on" : "off");
-  if (!args.attention_map.empty()) write_attention_maps(s, args, lines, opts);
+namespace {
+
+void print_scores(const std::vector<std::string>& hyp, const std::vector<std::string>& ref,
+                  const std::vector<std::string>& src) {
+  std::printf("%s\nchrF2 = %.2f\nexact match = %.2f%%\n", eval::format_bleu(eval::corpus_bleu(hyp, ref)).c_str(),
+              eval::chrf(hyp, ref), 100.0 * eval::exact_match(hyp, ref));
+  if (src.empty()) return;
+  const eval::PlaceholderReport ph = eval::placeholder_report(src, hyp, ref);
+  if (ph.lines > 0 || ph.lines_with_reference > 0) std::printf("%s\n", eval::format_placeholders(ph).c_str());
+}
+
+}  // namespace
+
+int run_score(const ScoreArgs& args) {
+  const auto hyp = read_lines(args.hyp), ref = read_lines(args.ref);
+  const auto src = args.src.empty() ? std::vector<std::string>{} : read_lines(args.src);
+  if (hyp.size() != ref.size())
+    throw InputError(args.hyp + ": has " + std::to_string(hyp.size()) + " lines but " + args.ref + " has " +
+                     std::to_string(ref.size()));
+  if (!src.empty() && src.size() != ref.size())
+    throw InputError(args.src + ": has " + std::to_string(src.size()) + " lines but " + args.ref + " has " +
+                     std::to_string(ref.size()));
+  std::printf("sentences %zu\n", ref.size());
+  print_scores(hyp, ref, src);
   return kExitOk;
 }
 
 int run_evaluate(const EvaluateArgs& args) {
+  install_interrupt_handlers();
   Session s = open_checkpoint(args.checkpoint, args.runtime);
   const auto src = read_lines(args.src);
   const auto ref = read_lines(args.ref);
@@ -180,14 +261,11 @@ int run_evaluate(const EvaluateArgs& args) {
   if (!args.output.empty()) {
     std::string text;
     for (const auto& h : hyp) text += h + "\n";
-    viz::write_file_atomic(args.output, text);
+    write_file_atomic(args.output, text);
   }
-  const eval::BleuResult bleu = eval::corpus_bleu(hyp, ref);
-  std::printf("sentences %zu (beam %lld, %.1f sentences/s)\n%s\nchrF2 = %.2f\nexact match = %.2f%%\n",
-              src.size(), static_cast<long long>(opts.beam), src.size() / std::max(seconds, 1e-9),
-              eval::format_bleu(bleu).c_str(), eval::chrf(hyp, ref), 100.0 * eval::exact_match(hyp, ref));
-  const eval::PlaceholderReport ph = eval::placeholder_report(src, hyp, ref);
-  if (ph.lines > 0 || ph.lines_with_reference > 0) std::printf("%s\n", eval::format_placeholders(ph).c_str());
+  std::printf("sentences %zu (beam %lld, %.1f sentences/s)\n", src.size(),
+              static_cast<long long>(opts.beam), src.size() / std::max(seconds, 1e-9));
+  print_scores(hyp, ref, src);
   return kExitOk;
 }
 

@@ -20,6 +20,7 @@ struct TrainArgs {
   std::string resume;  // continue this run folder/checkpoint exactly
   std::vector<std::string> sets;  // --set key.path=value
   int64_t profile = 0;            // > 0: profile this many steps instead of training
+  int64_t nproc = 1;              // > 1: launch this many local ranks (data parallel)
   RuntimeFlags runtime;
 };
 int run_train(const TrainArgs& args);
@@ -35,6 +36,7 @@ struct DecodeFlags {
 struct TranslateArgs {
   std::string checkpoint;
   std::string input;          // empty = stdin
+  std::string output;         // empty = stdout; else written whole (atomically) at the end
   std::string attention_map;  // write cross-attention heatmaps (SVG) here
   int64_t map_layer = -1;     // decoder layer for the map (-1 = last)
   int64_t map_head = -1;      // head for the map (-1 = mean over heads)
@@ -50,5 +52,12 @@ struct EvaluateArgs {
   RuntimeFlags runtime;
 };
 int run_evaluate(const EvaluateArgs& args);
+
+// `nmt score`: BLEU, chrF2, exact match (and placeholders, given the
+// sources) of a file of translations against references.
+struct ScoreArgs {
+  std::string hyp, ref, src;
+};
+int run_score(const ScoreArgs& args);
 
 }  // namespace nmt::cli

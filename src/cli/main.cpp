@@ -9,30 +9,62 @@
 #include "bench/bench_attention.h"
 #include "cli/check_causality.h"
 #include "cli/commands.h"
+#include "cli/launcher.h"
 #include "ops/attention/backend.h"
 #include "util/errors.h"
+#include "util/interrupt.h"
 #include "util/thread_env.h"
 
 namespace {
+
+// "--threads: -1 is not in 0..256": the range a person would write.
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const long long v = std::stoll(value, &used);
+          if (used == value.size() && v >= lo && v <= hi) return "";
+        } catch (const std::exception&) {
+        }
+        return value + " is not in " + std::to_string(lo) + ".." + std::to_string(hi);
+      },
+      std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+CLI::Validator real_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const double v = std::stod(value, &used);
+          if (used == value.size() && v >= lo && v <= hi) return "";
+        } catch (const std::exception&) {
+        }
+        char range[64];
+        std::snprintf(range, sizeof range, "%g..%g", lo, hi);
+        return value + " is not in " + range;
+      },
+      "");
+}
 
 void add_runtime_flags(CLI::App* sub, nmt::cli::RuntimeFlags& f) {
   sub->add_option("--attention", f.attention, "attention backend: " + nmt::ops::backend_choices())
       ->check(CLI::IsMember(nmt::ops::backend_names()));
   sub->add_option("--device", f.device, "device: cpu | cuda | auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")->check(int_range(0, 256));
 }
 
 void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
-  sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(CLI::PositiveNumber);
+  sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(int_range(1, 4096));
   sub->add_option("--batch-size", f.batch_size, "sentences decoded together")
-      ->check(CLI::PositiveNumber);
+      ->check(int_range(1, 100000));
   sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search)")
-      ->check(CLI::Range(0, 64));
+      ->check(int_range(0, 64));
   sub->add_option("--length-penalty", f.length_penalty,
                   "GNMT length penalty alpha for beam search (0 = none)")
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(real_range(0.0, 10.0));
   sub->add_flag("--no-cache", f.no_cache,
                 "recompute the whole prefix each step instead of caching keys/values");
 }
@@ -55,10 +87,14 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--resume", train.resume,
                         "continue a run exactly (run folder or checkpoint; its config unless --config)");
   train_cmd->add_option("--set", train.sets, "override a config key: key.path=value (repeatable)");
+  train_cmd->add_option("--nproc", train.nproc,
+                        "data-parallel: run N local ranks (one process each, threads = cores/N "
+                        "unless --threads); see the README for multi-machine runs")
+      ->check(int_range(1, 256));
   train_cmd->add_option("--profile", train.profile,
                         "profile N training steps (after 5 warm-up steps), print the top ops, "
                         "save nothing")
-      ->check(CLI::Range(1, 100000));
+      ->check(int_range(1, 100000));
   add_runtime_flags(train_cmd, train.runtime);
 
   nmt::cli::TranslateArgs translate;
@@ -67,6 +103,8 @@ int main(int argc, char** argv) {
                      "checkpoint folder (a run folder means its best/ or last/)")
       ->required();
   tr_cmd->add_option("--input", translate.input, "file with one sentence per line (default: stdin)");
+  tr_cmd->add_option("--output", translate.output,
+                     "write the translations here (complete or not at all) instead of stdout");
   tr_cmd->add_option("--attention-map", translate.attention_map,
                      "write the cross-attention heatmap (SVG) here; FILE-N.svg for several lines");
   tr_cmd->add_option("--attention-layer", translate.map_layer,
@@ -85,12 +123,18 @@ int main(int argc, char** argv) {
   add_decode_flags(ev_cmd, eval.decode);
   add_runtime_flags(ev_cmd, eval.runtime);
 
+  nmt::cli::ScoreArgs score;
+  auto* sc_cmd = app.add_subcommand("score", "score a file of translations against references");
+  sc_cmd->add_option("--hyp", score.hyp, "translations, one per line")->required();
+  sc_cmd->add_option("--ref", score.ref, "references, line-aligned")->required();
+  sc_cmd->add_option("--src", score.src, "sources, line-aligned (adds the placeholder report)");
+
   nmt::cli::CausalityArgs causality;
   auto* cc_cmd = app.add_subcommand(
       "check-causality", "show that decoder outputs ignore future target tokens (exit 0 if so)");
   cc_cmd->add_option("--checkpoint", causality.checkpoint, "checkpoint folder")->required();
   cc_cmd->add_option("--sentences", causality.sentences, "validation sentences to test")
-      ->check(CLI::PositiveNumber);
+      ->check(int_range(1, 100000));
   cc_cmd->add_flag("--disable-causal-mask", causality.disable_causal_mask,
                    "drop the decoder's causal mask, to see the check fail");
   add_runtime_flags(cc_cmd, causality.runtime);
@@ -105,12 +149,12 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--quick", bench.quick,
                       "reduced set for CI: T = 128, 512 and cross, at most 3 repeats");
   bench_cmd->add_option("--threads", bench.threads, "intra-op threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_range(0, 256));
   bench_cmd->add_option("--backends", bench.backends,
                         "comma-separated subset of " + nmt::ops::backend_choices())
       ->delimiter(',');
   bench_cmd->add_option("--repeats", bench.repeats, "timed runs per case (median reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(int_range(1, 1000));
   bench_cmd->add_option("--case", bench.single_case, "internal: run one case in this process")
       ->group("");  // hidden: used by the per-case child processes
 
@@ -126,14 +170,25 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (train_cmd->parsed()) return nmt::cli::run_train(train);
+    if (train_cmd->parsed()) {
+      if (train.nproc > 1 && !std::getenv("WORLD_SIZE"))
+        return nmt::cli::launch_local_ranks(static_cast<int>(train.nproc), argc, argv);
+      return nmt::cli::run_train(train);
+    }
     if (tr_cmd->parsed()) return nmt::cli::run_translate(translate);
     if (ev_cmd->parsed()) return nmt::cli::run_evaluate(eval);
+    if (sc_cmd->parsed()) return nmt::cli::run_score(score);
     if (cc_cmd->parsed()) return nmt::cli::run_check_causality(causality);
     if (bench_cmd->parsed()) return nmt::bench::run_bench_attention(bench);
   } catch (const nmt::InputError& e) {
     std::cerr << "nmt: error: " << e.what() << "\n";
     return nmt::kExitInput;
+  } catch (const nmt::Interrupted& e) {
+    std::cerr << "nmt: " << e.what() << "\n";
+    return 128 + e.signal();
+  } catch (const nmt::IoError& e) {
+    std::cerr << "nmt: error: " << e.what() << "\n";
+    return nmt::kExitRuntime;
   } catch (const c10::Error& e) {
     std::cerr << "nmt: runtime error: " << e.what_without_backtrace() << "\n";
     return nmt::kExitRuntime;

@@ -53,7 +53,7 @@ struct TrainConfig {
   std::string checkpoint_dir = "checkpoints/toy";  // where last/, best/ and metrics.jsonl go
   uint64_t seed = 1;              // seeds parameters, dropout and data order
   int64_t threads = 0;            // intra-op threads; 0 = all cores
-  std::string precision = "float32";  // matrix multiplies in float32 | bf16 (float32 master weights)
+  std::string precision = "float32";  // matrix multiplies in float32 | bf16 | auto (bf16 where the CPU has AVX512-BF16/AMX); float32 master weights
   int64_t batch_tokens = 2000;    // batch size in target+source tokens (0 = use batch_sentences)
   int64_t batch_sentences = 0;    // batch size in sentence pairs (used when batch_tokens = 0)
   int64_t max_steps = 4000;       // stop after this many optimizer steps (0 = no limit)
@@ -67,6 +67,7 @@ struct TrainConfig {
   double weight_decay = 0.0;      // Adam (L2) weight decay
   double label_smoothing = 0.1;   // cross-entropy label smoothing
   double clip_norm = 1.0;         // global gradient-norm clip (0 = off)
+  int64_t skip_nonfinite_steps = 0;  // skip up to this many updates with a non-finite gradient, then stop
   int64_t log_every = 50;         // log a line every N steps
   int64_t eval_every = 500;       // validate (and maybe save best) every N steps
   int64_t valid_max_sentences = 0;  // validate on at most this many pairs (0 = all)

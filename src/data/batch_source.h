@@ -8,15 +8,9 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/position.h"
 
 namespace nmt {
-
-// Where the data stream stands: `batch` batches of `epoch` are consumed.
-struct DataPosition {
-  int64_t epoch = 0;  // 0-based
-  int64_t batch = 0;
-  bool operator==(const DataPosition& o) const { return epoch == o.epoch && batch == o.batch; }
-};
 
 // One optimizer step's data for one rank.
 struct StepBatch {

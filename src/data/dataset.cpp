@@ -10,41 +10,6 @@
 
 namespace nmt {
 
-namespace {
-
-bool valid_utf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t extra = 0;  // continuation bytes this lead byte announces
-    if (c < 0x80) extra = 0;
-    else if ((c >> 5) == 0x6) extra = 1;
-    else if ((c >> 4) == 0xE) extra = 2;
-    else if ((c >> 3) == 0x1E) extra = 3;
-    else return false;
-    if (i + extra >= s.size()) return false;
-    for (size_t k = 1; k <= extra; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
-    i += extra + 1;
-  }
-  return true;
-}
-
-}  // namespace
-
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file");
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!valid_utf8(line))
-      throw InputError(path + ":" + std::to_string(lines.size() + 1) + ": not valid UTF-8");
-    lines.push_back(std::move(line));
-  }
-  return lines;
-}
-
 ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt_path,
                              const Tokenizer& src_tok, const Tokenizer& tgt_tok,
                              int64_t max_len) {
@@ -53,14 +18,18 @@ ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt
   if (src.size() != tgt.size())
     throw InputError(tgt_path + ": has " + std::to_string(tgt.size()) + " lines but " + src_path +
                      " has " + std::to_string(src.size()));
-  if (src.empty()) throw InputError(src_path + ": no sentences");
+  if (src.empty()) throw InputError(src_path + ": no sentences (empty file)");
   ParallelCorpus corpus;
   for (size_t i = 0; i < src.size(); ++i) {
     std::vector<int64_t> s = src_tok.encode(src[i]);
     std::vector<int64_t> t = tgt_tok.encode(tgt[i]);
+    if (s.empty() || t.empty()) {
+      ++corpus.skipped_empty;
+      continue;
+    }
     // +1: the decoder sees <start> y1..yn and predicts y1..yn <end>.
-    if (max_len > 0 && (static_cast<int64_t>(s.size()) > max_len ||
-                        static_cast<int64_t>(t.size()) + 1 > max_len || s.empty())) {
+    if (max_len > 0 &&
+        (static_cast<int64_t>(s.size()) > max_len || static_cast<int64_t>(t.size()) + 1 > max_len)) {
       ++corpus.skipped;
       continue;
     }
@@ -70,7 +39,9 @@ ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt
     corpus.tgt_text.push_back(std::move(tgt[i]));
   }
   if (corpus.src.empty())
-    throw InputError(src_path + ": no pair fits data.max_len " + std::to_string(max_len));
+    throw InputError(src_path + ": no usable pair (" + std::to_string(corpus.skipped_empty) +
+                     " with an empty side, " + std::to_string(corpus.skipped) +
+                     " longer than data.max_len " + std::to_string(max_len) + ")");
   return corpus;
 }
 

@@ -8,19 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "data/text_io.h"
+
 namespace nmt {
 
 class Tokenizer;
-
-// Reads a text file as lines (UTF-8, '\n' or "\r\n"); InputError names the
-// file when it cannot be read or is not valid UTF-8 (with the line number).
-std::vector<std::string> read_lines(const std::string& path);
 
 struct ParallelCorpus {
   std::vector<std::vector<int64_t>> src;  // token ids, no specials
   std::vector<std::vector<int64_t>> tgt;  // token ids, no specials
   std::vector<std::string> src_text, tgt_text;
-  int64_t skipped = 0;  // pairs dropped for exceeding max_len
+  int64_t skipped = 0;        // pairs dropped for exceeding max_len
+  int64_t skipped_empty = 0;  // pairs dropped for an empty side
 };
 
 // Loads line-aligned files; InputError when their line counts differ.

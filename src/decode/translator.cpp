@@ -7,6 +7,7 @@
 
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
+#include "util/interrupt.h"
 
 namespace nmt {
 
@@ -206,6 +207,7 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
                    [&](size_t a, size_t b) { return encoded[a].size() < encoded[b].size(); });
   const size_t batch = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
   for (size_t start = 0; start < order.size(); start += batch) {
+    throw_if_interrupted();  // a safe point: nothing half-done to undo
     const size_t end = std::min(order.size(), start + batch);
     std::vector<std::vector<int64_t>> sources;
     for (size_t k = start; k < end; ++k) sources.push_back(encoded[order[k]]);

@@ -4,6 +4,8 @@
 // "my_log" constant) it is so that scores agree with sacreBLEU to the last digit.
 #include "eval/bleu.h"
 
+#include "util/utf8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -179,21 +181,14 @@ std::u32string chrf_chars(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    bool ok = len > 0 && i + len <= s.size();
-    for (int k = 1; ok && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (!ok) {
-      cp = 0xDC00 + c;
+    char32_t cp;
+    int len = utf8::next(s, i, &cp);
+    if (len == 0) {
+      cp = 0xDC00 + static_cast<unsigned char>(s[i]);
       len = 1;
     }
     if (!is_space_cp(cp)) out += cp;
-    i += len;
+    i += static_cast<size_t>(len);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "nmt_build_paths.h"
 #include "tokenizer/special_ids.h"
 #include "tokenizer/spm_shim.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -251,12 +252,9 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
     train_model(train_tgt, (tmp / "tgt").string(), cfg.tgt_vocab_size,
                 cfg.tgt_character_coverage, cfg);
   }
-  std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  // Another process may have finished the same entry first: theirs is as good.
-  if (ec) fs::remove_all(tmp);
-  if (!fs::exists(paths.src_model) || !fs::exists(paths.tgt_model))
-    throw std::runtime_error("tokenizer: could not store models in " + dir.string() + ": " + ec.message());
+  // Another process may have finished the same entry meanwhile: ours is as
+  // good, and the exchange leaves a complete entry in place at every instant.
+  replace_directory(tmp.string(), dir.string());
   paths.trained = true;
   return paths;
 }

@@ -2,8 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nmt {
@@ -19,15 +24,42 @@ Config resume_config(const std::string& dir) {
   return load_config((fs::path(resume_checkpoint(dir)) / "config.yaml").string());
 }
 
-CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resume)
-    : cfg_(cfg), run_dir_(cfg.train.checkpoint_dir) {
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resume,
+                                     GradientSync& sync)
+    : cfg_(cfg), sync_(sync), run_dir_(cfg.train.checkpoint_dir) {
+  if (!resume.empty()) resume_from_ = sync.rank() == 0 ? resume_checkpoint(resume) : resume;
+  if (sync.rank() != 0) {
+    // Rank 0's tokenizer models, whether or not this host shares its disk.
+    private_dir_ = (fs::temp_directory_path() /
+                    ("nmt-rank" + std::to_string(sync.rank()) + "-" + std::to_string(::getpid())))
+                       .string();
+    fs::create_directories(private_dir_);
+    for (const auto& [name, path] : {std::pair{"src.model", &src_model_}, std::pair{"tgt.model", &tgt_model_}}) {
+      *path = (fs::path(private_dir_) / name).string();
+      std::ofstream(*path, std::ios::binary) << sync.set_and_wait(std::string("tokenizer/") + name, "");
+    }
+    return;
+  }
   // A resumed run uses the tokenizers stored with its checkpoint.
   TokenizerPaths from;
   if (!resume.empty()) {
-    resume_from_ = resume_checkpoint(resume);
     from = {(fs::path(resume_from_) / "src.model").string(),
             (fs::path(resume_from_) / "tgt.model").string()};
   } else {
+    // The corpus is checked before minutes go into training tokenizers on it.
+    check_parallel_text(cfg.data.train_src, cfg.data.train_tgt);
+    check_parallel_text(cfg.data.valid_src, cfg.data.valid_tgt);
     from = prepare_tokenizers(cfg.tokenizer, cfg.data.train_src, cfg.data.train_tgt);
   }
   // Checkpoints copy the tokenizer models from here: a stable place of the
@@ -42,10 +74,21 @@ CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resum
   }
   src_model_ = (tok_dir / "src.model").string();
   tgt_model_ = (tok_dir / "tgt.model").string();
+  if (sync.world_size() > 1) {
+    sync.set_and_wait("tokenizer/src.model", read_bytes(src_model_));
+    sync.set_and_wait("tokenizer/tgt.model", read_bytes(tgt_model_));
+  }
+}
+
+CheckpointManager::~CheckpointManager() {
+  std::error_code ec;
+  if (!private_dir_.empty()) fs::remove_all(private_dir_, ec);
 }
 
 TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) const {
   if (resume_from_.empty()) return {};
+  if (sync_.rank() != 0)
+    return parse_training_state(sync_.set_and_wait("state", ""), "rank 0's training state");
   LoadedCheckpoint ck = load_checkpoint(resume_from_, torch::kCPU);
   {
     torch::NoGradGuard no_grad;
@@ -55,11 +98,13 @@ TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& opti
   load_optimizer(resume_from_, optimizer);
   spdlog::info("train: resuming {} at step {} (epoch {}, batch {})", resume_from_, ck.state.step,
                ck.state.position.epoch + 1, ck.state.position.batch);
+  if (sync_.world_size() > 1) sync_.set_and_wait("state", training_state_yaml(ck.state));
   return ck.state;
 }
 
 void CheckpointManager::save(Transformer& model, const ops::FlatAdam& optimizer,
                              const TrainingState& state, bool best) const {
+  if (sync_.rank() != 0) return;
   const fs::path run(run_dir_);
   save_checkpoint((run / "last").string(), model, &optimizer, state, cfg_, src_model_, tgt_model_);
   if (best)

@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
 #include "model/transformer.h"
+#include "train/gradient_sync.h"
 
 namespace nmt {
 
@@ -16,7 +17,11 @@ class CheckpointManager {
  public:
   // resume: a run folder (its last/) or a checkpoint to continue from; empty
   // for a new run, whose tokenizers are trained (or reused from the cache).
-  CheckpointManager(const Config& cfg, const std::string& resume);
+  // With several ranks only rank 0 touches the run folder and the
+  // checkpoints: it publishes the tokenizer models to the others (through
+  // `sync`), which keep them in a private temporary folder, and it alone saves.
+  CheckpointManager(const Config& cfg, const std::string& resume, GradientSync& sync);
+  ~CheckpointManager();
 
   // The run's own copies of the tokenizer models.
   const std::string& src_model() const { return src_model_; }
@@ -24,11 +29,12 @@ class CheckpointManager {
   bool resuming() const { return !resume_from_.empty(); }
   const std::string& resume_from() const { return resume_from_; }
 
-  // When resuming: copies the saved weights into model (in place: they may
-  // be views of the optimizer's flat buffer) and loads the optimizer state;
-  // returns the saved state (a fresh one otherwise).
+  // When resuming (rank 0): copies the saved weights into model (in place:
+  // they may be views of the optimizer's flat buffer) and loads the
+  // optimizer state. Returns the saved state (a fresh one otherwise) on
+  // every rank; weights reach the other ranks by TrainStep::broadcast_state.
   TrainingState restore(Transformer& model, ops::FlatAdam& optimizer) const;
-  // Writes last/ and, when best, best/.
+  // Writes last/ and, when best, best/ (rank 0; nothing elsewhere).
   void save(Transformer& model, const ops::FlatAdam& optimizer, const TrainingState& state,
             bool best) const;
 
@@ -36,7 +42,9 @@ class CheckpointManager {
 
  private:
   Config cfg_;
+  GradientSync& sync_;
   std::string run_dir_, resume_from_, src_model_, tgt_model_;
+  std::string private_dir_;  // ranks > 0: their copies of the tokenizer models
 };
 
 // The checkpoint `--resume DIR` continues from: DIR/last, or DIR itself.

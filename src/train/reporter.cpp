@@ -7,7 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -23,8 +26,13 @@ Reporter::Reporter(const TrainConfig& config, bool append, bool active)
                       : config.metrics_file;
   const fs::path parent = fs::path(metrics_path_).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
-  metrics_.open(metrics_path_, append ? std::ios::app : std::ios::trunc);
-  if (!metrics_) throw InputError(metrics_path_ + ": cannot write metrics file");
+  if (append) {
+    std::ifstream in(metrics_path_, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    metrics_text_ = ss.str();
+  }
+  write_file_atomic(metrics_path_, metrics_text_);  // fails here, not an hour in
 }
 
 Reporter::~Reporter() { clear_progress(); }
@@ -61,8 +69,8 @@ void Reporter::write_json(const std::vector<std::pair<std::string, double>>& fie
     else std::snprintf(buf, sizeof buf, "null");
     line += (i ? ", \"" : "\"") + fields[i].first + "\": " + buf;
   }
-  metrics_ << line << "}\n";
-  metrics_.flush();
+  metrics_text_ += line + "}\n";
+  write_file_atomic(metrics_path_, metrics_text_);
 }
 
 void Reporter::show_progress(int64_t step, double tok_s) {

@@ -5,13 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
+#include "train/gradient_sync.h"
 #include "train/train_step.h"
 
 namespace nmt {
@@ -23,6 +23,8 @@ struct TrainResult {
   double tokens_per_second = 0;  // source + target tokens, whole run
   double train_seconds = 0;      // wall time of training steps, evaluations excluded
   std::string checkpoint_dir;
+  SyncStats sync;                // gradient synchronisation (several ranks)
+  int interrupted = 0;           // the signal that stopped the run early (0: it ran its course)
 };
 
 class Reporter {
@@ -53,7 +55,9 @@ class Reporter {
   TrainConfig config_;
   bool active_;
   bool tty_;
-  std::ofstream metrics_;
+  // metrics.jsonl's lines, rewritten whole through util/atomic_file.h after
+  // each addition (a crash never leaves a torn last line).
+  std::string metrics_text_;
   std::string metrics_path_;
   Clock::time_point start_, window_start_, paused_at_, last_progress_;
   double paused_seconds_ = 0;  // evaluation time so far

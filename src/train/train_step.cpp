@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "train/loss.h"
 
@@ -24,13 +25,39 @@ TrainStep::TrainStep(Transformer model, const TrainConfig& config, c10::Device d
       optimizer_(model_->parameters(),
                  ops::AdamHyper{config.adam_beta1, config.adam_beta2, config.adam_eps,
                                 config.weight_decay}) {
-  sync_->attach(optimizer_.flat_grad());
+  sync_->attach(optimizer_.flat_grad(), model_->parameters());
 }
 
-StepOutput TrainStep::run(const StepBatch& sb, int64_t step) {
+void TrainStep::broadcast_state() {
+  if (sync_->world_size() == 1) return;
+  at::NoGradGuard no_grad;
+  sync_->broadcast(optimizer_.flat_param(), 0);
+  sync_->broadcast(optimizer_.exp_avg(), 0);
+  sync_->broadcast(optimizer_.exp_avg_sq(), 0);
+  at::Tensor steps = at::scalar_tensor(sync_->rank() == 0 ? optimizer_.steps() : 0, at::kDouble);
+  std::vector<at::Tensor> v{steps};
+  sync_->sum(v);
+  optimizer_.set_steps(static_cast<int64_t>(v[0].item<double>()));
+}
+
+namespace {
+
+// Test hook: NMT_TEST_NONFINITE_AT=STEP poisons that step's loss with NaN.
+bool poison_step(int64_t step) {
+  static const long long at = [] {
+    const char* v = std::getenv("NMT_TEST_NONFINITE_AT");
+    return v ? std::atoll(v) : -1;
+  }();
+  return at == step;
+}
+
+}  // namespace
+
+StepOutput TrainStep::run(const StepBatch& sb, int64_t step, const std::vector<double>& votes) {
   // Dropout masks are drawn from (seed, step, global row): the same whatever
   // the number of ranks, and again after a resume.
   model_->set_dropout_step(config_.seed, step, sb.first_row);
+  sync_->note_step(step);
   optimizer_.zero_grad();
   // The loss of this rank's rows divided by the tokens of the whole global
   // batch: summed over ranks, gradients and loss equal one process's.
@@ -39,6 +66,7 @@ StepOutput TrainStep::run(const StepBatch& sb, int64_t step) {
   if (sb.batch.src.size(0) > 0) {
     loss = token_loss_sum(model_, sb.batch.to(device_), config_.label_smoothing) /
            static_cast<double>(sb.global_tokens);
+    if (poison_step(step)) loss = loss * std::nan("");
     loss.backward();
   }
   sync_->after_backward();
@@ -54,9 +82,15 @@ StepOutput TrainStep::run(const StepBatch& sb, int64_t step) {
                                 : at::ones({}, out.grad_norm.options());
     optimizer_.step(learning_rate(config_, step), coef);
   }
+  // One small all-reduce: the global loss and the votes.
   std::vector<at::Tensor> reduced{loss.detach().clone()};
+  if (!votes.empty()) reduced.push_back(at::tensor(votes, at::kDouble));
   sync_->sum(reduced);
   out.loss = reduced[0];
+  if (!votes.empty()) {
+    const at::Tensor v = reduced[1].to(at::kCPU, at::kDouble).contiguous();
+    out.votes.assign(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "config/config.h"
 #include "data/batch_source.h"
@@ -21,6 +22,7 @@ struct StepOutput {
   at::Tensor loss;       // 0-dim: mean token loss of the whole global batch (all ranks)
   at::Tensor grad_norm;  // 0-dim: global gradient norm before clipping
   bool updated = true;   // false: the gradient was not finite and the update was skipped
+  std::vector<double> votes;  // the votes passed to run(), summed over the ranks
 };
 
 class TrainStep {
@@ -31,8 +33,14 @@ class TrainStep {
             std::shared_ptr<GradientSync> sync);
 
   // Takes update number `step` (1-based) on b. The loss stays a tensor:
-  // reading it is the caller's choice.
-  StepOutput run(const StepBatch& b, int64_t step);
+  // reading it is the caller's choice. votes: this rank's say on decisions
+  // all ranks must take together (e.g. stop: time is up, a signal came);
+  // they are summed over the ranks with the loss, in one all-reduce.
+  StepOutput run(const StepBatch& b, int64_t step, const std::vector<double>& votes = {});
+
+  // Copies rank 0's weights and optimizer state to every rank (after a
+  // resume, which only rank 0 reads; and at the start, for certainty).
+  void broadcast_state();
 
   ops::FlatAdam& optimizer() { return optimizer_; }
   GradientSync& sync() { return *sync_; }

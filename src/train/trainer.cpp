@@ -3,73 +3,98 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <iostream>
 
 #include "data/batch_source.h"
 #include "model/build.h"
 #include "tokenizer/tokenizer.h"
+#include "train/distributed.h"
 #include "train/op_profiler.h"
 #include "train/train_step.h"
 #include "train/validators.h"
 #include "util/cpu_features.h"
 #include "util/device.h"
 #include "util/errors.h"
+#include "util/interrupt.h"
 
 namespace nmt {
 
 namespace {
+
+// One process: no synchronisation; several (WORLD_SIZE > 1): c10d.
+std::shared_ptr<GradientSync> make_sync(const DistributedEnv& env, const c10::Device& device) {
+  if (!env.active()) return std::make_shared<LocalSync>();
+  // Only rank 0 speaks; the others report warnings and errors.
+  if (env.rank != 0) spdlog::set_level(spdlog::level::warn);
+  return std::make_shared<C10dGradientSync>(env, device);
+}
 
 ParallelCorpus load_split(const Config& cfg, const std::string& src, const std::string& tgt,
                           const Tokenizer& src_tok, const Tokenizer& tgt_tok) {
   return load_parallel(src, tgt, src_tok, tgt_tok, cfg.data.max_len);
 }
 
+Transformer seeded_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab) {
+  torch::manual_seed(cfg.train.seed);
+  return build_model(cfg, src_vocab, tgt_vocab);
+}
+
+// Parameters are initialized from the seed and moved to the device before
+// the optimizer takes them into its flat buffer.
+Transformer on_device(Transformer model, const c10::Device& device, at::ScalarType precision) {
+  model->to(device);
+  model->set_matmul_dtype(precision);
+  return model;
+}
+
 // Everything a run is made of, set up (and resumed) in one place.
 struct Session {
   Session(const Config& config, const std::string& resume_dir)
       : cfg(config),
+        env(distributed_env_from_environment()),
         threads(set_threads(cfg.train.threads)),
         device(resolve_device(cfg.attention.device, "attention.device")),
-        checkpoints(cfg, resume_dir),
+        precision(resolve_precision(cfg.train.precision, device, "train.precision")),
+        sync(make_sync(env, device)),
+        checkpoints(cfg, resume_dir, *sync),
         src_tok(checkpoints.src_model()),
         tgt_tok(checkpoints.tgt_model()),
         train_data(load_split(cfg, cfg.data.train_src, cfg.data.train_tgt, src_tok, tgt_tok)),
         valid_data(head(load_split(cfg, cfg.data.valid_src, cfg.data.valid_tgt, src_tok, tgt_tok),
                         cfg.train.valid_max_sentences)),
-        precision(resolve_precision(cfg.train.precision, device, "train.precision")),
         model(on_device(seeded_model(cfg, src_tok.vocab_size(), tgt_tok.vocab_size()), device,
                         precision)),
-        step(model, cfg.train, device, std::make_shared<LocalSync>()),
+        step(model, cfg.train, device, sync),
         state(checkpoints.restore(model, step.optimizer())),
-        source(train_data, cfg.train.batch_tokens, cfg.train.batch_sentences, cfg.train.seed) {
+        source(train_data, cfg.train.batch_tokens, cfg.train.batch_sentences, cfg.train.seed,
+               env.rank, env.world_size) {
+    step.broadcast_state();
     source.seek(state.position);
     model->train();
-    spdlog::info("train: device {}, {} threads, attention backend '{}', matrix multiplies in {} (kernels: {})",
-                 device.str(), threads, cfg.attention.backend, cfg.train.precision,
+    spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {} (kernels: {})",
+                 device.str(), threads,
+                 env.active() ? fmt::format(" per rank, {} ranks", env.world_size) : "",
+                 cfg.attention.backend, precision == at::kBFloat16 ? "bf16" : "float32",
                  isa_name(kernel_isa()));
-    spdlog::info("data: {} training pairs ({} skipped as longer than {}), {} validation pairs; "
-                 "vocab {} / {}; model: {} parameters",
-                 train_data.src.size(), train_data.skipped, cfg.data.max_len, valid_data.src.size(),
+    spdlog::info("data: {} training pairs ({} dropped as longer than {} tokens, {} with an empty "
+                 "side), {} validation pairs; vocab {} / {}; model: {} parameters",
+                 train_data.src.size(), train_data.skipped, cfg.data.max_len,
+                 train_data.skipped_empty, valid_data.src.size(),
                  src_tok.vocab_size(), tgt_tok.vocab_size(), parameter_count(*model));
   }
 
-  // Parameters are initialized from the seed and moved to the device before
-  // the optimizer takes them into its flat buffer.
-  static Transformer seeded_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab) {
-    torch::manual_seed(cfg.train.seed);
-    return build_model(cfg, src_vocab, tgt_vocab);
-  }
-  static Transformer on_device(Transformer model, const c10::Device& device, at::ScalarType precision) {
-    model->to(device);
-    model->set_matmul_dtype(precision);
-    return model;
-  }
+  bool leader() const { return env.rank == 0; }
 
   Config cfg;
+  DistributedEnv env;
   int64_t threads;
   c10::Device device;
   at::ScalarType precision;
+  std::shared_ptr<GradientSync> sync;
   CheckpointManager checkpoints;
   Tokenizer src_tok, tgt_tok;
   ParallelCorpus train_data, valid_data;
@@ -79,16 +104,16 @@ struct Session {
   BatchSource source;
 };
 
-// Every validator on the validation data; records the best-metric tracker in state.
-bool evaluate(std::vector<std::unique_ptr<Validator>>& validators, ValidationContext& ctx,
-              EarlyStopping& stopping, const std::string& best_metric, TrainingState& state) {
-  ctx.reset();
-  state.metrics.clear();
-  for (auto& v : validators) state.metrics[v->name()] = v->validate(ctx);
-  const bool best = stopping.update(state.metrics.at(best_metric));
-  state.best = stopping.best();
-  state.evals_since_best = stopping.evals_since_best();
-  return best;
+// Test hook for the fault tests: NMT_TEST_CRASH_AT=RANK:STEP kills that rank
+// (SIGKILL: no cleanup, as a crash or an OOM kill would) when it reaches STEP.
+void crash_if_asked(int64_t rank, int64_t step) {
+  static const auto target = []() -> std::pair<int64_t, int64_t> {
+    const char* v = std::getenv("NMT_TEST_CRASH_AT");
+    long long r = -1, s = -1;
+    if (v && std::sscanf(v, "%lld:%lld", &r, &s) == 2) return {r, s};
+    return {-1, -1};
+  }();
+  if (target.first == rank && target.second == step) ::raise(SIGKILL);
 }
 
 bool lower_is_better(const std::vector<std::unique_ptr<Validator>>& validators,
@@ -99,40 +124,132 @@ bool lower_is_better(const std::vector<std::unique_ptr<Validator>>& validators,
                    "(translation metrics need train.valid_bleu_sentences > 0)");
 }
 
+// Validation and checkpoints, on rank 0 (the others wait for it there).
+class Evaluation {
+ public:
+  enum Outcome { kContinue = 0, kStalled = 1, kInterrupted = 2, kFinished = 3 };
+
+  Evaluation(Session& s, Reporter& reporter)
+      : s_(s),
+        reporter_(reporter),
+        validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
+        stopping_(lower_is_better(validators_, s.cfg.train.best_metric), s.cfg.train.patience),
+        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg.decode),
+             s.cfg.train.batch_tokens, s.cfg.train.batch_sentences, s.cfg.train.valid_bleu_sentences,
+             s.device) {
+    stopping_.restore(s.state.best, s.state.evals_since_best);
+  }
+
+  // Evaluates, saves last/ (and best/). An interrupt during validation
+  // skips the rest of it: last/ is saved with the previous metrics.
+  Outcome run() {
+    Outcome outcome = kContinue;
+    if (s_.leader()) {
+      reporter_.pause_clock();
+      TrainingState candidate = s_.state;
+      try {
+        ctx_.reset();
+        candidate.metrics.clear();
+        for (auto& v : validators_) candidate.metrics[v->name()] = v->validate(ctx_);
+        const bool best = stopping_.update(candidate.metrics.at(s_.cfg.train.best_metric));
+        candidate.best = stopping_.best();
+        candidate.evals_since_best = stopping_.evals_since_best();
+        s_.state = candidate;
+        reporter_.evaluation(s_.state, s_.state.metrics, best);
+        s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, best);
+        if (stopping_.stalled()) {
+          outcome = kStalled;
+          reporter_.info(fmt::format("train: no improvement in {} evaluations, stopping", s_.cfg.train.patience));
+        }
+      } catch (const Interrupted&) {
+        outcome = save_interrupted();
+      }
+      reporter_.resume_clock();
+    }
+    return share(outcome);
+  }
+
+  // After an interrupt: last/ with the state as it is, and how to go on.
+  Outcome save_interrupted() {
+    if (s_.leader()) {
+      s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, /*best=*/false);
+      reporter_.info(fmt::format("train: stopped at step {} (epoch {}, batch {}); {}/last saved; "
+                                 "continue with: nmt train --resume {}",
+                                 s_.state.step, s_.state.position.epoch + 1, s_.state.position.batch,
+                                 s_.checkpoints.run_dir(), s_.checkpoints.run_dir()));
+    }
+    return share(kInterrupted);
+  }
+
+ private:
+  // Rank 0's outcome, on every rank.
+  Outcome share(Outcome o) {
+    return static_cast<Outcome>(
+        std::stoi(s_.sync->set_and_wait("evaluated/" + std::to_string(s_.state.step), std::to_string(o))));
+  }
+
+  Session& s_;
+  Reporter& reporter_;
+  std::vector<std::unique_ptr<Validator>> validators_;
+  EarlyStopping stopping_;
+  ValidationContext ctx_;
+};
+
+// A non-finite gradient: skipped (and said) while train.skip_nonfinite_steps
+// allows, then the run stops; checkpoints saved before stay as they were.
+void check_update(const StepOutput& out, int64_t step, int64_t& skipped, const TrainConfig& tc,
+                  Reporter& reporter) {
+  if (out.updated) return;
+  if (++skipped > tc.skip_nonfinite_steps)
+    throw std::runtime_error(fmt::format(
+        "training diverged: the gradient at step {} is not finite (skipped so far: {}, allowed by "
+        "train.skip_nonfinite_steps: {}); the checkpoints saved before are intact",
+        step, skipped - 1, tc.skip_nonfinite_steps));
+  reporter.info(fmt::format("train: step {}: gradient not finite, update skipped ({} of at most {})",
+                            step, skipped, tc.skip_nonfinite_steps));
+}
+
 }  // namespace
 
 TrainResult train(const Config& cfg, const std::string& resume_dir) {
   const TrainConfig& tc = cfg.train;
   Session s(cfg, resume_dir);
-  auto validators = make_validators(tc.valid_bleu_sentences > 0);
-  EarlyStopping stopping(lower_is_better(validators, tc.best_metric), tc.patience);
-  stopping.restore(s.state.best, s.state.evals_since_best);
-  ValidationContext ctx(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(cfg.decode),
-                        tc.batch_tokens, tc.batch_sentences, tc.valid_bleu_sentences, s.device);
-  Reporter reporter(tc, s.checkpoints.resuming(), /*active=*/true);
-
-  for (bool stop = false; !stop;) {
+  Reporter reporter(tc, s.checkpoints.resuming(), /*active=*/s.leader());
+  Evaluation evaluation(s, reporter);
+  int64_t skipped = 0;
+  Evaluation::Outcome outcome = Evaluation::kContinue;
+  while (outcome == Evaluation::kContinue) {
     const StepBatch batch = s.source.next();
     ++s.state.step;
-    reporter.step(s.state, s.step.run(batch, s.state.step),
-                  batch.global_tokens + batch.global_src_tokens, learning_rate(tc, s.state.step));
-    s.state.position = s.source.position();
-    const bool out_of_steps = tc.max_steps > 0 && s.state.step >= tc.max_steps;
+    crash_if_asked(s.env.rank, s.state.step);
     const bool out_of_time = tc.max_minutes > 0 && reporter.wall_minutes() >= tc.max_minutes;
-    const bool out_of_epochs = tc.max_epochs > 0 && s.state.position.epoch >= tc.max_epochs;
-    stop = out_of_steps || out_of_time || out_of_epochs;
-    if (s.state.step % tc.eval_every != 0 && !stop) continue;
-    reporter.pause_clock();
-    const bool best = evaluate(validators, ctx, stopping, tc.best_metric, s.state);
-    reporter.evaluation(s.state, s.state.metrics, best);
-    s.checkpoints.save(s.model, s.step.optimizer(), s.state, best);
-    reporter.resume_clock();
-    if (stopping.stalled())
-      reporter.info(fmt::format("train: no improvement in {} evaluations, stopping", tc.patience));
-    if (out_of_time) reporter.info(fmt::format("train: time limit of {} minutes reached", tc.max_minutes));
-    stop = stop || stopping.stalled();
+    // Votes every rank takes part in: [time is up, a signal came].
+    const StepOutput out = s.step.run(batch, s.state.step, {out_of_time ? 1.0 : 0.0, interrupted() ? 1.0 : 0.0});
+    check_update(out, s.state.step, skipped, tc, reporter);
+    reporter.step(s.state, out, batch.global_tokens + batch.global_src_tokens, learning_rate(tc, s.state.step));
+    s.state.position = s.source.position();
+    if (out.votes[1] > 0) {
+      outcome = evaluation.save_interrupted();
+      break;
+    }
+    const bool timed_out = out.votes[0] > 0;
+    const bool done = timed_out || (tc.max_steps > 0 && s.state.step >= tc.max_steps) ||
+                      (tc.max_epochs > 0 && s.state.position.epoch >= tc.max_epochs);
+    if (s.state.step % tc.eval_every != 0 && !done) continue;
+    if (timed_out) reporter.info(fmt::format("train: time limit of {} minutes reached", tc.max_minutes));
+    outcome = evaluation.run();
+    if (done && outcome == Evaluation::kContinue) outcome = Evaluation::kFinished;
   }
-  return reporter.finish(s.state);
+  TrainResult result = reporter.finish(s.state);
+  // A rank stopped by another rank's signal exits as interrupted too.
+  if (outcome == Evaluation::kInterrupted) result.interrupted = interrupted() ? interrupt_signal() : SIGINT;
+  result.sync = s.sync->stats();
+  if (s.env.active() && result.sync.steps > 0)
+    reporter.info(fmt::format("distributed: {:.1f} MB of gradients all-reduced per step, {:.1f} ms per "
+                              "step waiting for them after the backward pass",
+                              result.sync.bytes / result.sync.steps / 1e6,
+                              1e3 * result.sync.wait_seconds / result.sync.steps));
+  return result;
 }
 
 void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
@@ -151,8 +268,9 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const std::vector<OpTime> ops = profiler.stop();
+  if (!s.leader()) return;
   out << "profile of " << steps << " training steps (attention " << cfg.attention.backend << ", "
-      << s.threads << " threads, matrix multiplies in " << cfg.train.precision
+      << s.threads << " threads, matrix multiplies in " << (s.precision == at::kBFloat16 ? "bf16" : "float32")
       << "), after 5 warm-up steps:\n"
       << format_profile(ops, steps, wall_ms, 25);
 }

@@ -33,7 +33,10 @@ c10::Device resolve_device(const std::string& name, const std::string& what) {
 c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
                                   const std::string& what) {
   if (precision == "float32") return c10::kFloat;
-  if (precision != "bf16") throw InputError(what + ": '" + precision + "' is not one of: float32 | bf16");
+  if (precision == "auto")
+    return device.is_cpu() && !cpu_has_fast_bf16() ? c10::kFloat : c10::kBFloat16;
+  if (precision != "bf16")
+    throw InputError(what + ": '" + precision + "' is not one of: float32 | bf16 | auto");
   if (device.is_cpu() && !cpu_has_fast_bf16())
     throw InputError(what + ": bf16 needs a CPU with AVX512-BF16 or AMX-BF16 and this one has "
                             "neither; use float32");

@@ -11,7 +11,8 @@ namespace nmt {
 // for but this build or machine has none. `what` names the flag or key.
 c10::Device resolve_device(const std::string& name, const std::string& what);
 
-// "float32" | "bf16" -> the dtype matrix multiplies run in on `device`.
+// "float32" | "bf16" | "auto" (bf16 where it is fast) -> the dtype matrix
+// multiplies run in on `device`.
 // InputError (naming `what`) for bf16 on a CPU without AVX512-BF16 or AMX,
 // where LibTorch's bf16 matrix multiplies would be slower than float32.
 c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,

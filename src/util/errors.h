@@ -13,6 +13,14 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A file could not be written or read for a reason outside the input's
+// content (disk full, read-only folder, permission): exit code 1. The message
+// is one line naming the path.
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 constexpr int kExitOk = 0;
 constexpr int kExitRuntime = 1;
 constexpr int kExitInput = 2;

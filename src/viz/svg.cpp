@@ -1,6 +1,8 @@
 // Hand-written SVG: the attention heatmap.
 #include "viz/svg.h"
 
+#include "util/utf8.h"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -54,35 +56,9 @@ std::string printf_string(const char* f, ...) {
   return out;
 }
 
-// Length of the well-formed UTF-8 sequence at s[i] (1..4) with its code
-// point, or 0. Strict (no overlongs, surrogates or > U+10FFFF) because an XML
-// parser rejects the whole document on any of them.
-int utf8_next(const std::string& s, size_t i, char32_t* cp) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  int len;
-  char32_t v, min;
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  } else if ((c & 0xE0) == 0xC0) {
-    len = 2, v = c & 0x1F, min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3, v = c & 0x0F, min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4, v = c & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (int k = 1; k < len; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    v = (v << 6) | (b(i + k) & 0x3F);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-  *cp = v;
-  return len;
-}
+// Strict UTF-8 (no overlongs, surrogates or > U+10FFFF): an XML parser
+// rejects the whole document on any of them.
+int utf8_next(const std::string& s, size_t i, char32_t* cp) { return utf8::next(s, i, cp); }
 
 bool is_wide(char32_t c) {
   return (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF) ||
@@ -286,26 +262,6 @@ std::string heatmap_svg(const std::vector<std::vector<double>>& weights,
   }
   s += "</g>\n</svg>\n";
   return s;
-}
-
-void write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr)
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-  const bool written = std::fwrite(content.data(), 1, content.size(), f) == content.size();
-  const int write_errno = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) {
-    const int e = !written ? write_errno : errno;
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e));
-  }
 }
 
 }  // namespace nmt::viz

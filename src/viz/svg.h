@@ -23,9 +23,4 @@ std::string heatmap_svg(const std::vector<std::vector<double>>& weights,
 // (a single such byte would make a browser refuse the whole file).
 std::string xml_escape(const std::string& text);
 
-// Writes PATH.tmp, then renames it over PATH, so readers (a browser
-// refreshing the figure during training) never see a half-written file.
-// std::runtime_error naming the file on failure.
-void write_file_atomic(const std::string& path, const std::string& content);
-
 }  // namespace nmt::viz

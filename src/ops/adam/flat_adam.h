@@ -29,12 +29,17 @@ class FlatAdam {
   // The flat gradient buffer: [P] (contiguous; padding between parameters stays 0).
   const at::Tensor& flat_grad() const { return grad_; }
   const at::Tensor& flat_param() const { return param_; }
+  at::Tensor& flat_param() { return param_; }
   // sqrt(sum of squared gradients), 0-dim, on the parameters' device.
   at::Tensor grad_norm() const;
   // One update with learning rate lr; gradients are multiplied by grad_scale
   // (a 0-dim tensor, e.g. the clipping factor) first.
   void step(double lr, const at::Tensor& grad_scale);
   int64_t steps() const { return steps_; }
+  // The moments, for copying between ranks; set_steps with them.
+  at::Tensor& exp_avg() { return exp_avg_; }
+  at::Tensor& exp_avg_sq() { return exp_avg_sq_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
 
   // The state a checkpoint keeps: moments and the step count.
   void save(const std::string& path) const;

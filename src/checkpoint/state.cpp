@@ -1,0 +1,41 @@
+#include "checkpoint/state.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "util/errors.h"
+
+namespace nmt {
+
+std::string training_state_yaml(const TrainingState& s) {
+  YAML::Emitter out;
+  out.SetDoublePrecision(17);
+  out << YAML::BeginMap << YAML::Key << "step" << YAML::Value << s.step;
+  out << YAML::Key << "epoch" << YAML::Value << s.position.epoch;
+  out << YAML::Key << "batch_in_epoch" << YAML::Value << s.position.batch;
+  out << YAML::Key << "best" << YAML::Value << s.best;
+  out << YAML::Key << "evals_since_best" << YAML::Value << s.evals_since_best;
+  out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
+  for (const auto& [name, value] : s.metrics) out << YAML::Key << name << YAML::Value << value;
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+TrainingState parse_training_state(const std::string& yaml, const std::string& path) {
+  TrainingState s;
+  try {
+    const YAML::Node n = YAML::Load(yaml);
+    s.step = n["step"].as<int64_t>();
+    s.position.epoch = n["epoch"].as<int64_t>();
+    s.position.batch = n["batch_in_epoch"].as<int64_t>();
+    s.best = n["best"].as<double>();
+    s.evals_since_best = n["evals_since_best"].as<int64_t>();
+    for (const auto& kv : n["metrics"]) s.metrics[kv.first.as<std::string>()] = kv.second.as<double>();
+    if (s.step < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.evals_since_best < 0)
+      throw YAML::Exception(YAML::Mark::null_mark(), "negative counter");
+  } catch (const YAML::Exception& e) {
+    throw InputError(path + ": unreadable training state: " + e.msg);
+  }
+  return s;
+}
+
+}  // namespace nmt

@@ -1,0 +1,31 @@
+// The training state a checkpoint keeps (state.yaml), and its text form.
+// Plain C++17 (no LibTorch): the parser is fuzzed.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "data/position.h"
+
+namespace nmt {
+
+struct TrainingState {
+  int64_t step = 0;       // optimizer steps taken
+  DataPosition position;  // the next training batch
+  // The metrics of the latest evaluation, by validator name ("loss", "bleu", ...).
+  std::map<std::string, double> metrics;
+  double best = std::numeric_limits<double>::quiet_NaN();  // best value of train.best_metric
+  int64_t evals_since_best = 0;                             // for early stopping
+};
+
+// state.yaml's text, and back (InputError naming `source` when malformed).
+std::string training_state_yaml(const TrainingState& state);
+TrainingState parse_training_state(const std::string& yaml, const std::string& source);
+
+// state.yaml's text, and back (InputError naming `source` when malformed).
+std::string training_state_yaml(const TrainingState& state);
+TrainingState parse_training_state(const std::string& yaml, const std::string& source);
+
+}  // namespace nmt

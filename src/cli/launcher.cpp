@@ -1,0 +1,168 @@
+#include "cli/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+extern char** environ;
+
+namespace nmt::cli {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;  // the last SIGINT/SIGTERM the launcher received
+
+void on_signal(int sig) { g_signal = sig; }
+
+// A port nobody listens on right now (the ranks' store binds it moments later).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("launcher: socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error(std::string("launcher: no free local port: ") + std::strerror(errno));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) +
+                                  " (" + strsignal(WTERMSIG(status)) + ")";
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+}  // namespace
+
+int launch_local_ranks(int nproc, int argc, char** argv) {
+  // The ranks' command line: ours without --nproc, with --threads cores/N
+  // unless the user chose.
+  std::vector<std::string> args;
+  bool has_threads = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0) continue;
+    if (a == "--threads" || a.rfind("--threads=", 0) == 0) has_threads = true;
+    args.push_back(a);
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!has_threads) args.insert(args.end(), {"--threads", std::to_string(std::max(1, cores / nproc))});
+  std::vector<char*> child_argv;
+  for (auto& a : args) child_argv.push_back(a.data());
+  child_argv.push_back(nullptr);
+
+  const int port = free_port();
+  spdlog::info("launcher: {} ranks on 127.0.0.1:{}{}", nproc, port,
+               has_threads ? "" : fmt::format(", {} threads each", std::max(1, cores / nproc)));
+
+  // Signals: the ranks run in their own process group, so a Ctrl-C on the
+  // terminal reaches the launcher only, which passes it on once.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<pid_t> pids(nproc, -1);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);  // the first rank leads a new group; the others join it
+  for (int r = 0; r < nproc; ++r) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      if (key == "MASTER_ADDR" || key == "MASTER_PORT" || key == "WORLD_SIZE" || key == "RANK" ||
+          key == "LOCAL_RANK")
+        continue;
+      env.push_back(kv);
+    }
+    env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                           "WORLD_SIZE=" + std::to_string(nproc), "RANK=" + std::to_string(r),
+                           "LOCAL_RANK=" + std::to_string(r)});
+    std::vector<char*> envp;
+    for (auto& kv : env) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    if (r > 0) posix_spawnattr_setpgroup(&attr, pids[0]);
+    const int err = posix_spawn(&pids[r], "/proc/self/exe", nullptr, &attr, child_argv.data(), envp.data());
+    if (err != 0) {
+      for (int k = 0; k < r; ++k) ::kill(pids[k], SIGTERM);
+      throw std::runtime_error(std::string("launcher: cannot start rank ") + std::to_string(r) + ": " +
+                               std::strerror(err));
+    }
+  }
+  posix_spawnattr_destroy(&attr);
+
+  // Watch: the first failure stops the others (SIGTERM, then SIGKILL after a grace period).
+  int result = 0, running = nproc, forwarded = 0;
+  bool failed = false;
+  std::chrono::steady_clock::time_point kill_at{};
+  while (running > 0) {
+    if (g_signal && g_signal != forwarded) {
+      forwarded = g_signal;
+      spdlog::info("launcher: passing {} on to the ranks", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, g_signal);
+      g_signal = 0;
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      --running;
+      int rank = 0;
+      while (rank < nproc && pids[rank] != pid) ++rank;
+      if (rank < nproc) pids[rank] = -1;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && !failed) {
+        failed = true;
+        result = exit_code(status);
+        if (running > 0) {
+          spdlog::error("launcher: rank {} {}; stopping the other ranks", rank, describe(status));
+          for (pid_t p : pids)
+            if (p > 0) ::kill(p, SIGTERM);
+          kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        } else {
+          spdlog::error("launcher: rank {} {}", rank, describe(status));
+        }
+      }
+      continue;
+    }
+    if (failed && running > 0 && std::chrono::steady_clock::now() > kill_at) {
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, SIGKILL);
+      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return result;
+}
+
+}  // namespace nmt::cli

@@ -1,0 +1,57 @@
+#include "data/text_io.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "util/errors.h"
+#include "util/utf8.h"
+
+namespace nmt {
+
+std::vector<std::string> split_lines(std::string_view content, const std::string& source) {
+  content = utf8::strip_bom(content);
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < content.size()) {
+    size_t end = content.find('\n', start);
+    const bool last = end == std::string_view::npos;
+    if (last) end = content.size();
+    std::string_view line = content.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const size_t bad = utf8::first_invalid(line);
+    if (bad != std::string_view::npos)
+      throw InputError(source + ":" + std::to_string(lines.size() + 1) + ": not valid UTF-8 (byte " +
+                       std::to_string(bad + 1) + ")");
+    lines.emplace_back(line);
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open file: " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
+  return split_lines(ss.str(), path);
+}
+
+ParallelTextCheck check_parallel_text(const std::string& src_path, const std::string& tgt_path) {
+  const std::vector<std::string> src = read_lines(src_path), tgt = read_lines(tgt_path);
+  if (src.size() != tgt.size())
+    throw InputError(tgt_path + ": has " + std::to_string(tgt.size()) + " lines but " + src_path +
+                     " has " + std::to_string(src.size()));
+  ParallelTextCheck check;
+  check.lines = static_cast<int64_t>(src.size());
+  for (size_t i = 0; i < src.size(); ++i) check.empty_pairs += src[i].empty() || tgt[i].empty();
+  if (check.lines == 0) throw InputError(src_path + ": no sentences (empty file)");
+  if (check.empty_pairs == check.lines)
+    throw InputError(src_path + ": no sentence pairs: each of the " + std::to_string(check.lines) +
+                     " lines is empty on one side or the other (" + tgt_path + ")");
+  return check;
+}
+
+}  // namespace nmt

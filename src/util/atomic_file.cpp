@@ -1,0 +1,160 @@
+#include "util/atomic_file.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "util/errors.h"
+
+namespace nmt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void io_fail(const std::string& path, const std::string& what, int err) {
+  throw IoError(path + ": cannot " + what + ": " + std::strerror(err));
+}
+
+// Test hook: NMT_TEST_WRITE_LIMIT=N makes writes fail with ENOSPC once this
+// process has written N bytes through this file (a full disk, on demand).
+bool over_write_limit(size_t more) {
+  static std::atomic<long long> written{0};
+  const char* limit = std::getenv("NMT_TEST_WRITE_LIMIT");
+  if (!limit) return false;
+  return (written += static_cast<long long>(more)) > std::atoll(limit);
+}
+
+std::string unique_temp(const std::string& path) {
+  static std::atomic<unsigned> counter{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+std::string parent_of(const std::string& path) {
+  const fs::path p = fs::path(path).parent_path();
+  return p.empty() ? "." : p.string();
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) io_fail(path, "open for fsync", errno);
+  if (::fsync(fd) != 0 && !(directory && (errno == EINVAL || errno == EBADF))) {
+    const int err = errno;
+    ::close(fd);
+    io_fail(path, "fsync", err);
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+void sync_directory(const std::string& dir) { fsync_path(dir, /*directory=*/true); }
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  const std::string temp = unique_temp(path);
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) io_fail(path, "write", errno);
+  size_t done = 0;
+  while (done < content.size()) {
+    const size_t chunk = std::min<size_t>(content.size() - done, 1 << 20);
+    const ssize_t n = over_write_limit(chunk) ? (errno = ENOSPC, -1)
+                                              : ::write(fd, content.data() + done, chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      ::unlink(temp.c_str());
+      io_fail(path, "write", err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    io_fail(path, "write", err);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    io_fail(path, "replace", err);
+  }
+  sync_directory(parent_of(path));
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temp_(unique_temp(path_)) {}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) ::unlink(temp_.c_str());
+}
+
+void AtomicFile::commit() {
+  struct stat st {};
+  if (::stat(temp_.c_str(), &st) != 0) io_fail(path_, "write", errno);
+  if (over_write_limit(static_cast<size_t>(st.st_size))) io_fail(path_, "write", ENOSPC);
+  fsync_path(temp_, /*directory=*/false);
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) io_fail(path_, "replace", errno);
+  committed_ = true;
+  sync_directory(parent_of(path_));
+}
+
+void replace_directory(const std::string& staged, const std::string& dir) {
+  // Files written by other code (SentencePiece's models) are made durable too.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(staged, ec))
+    if (entry.is_regular_file()) fsync_path(entry.path().string(), /*directory=*/false);
+  sync_directory(staged);
+  if (!fs::exists(dir)) {
+    if (::rename(staged.c_str(), dir.c_str()) != 0) io_fail(dir, "move " + staged + " into place", errno);
+    sync_directory(parent_of(dir));
+    return;
+  }
+#ifdef SYS_renameat2
+  constexpr unsigned kExchange = 1u << 1;  // RENAME_EXCHANGE
+  if (::syscall(SYS_renameat2, AT_FDCWD, staged.c_str(), AT_FDCWD, dir.c_str(), kExchange) == 0) {
+    sync_directory(parent_of(dir));
+    fs::remove_all(staged, ec);  // now the old content
+    return;
+  }
+#endif
+  // No atomic exchange here: two renames; recover_directory() mends a crash between them.
+  const std::string old = dir + ".old";
+  fs::remove_all(old, ec);
+  if (::rename(dir.c_str(), old.c_str()) != 0) io_fail(dir, "move aside", errno);
+  if (::rename(staged.c_str(), dir.c_str()) != 0) io_fail(dir, "move " + staged + " into place", errno);
+  sync_directory(parent_of(dir));
+  fs::remove_all(old, ec);
+}
+
+std::string recover_directory(const std::string& dir, const std::string& staged,
+                              bool (*is_complete)(const std::string& folder)) {
+  std::error_code ec;
+  std::string done;
+  const std::string old = dir + ".old";
+  if (!fs::exists(dir)) {
+    for (const std::string& candidate : {staged, old}) {
+      if (fs::is_directory(candidate) && is_complete(candidate) &&
+          ::rename(candidate.c_str(), dir.c_str()) == 0) {
+        sync_directory(parent_of(dir));
+        done = "recovered " + dir + " from " + candidate + " (a save was interrupted)";
+        break;
+      }
+    }
+  }
+  for (const std::string& leftover : {staged, old}) {
+    if (fs::exists(leftover)) {
+      fs::remove_all(leftover, ec);
+      done += (done.empty() ? "removed " : "; removed ") + leftover + " (left by an interrupted save)";
+    }
+  }
+  return done;
+}
+
+}  // namespace nmt

@@ -1,0 +1,52 @@
+// Every file the program writes goes through here: the content is written to
+// a temporary file in the same folder, flushed and fsync'd, renamed over the
+// target, and the folder fsync'd. After a crash at any instant the target
+// holds either its old content or the new one, never a mix; every write is
+// checked, and a failure (disk full, read-only folder, no permission) is an
+// IoError naming the path, with the previous file untouched and no
+// temporary left behind.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace nmt {
+
+void write_file_atomic(const std::string& path, std::string_view content);
+
+// For writers that want a path of their own (torch::save): write
+// temp_path(), then commit(). Destroyed without commit(), it removes the
+// temporary and leaves the target as it was.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  const std::string& temp_path() const { return temp_; }
+  void commit();
+
+ private:
+  std::string path_, temp_;
+  bool committed_ = false;
+};
+
+// fsync of a folder: makes the renames done in it durable.
+void sync_directory(const std::string& dir);
+
+// Puts the complete folder `staged` in place of `dir` (which may not exist):
+// an atomic exchange where the file system allows it (renameat2
+// RENAME_EXCHANGE), so that `dir` names a complete folder at every instant;
+// elsewhere dir -> dir.old, staged -> dir, and recover_directory() repairs
+// a crash between the two. The old content is deleted after.
+void replace_directory(const std::string& staged, const std::string& dir);
+
+// Repairs what an interrupted replace_directory() left behind: when `dir` is
+// missing but `dir.old` or `staged` holds a folder that is_complete() accepts,
+// it is renamed back to `dir`; leftovers are deleted. Returns a line saying
+// what it did, or "" when there was nothing to do.
+std::string recover_directory(const std::string& dir, const std::string& staged,
+                              bool (*is_complete)(const std::string& folder));
+
+}  // namespace nmt

@@ -1,0 +1,54 @@
+#include "util/interrupt.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <string>
+
+namespace nmt {
+
+namespace {
+
+volatile std::sig_atomic_t g_first = 0;  // the first signal received
+volatile std::sig_atomic_t g_count = 0;  // how many
+
+void say(const char* text) {
+  // async-signal-safe output
+  const ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+void on_signal(int sig) {
+  if (g_first == 0) g_first = sig;
+  g_count = g_count + 1;
+  if (g_count == 1) {
+    say(sig == SIGINT ? "\nnmt: interrupted; finishing the current step (Ctrl-C twice more to abort)\n"
+                      : "\nnmt: terminated; finishing the current step\n");
+  } else if (g_count == 2) {
+    say("nmt: still finishing and saving; Ctrl-C once more aborts without saving\n");
+  } else {
+    say("nmt: aborted\n");
+    ::_exit(128 + g_first);
+  }
+}
+
+}  // namespace
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+int interrupt_signal() { return g_first; }
+
+Interrupted::Interrupted(int signal)
+    : std::runtime_error(signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"),
+      signal_(signal) {}
+
+}  // namespace nmt

@@ -1,0 +1,128 @@
+// Data-parallel training (train/distributed.h) with real processes: 2 ranks
+// with half the batch each train exactly like 1 process with the whole
+// batch, and a rank that dies makes the other fail promptly, naming it.
+// The ranks are tests/dist_worker.cpp processes talking over loopback.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <torch/serialize.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace nmt {
+namespace {
+
+struct Proc {
+  pid_t pid = -1;
+  std::string log;
+};
+
+int next_port() {
+  // Distinct per test process and call; collisions with other software are unlikely on loopback.
+  static int port = 20000 + static_cast<int>(::getpid() % 20000);
+  return port += 7;
+}
+
+Proc spawn_rank(const std::vector<std::string>& args, int rank, int world, int port,
+                const std::string& log) {
+  std::vector<std::string> env{"WORLD_SIZE=" + std::to_string(world), "RANK=" + std::to_string(rank),
+                               "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                               "NMT_DIST_TIMEOUT=20"};
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::vector<char*> envp, argv;
+  for (auto& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> a = args;
+  for (auto& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  Proc p;
+  p.log = log;
+  EXPECT_EQ(posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return p;
+}
+
+// Waits up to `limit`; returns the wait status, or -1 (and kills it) on time-out.
+int wait_for(Proc& p, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (::waitpid(p.pid, &status, WNOHANG) == p.pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(p.pid, SIGKILL);
+  ::waitpid(p.pid, &status, 0);
+  return -1;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<at::Tensor> load(const std::string& path) {
+  std::vector<at::Tensor> t;
+  torch::load(t, path);
+  return t;
+}
+
+const std::string kWorker = NMT_DIST_WORKER;
+
+TEST(DataParallel, TwoRanksWithHalfTheBatchTrainExactlyLikeOneProcess) {
+  const std::string dir = ::testing::TempDir();
+  Proc one = spawn_rank({kWorker, dir + "/one.pt", "20", "16"}, 0, 1, next_port(), dir + "/one.log");
+  ASSERT_EQ(wait_for(one, std::chrono::seconds(300)), 0) << slurp(one.log);
+  const int port = next_port();
+  Proc r0 = spawn_rank({kWorker, dir + "/two.pt", "20", "16"}, 0, 2, port, dir + "/r0.log");
+  Proc r1 = spawn_rank({kWorker, dir + "/two.pt", "20", "16"}, 1, 2, port, dir + "/r1.log");
+  ASSERT_EQ(wait_for(r0, std::chrono::seconds(300)), 0) << slurp(r0.log);
+  ASSERT_EQ(wait_for(r1, std::chrono::seconds(60)), 0) << slurp(r1.log);
+  const auto a = load(dir + "/one.pt"), b = load(dir + "/two.pt");
+  // float64: the two runs differ only in the order gradients are summed
+  // (each rank's half, then the all-reduce), ~1e-16 relative per step.
+  const double loss_diff = (a[0] - b[0]).abs().max().item<double>();
+  const double weight_diff = (a[1] - b[1]).abs().max().item<double>();
+  std::printf("max |loss difference| over 20 steps %.3g, max |weight difference| %.3g\n", loss_diff, weight_diff);
+  EXPECT_LT(loss_diff, 1e-10);
+  EXPECT_LT(weight_diff, 1e-10);
+  EXPECT_LT(a[0][19].item<double>(), a[0][0].item<double>() - 0.5);  // it did learn
+}
+
+TEST(DataParallel, AKilledRankMakesTheOtherFailPromptlyNamingIt) {
+  const std::string dir = ::testing::TempDir();
+  const int port = next_port();
+  Proc r0 = spawn_rank({kWorker, dir + "/dead.pt", "40", "16", "1", "6"}, 0, 2, port, dir + "/d0.log");
+  Proc r1 = spawn_rank({kWorker, dir + "/dead.pt", "40", "16", "1", "6"}, 1, 2, port, dir + "/d1.log");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int s1 = wait_for(r1, std::chrono::seconds(120));
+  EXPECT_TRUE(WIFSIGNALED(s1) && WTERMSIG(s1) == SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int s0 = wait_for(r0, std::chrono::seconds(40));  // NMT_DIST_TIMEOUT=20 s
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("rank 0 gave up %.1f s after rank 1 died (%.1f s into the run)\n", seconds,
+              std::chrono::duration<double>(killed - t0).count());
+  ASSERT_NE(s0, -1) << "rank 0 hung: " << slurp(r0.log);
+  EXPECT_TRUE(WIFEXITED(s0) && WEXITSTATUS(s0) == 1);
+  const std::string log = slurp(r0.log);
+  EXPECT_NE(log.find("rank 1 at step 5"), std::string::npos) << log;
+  EXPECT_NE(log.find("a rank died or hung"), std::string::npos) << log;
+  EXPECT_LE(seconds, 25.0);
+}
+
+}  // namespace
+}  // namespace nmt

@@ -1,0 +1,180 @@
+// The small pieces everything else relies on: the UTF-8 decoder, SHA-256,
+// the atomic file writer (with an injected full disk), checkpoint manifests
+// and folder replacement with its crash recovery.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "checkpoint/manifest.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/sha256.h"
+#include "util/utf8.h"
+
+namespace nmt {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("nmt_util_test_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Utf8, AcceptsWellFormedAndRejectsTheRest) {
+  EXPECT_TRUE(utf8::valid("plain ASCII"));
+  EXPECT_TRUE(utf8::valid("我爱水课 — é 𝄞"));
+  EXPECT_EQ(utf8::first_invalid("ok\xffno"), 2u);
+  EXPECT_EQ(utf8::first_invalid("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(utf8::first_invalid("a\xed\xa0\x80"), 1u);     // a surrogate
+  EXPECT_EQ(utf8::first_invalid("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(utf8::first_invalid("ab\xe6\x88"), 2u);        // truncated at the end
+  char32_t cp = 0;
+  EXPECT_EQ(utf8::next("爱", 0, &cp), 3);
+  EXPECT_EQ(cp, U'爱');
+  EXPECT_EQ(utf8::strip_bom("\xEF\xBB\xBFline"), "line");
+  EXPECT_EQ(utf8::strip_bom("line"), "line");
+}
+
+TEST(Sha256, NistVectors) {
+  const auto hex = [](const std::string& s) {
+    Sha256 h;
+    h.update(s);
+    return h.hex();
+  };
+  EXPECT_EQ(hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 million;
+  const std::string a(1000, 'a');
+  for (int i = 0; i < 1000; ++i) million.update(a);
+  EXPECT_EQ(million.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(WriteFileAtomic, ReplacesWholeFilesAndLeavesNoTemporary) {
+  const fs::path dir = fresh_dir("atomic");
+  const std::string path = (dir / "fig.svg").string();
+  write_file_atomic(path, "first");
+  write_file_atomic(path, "second, longer");
+  EXPECT_EQ(slurp(path), "second, longer");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);  // no temporary left
+  const std::string bad = (dir / "missing" / "fig.svg").string();
+  try {
+    write_file_atomic(bad, "x");
+    FAIL() << "no exception";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad + ": cannot write: No such file or directory"), std::string::npos)
+        << e.what();
+  }
+}
+
+// NMT_TEST_WRITE_LIMIT is read once per process: this test runs in a child.
+TEST(WriteFileAtomic, AFullDiskKeepsThePreviousFile) {
+  const fs::path dir = fresh_dir("full");
+  const std::string path = (dir / "out.txt").string();
+  write_file_atomic(path, "the good old content");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("NMT_TEST_WRITE_LIMIT", "100", 1);
+    int code = 3;
+    try {
+      write_file_atomic(path, std::string(1000, 'x'));
+      code = 0;
+    } catch (const IoError& e) {
+      code = std::string(e.what()) == path + ": cannot write: No space left on device" ? 1 : 2;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "1: the one-line IoError; 0: no error; 2: another message";
+  EXPECT_EQ(slurp(path), "the good old content");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+}
+
+TEST(Manifest, CatchesTruncatedEditedAndMissingFiles) {
+  const fs::path dir = fresh_dir("manifest");
+  write_file_atomic((dir / "model.pt").string(), std::string(5000, 'w'));
+  write_file_atomic((dir / "state.yaml").string(), "step: 3\n");
+  write_manifest(dir.string(), {"model.pt", "state.yaml"});
+  EXPECT_TRUE(checkpoint_complete(dir.string()));
+  const auto message = [&] {
+    try {
+      verify_manifest(dir.string());
+      return std::string("no error");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+  };
+  fs::resize_file(dir / "model.pt", 4000);
+  EXPECT_NE(message().find("model.pt: 4000 bytes, the manifest says 5000"), std::string::npos) << message();
+  write_file_atomic((dir / "model.pt").string(), std::string(5000, 'v'));
+  EXPECT_NE(message().find("model.pt: content differs from the manifest's checksum"), std::string::npos);
+  fs::remove(dir / "model.pt");
+  EXPECT_NE(message().find("model.pt: listed in the manifest but missing"), std::string::npos);
+  EXPECT_FALSE(checkpoint_complete(dir.string()));
+}
+
+TEST(Manifest, RejectsMalformedLinesNamingTheLine) {
+  const std::string good = "nmt checkpoint manifest 1\n" + std::string(64, 'a') + " 12 model.pt\n";
+  EXPECT_EQ(parse_manifest(good, "m").size(), 1u);
+  for (const auto& [text, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"", "m: empty manifest"},
+           {"other header\n", "m:1: not an nmt checkpoint manifest"},
+           {"nmt checkpoint manifest 1\nabc 12 model.pt\n", "m:2: 'abc' is not a SHA-256"},
+           {"nmt checkpoint manifest 1\n" + std::string(64, 'a') + " -1 x\n", "m:2: '-1' is not a file size"},
+           {"nmt checkpoint manifest 1\n" + std::string(64, 'a') + " 1 ../etc/passwd\n", "is not a file name"},
+           {good + std::string(64, 'b') + " 3 model.pt\n", "m:3: model.pt is listed twice"}}) {
+    try {
+      parse_manifest(text, "m");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
+    }
+  }
+}
+
+bool has_marker(const std::string& folder) { return fs::exists(fs::path(folder) / "marker"); }
+
+TEST(ReplaceDirectory, SwapsAndRecoversFromAnInterruptedSwap) {
+  const fs::path dir = fresh_dir("replace");
+  const std::string target = (dir / "last").string(), staged = target + ".tmp";
+  fs::create_directories(staged);
+  write_file_atomic(staged + "/marker", "1");
+  replace_directory(staged, target);  // nothing there yet: a rename
+  EXPECT_EQ(slurp(target + "/marker"), "1");
+  fs::create_directories(staged);
+  write_file_atomic(staged + "/marker", "2");
+  replace_directory(staged, target);
+  EXPECT_EQ(slurp(target + "/marker"), "2");
+  EXPECT_FALSE(fs::exists(staged));
+  // A crash between the two renames of the fallback: only last.old and last.tmp.
+  fs::rename(target, target + ".old");
+  fs::create_directories(staged);
+  write_file_atomic(staged + "/marker", "3");
+  const std::string did = recover_directory(target, staged, has_marker);
+  EXPECT_NE(did.find("recovered"), std::string::npos) << did;
+  EXPECT_EQ(slurp(target + "/marker"), "3");
+  EXPECT_FALSE(fs::exists(staged));
+  EXPECT_FALSE(fs::exists(target + ".old"));
+  EXPECT_EQ(recover_directory(target, staged, has_marker), "");
+}
+
+}  // namespace
+}  // namespace nmt
