@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libtorch-dev libopenblas0-pthread
+  libtorch-dev libopenblas0-pthread libgloo-dev
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev
-  python3 python3-nltk
+  python3 python3-nltk python3-yaml
 )
 missing=()
 for p in "${packages[@]}"; do

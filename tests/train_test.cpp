@@ -276,14 +276,14 @@ TEST(Reporter, WritesLogWindowsAndEvaluationsToMetricsJsonl) {
   tc.log_every = 2;
   tc.progress = false;
   {
-    Reporter r(tc, /*append=*/false, /*active=*/true);
+    Reporter r(tc, TrainingState{}, /*append=*/false, /*active=*/true);
     TrainingState st;
     for (int i = 1; i <= 4; ++i) {
       st.step = i;
       r.step(st, {at::full({}, double(i)), at::zeros({})}, 100, 1e-3);
     }
     r.evaluation(st, {{"loss", 1.5}, {"bleu", 20.0}}, true);
-    Reporter inactive(tc, /*append=*/true, /*active=*/false);
+    Reporter inactive(tc, TrainingState{}, /*append=*/true, /*active=*/false);
     inactive.step(st, {at::full({}, 9.0), at::zeros({})}, 100, 1e-3);
     inactive.evaluation(st, {{"loss", 9.0}}, false);
     const TrainResult result = r.finish(st);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/manifest.h"
+#include "checkpoint/state.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/sha256.h"
@@ -151,6 +152,41 @@ TEST(Manifest, RejectsMalformedLinesNamingTheLine) {
 }
 
 bool has_marker(const std::string& folder) { return fs::exists(fs::path(folder) / "marker"); }
+
+TEST(TrainingState, RoundTripsAndRejectsBadCounters) {
+  TrainingState s;
+  s.step = 1234;
+  s.position = {2, 17};
+  s.best = 0.1 + 0.2;  // not exactly representable in few digits
+  s.evals_since_best = 3;
+  s.train_seconds = 812.25;
+  s.wall_seconds = 901.5;
+  s.metrics = {{"bleu", 21.5}, {"loss", 3.25}};
+  const TrainingState r = parse_training_state(training_state_yaml(s), "state.yaml");
+  EXPECT_EQ(r.step, s.step);
+  EXPECT_EQ(r.position.epoch, 2);
+  EXPECT_EQ(r.position.batch, 17);
+  EXPECT_EQ(r.best, s.best);
+  EXPECT_EQ(r.evals_since_best, 3);
+  EXPECT_EQ(r.train_seconds, s.train_seconds);
+  EXPECT_EQ(r.wall_seconds, s.wall_seconds);
+  EXPECT_EQ(r.metrics, s.metrics);
+  // A state written before the clocks were kept still loads, at zero time.
+  const TrainingState old = parse_training_state(
+      "step: 5\nepoch: 0\nbatch_in_epoch: 5\nbest: .nan\nevals_since_best: 0\nmetrics: {}\n", "old.yaml");
+  EXPECT_EQ(old.step, 5);
+  EXPECT_EQ(old.train_seconds, 0);
+  for (const char* bad : {"step: -1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\n",
+                          "step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\ntrain_seconds: -3\n",
+                          "step: x\n", "- [1, 2\n"}) {
+    try {
+      parse_training_state(bad, "bad.yaml");
+      FAIL() << "accepted: " << bad;
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("bad.yaml: unreadable training state", 0), 0u) << e.what();
+    }
+  }
+}
 
 TEST(ReplaceDirectory, SwapsAndRecoversFromAnInterruptedSwap) {
   const fs::path dir = fresh_dir("replace");

@@ -8,8 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "checkpoint/manifest.h"
@@ -23,28 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-TrainingState read_state(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open training state");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_training_state(ss.str(), path);
-}
-
 void require_file(const fs::path& p) {
   if (!fs::is_regular_file(p)) throw InputError(p.string() + ": missing from checkpoint");
-}
-
-}  // namespace
-
-namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Test hook for the crash tests: NMT_TEST_SAVE_DELAY_MS pauses a save just
@@ -69,29 +47,34 @@ void save_checkpoint(const std::string& dir, Transformer& model,
   fs::create_directories(staged, ec);
   if (ec) throw IoError(staged.string() + ": cannot create: " + ec.message());
   std::vector<std::string> files{"model.pt", "state.yaml", "config.yaml", "src.model", "tgt.model"};
-  {
-    AtomicFile weights((staged / "model.pt").string());
-    torch::save(model, weights.temp_path());
-    weights.commit();
+  try {
+    {
+      AtomicFile weights((staged / "model.pt").string());
+      torch::save(model, weights.temp_path());
+      weights.commit();
+    }
+    if (optimizer) {
+      AtomicFile moments((staged / "optimizer.pt").string());
+      optimizer->save(moments.temp_path());
+      moments.commit();
+      files.push_back("optimizer.pt");
+    }
+    write_file_atomic((staged / "state.yaml").string(), training_state_yaml(state));
+    write_file_atomic((staged / "config.yaml").string(), to_yaml(cfg));
+    write_file_atomic((staged / "src.model").string(), read_file(src_model));
+    write_file_atomic((staged / "tgt.model").string(), read_file(tgt_model));
+    write_manifest(staged.string(), files);
+  } catch (...) {
+    fs::remove_all(staged, ec);  // a failed save leaves only the previous checkpoint behind
+    throw;
   }
-  if (optimizer) {
-    AtomicFile moments((staged / "optimizer.pt").string());
-    optimizer->save(moments.temp_path());
-    moments.commit();
-    files.push_back("optimizer.pt");
-  }
-  write_file_atomic((staged / "state.yaml").string(), training_state_yaml(state));
-  write_file_atomic((staged / "config.yaml").string(), to_yaml(cfg));
-  write_file_atomic((staged / "src.model").string(), read_file(src_model));
-  write_file_atomic((staged / "tgt.model").string(), read_file(tgt_model));
-  write_manifest(staged.string(), files);
   test_save_delay();
   replace_directory(staged.string(), dir);
 }
 
 std::string recover_checkpoints(const std::string& dir) {
   std::string done;
-  for (const fs::path d : {fs::path(dir), fs::path(dir) / "best", fs::path(dir) / "last"}) {
+  for (const fs::path& d : {fs::path(dir), fs::path(dir) / "best", fs::path(dir) / "last"}) {
     if (!fs::exists(d) && !fs::exists(d.string() + ".tmp") && !fs::exists(d.string() + ".old")) continue;
     const std::string line = recover_directory(d.string(), d.string() + ".tmp", checkpoint_complete);
     if (!line.empty()) done += (done.empty() ? "" : "; ") + line;
@@ -118,7 +101,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir_in, const c10::Device& d
   for (const char* f : {"model.pt", "config.yaml", "state.yaml", "src.model", "tgt.model"})
     require_file(d / f);
   ck.cfg = load_config((d / "config.yaml").string());
-  ck.state = read_state((d / "state.yaml").string());
+  ck.state = parse_training_state(read_file((d / "state.yaml").string(), "training state"), (d / "state.yaml").string());
   ck.src_tok = std::make_unique<Tokenizer>((d / "src.model").string());
   ck.tgt_tok = std::make_unique<Tokenizer>((d / "tgt.model").string());
   ck.model = build_model(ck.cfg, ck.src_tok->vocab_size(), ck.tgt_tok->vocab_size());

@@ -1,7 +1,6 @@
 #include "checkpoint/manifest.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "util/atomic_file.h"
@@ -81,11 +80,8 @@ void write_manifest(const std::string& dir, const std::vector<std::string>& file
 
 void verify_manifest(const std::string& dir) {
   const std::string mpath = (fs::path(dir) / kManifestFile).string();
-  std::ifstream in(mpath, std::ios::binary);
-  if (!in) throw InputError(mpath + ": missing: not a complete checkpoint");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  for (const auto& e : parse_manifest(ss.str(), mpath)) {
+  if (!fs::is_regular_file(mpath)) throw InputError(mpath + ": missing: not a complete checkpoint");
+  for (const auto& e : parse_manifest(read_file(mpath, "manifest"), mpath)) {
     const std::string path = (fs::path(dir) / e.file).string();
     std::error_code ec;
     const auto size = fs::file_size(path, ec);

@@ -14,6 +14,8 @@ std::string training_state_yaml(const TrainingState& s) {
   out << YAML::Key << "batch_in_epoch" << YAML::Value << s.position.batch;
   out << YAML::Key << "best" << YAML::Value << s.best;
   out << YAML::Key << "evals_since_best" << YAML::Value << s.evals_since_best;
+  out << YAML::Key << "train_seconds" << YAML::Value << s.train_seconds;
+  out << YAML::Key << "wall_seconds" << YAML::Value << s.wall_seconds;
   out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
   for (const auto& [name, value] : s.metrics) out << YAML::Key << name << YAML::Value << value;
   out << YAML::EndMap << YAML::EndMap;
@@ -29,9 +31,13 @@ TrainingState parse_training_state(const std::string& yaml, const std::string& p
     s.position.batch = n["batch_in_epoch"].as<int64_t>();
     s.best = n["best"].as<double>();
     s.evals_since_best = n["evals_since_best"].as<int64_t>();
+    // Absent from checkpoints written before the clock was kept.
+    if (n["train_seconds"]) s.train_seconds = n["train_seconds"].as<double>();
+    if (n["wall_seconds"]) s.wall_seconds = n["wall_seconds"].as<double>();
     for (const auto& kv : n["metrics"]) s.metrics[kv.first.as<std::string>()] = kv.second.as<double>();
-    if (s.step < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.evals_since_best < 0)
-      throw YAML::Exception(YAML::Mark::null_mark(), "negative counter");
+    if (s.step < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.evals_since_best < 0 ||
+        !(s.train_seconds >= 0) || !(s.wall_seconds >= 0))
+      throw YAML::Exception(YAML::Mark::null_mark(), "negative counter or time");
   } catch (const YAML::Exception& e) {
     throw InputError(path + ": unreadable training state: " + e.msg);
   }

@@ -18,11 +18,11 @@ struct TrainingState {
   std::map<std::string, double> metrics;
   double best = std::numeric_limits<double>::quiet_NaN();  // best value of train.best_metric
   int64_t evals_since_best = 0;                             // for early stopping
+  // Time spent so far, over every session of the run (a resumed run goes on
+  // counting): training steps alone, and wall time with evaluations.
+  double train_seconds = 0;
+  double wall_seconds = 0;
 };
-
-// state.yaml's text, and back (InputError naming `source` when malformed).
-std::string training_state_yaml(const TrainingState& state);
-TrainingState parse_training_state(const std::string& yaml, const std::string& source);
 
 // state.yaml's text, and back (InputError naming `source` when malformed).
 std::string training_state_yaml(const TrainingState& state);

@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <sstream>
 
 #include "ops/attention/backend.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -295,11 +295,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
 }
 
 Config load_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  return parse_config(read_file(path, "config file"), path);
 }
 
 namespace {

@@ -1,10 +1,8 @@
 #include "data/text_io.h"
 
 #include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/utf8.h"
 
@@ -31,12 +29,7 @@ std::vector<std::string> split_lines(std::string_view content, const std::string
 }
 
 std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
-  return split_lines(ss.str(), path);
+  return split_lines(read_file(path), path);
 }
 
 ParallelTextCheck check_parallel_text(const std::string& src_path, const std::string& tgt_path) {

@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "config/config.h"
@@ -159,14 +158,6 @@ uint64_t fnv1a(const std::string& bytes, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open training data");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Placeholders that software messages carry and a translation must keep
 // verbatim: as single pieces they are easy to copy and never split.
 const std::vector<std::string>& placeholder_pieces() {
@@ -210,8 +201,8 @@ void train_model(const std::string& input, const std::string& prefix, int64_t vo
 
 TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string& train_src,
                                   const std::string& train_tgt) {
-  const std::string src_text = read_file(train_src);
-  const std::string tgt_text = read_file(train_tgt);
+  const std::string src_text = read_file(train_src, "training data");
+  const std::string tgt_text = read_file(train_tgt, "training data");
   std::ostringstream settings;
   settings << cfg.shared << '|' << cfg.model_type << '|' << cfg.src_vocab_size << '|'
            << cfg.tgt_vocab_size << '|' << cfg.src_character_coverage << '|'
@@ -240,8 +231,7 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
                cfg.shared ? "shared" : "one per language", dir.string());
   if (cfg.shared) {
     const std::string both = (tmp / "both.txt").string();
-    std::ofstream(both, std::ios::binary)
-        << src_text << (src_text.empty() || src_text.back() == '\n' ? "" : "\n") << tgt_text;
+    write_file_atomic(both, src_text + (src_text.empty() || src_text.back() == '\n' ? "" : "\n") + tgt_text);
     train_model(both, (tmp / "src").string(), cfg.src_vocab_size,
                 std::min(cfg.src_character_coverage, cfg.tgt_character_coverage), cfg);
     fs::remove(both);

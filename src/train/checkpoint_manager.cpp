@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
+#include "util/atomic_file.h"
 
 namespace nmt {
 
@@ -26,13 +24,6 @@ Config resume_config(const std::string& dir) {
 
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resume,
@@ -47,7 +38,7 @@ CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resum
     fs::create_directories(private_dir_);
     for (const auto& [name, path] : {std::pair{"src.model", &src_model_}, std::pair{"tgt.model", &tgt_model_}}) {
       *path = (fs::path(private_dir_) / name).string();
-      std::ofstream(*path, std::ios::binary) << sync.set_and_wait(std::string("tokenizer/") + name, "");
+      write_file_atomic(*path, sync.set_and_wait(std::string("tokenizer/") + name, ""));
     }
     return;
   }
@@ -75,8 +66,8 @@ CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resum
   src_model_ = (tok_dir / "src.model").string();
   tgt_model_ = (tok_dir / "tgt.model").string();
   if (sync.world_size() > 1) {
-    sync.set_and_wait("tokenizer/src.model", read_bytes(src_model_));
-    sync.set_and_wait("tokenizer/tgt.model", read_bytes(tgt_model_));
+    sync.set_and_wait("tokenizer/src.model", read_file(src_model_));
+    sync.set_and_wait("tokenizer/tgt.model", read_file(tgt_model_));
   }
 }
 

@@ -7,8 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -17,8 +15,12 @@ namespace nmt {
 
 namespace fs = std::filesystem;
 
-Reporter::Reporter(const TrainConfig& config, bool append, bool active)
-    : config_(config), active_(active), tty_(active && config.progress && isatty(STDERR_FILENO)) {
+Reporter::Reporter(const TrainConfig& config, const TrainingState& state, bool append, bool active)
+    : config_(config),
+      active_(active),
+      tty_(active && config.progress && isatty(STDERR_FILENO)),
+      prior_train_seconds_(state.train_seconds),
+      prior_wall_seconds_(state.wall_seconds) {
   start_ = window_start_ = Clock::now();
   if (!active_) return;
   metrics_path_ = config.metrics_file.empty()
@@ -26,26 +28,28 @@ Reporter::Reporter(const TrainConfig& config, bool append, bool active)
                       : config.metrics_file;
   const fs::path parent = fs::path(metrics_path_).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
-  if (append) {
-    std::ifstream in(metrics_path_, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    metrics_text_ = ss.str();
-  }
+  if (append && fs::exists(metrics_path_)) metrics_text_ = read_file(metrics_path_, "metrics log");
   write_file_atomic(metrics_path_, metrics_text_);  // fails here, not an hour in
 }
 
 Reporter::~Reporter() { clear_progress(); }
 
-double Reporter::train_seconds() const {
+double Reporter::session_train_seconds() const {
   const double total = std::chrono::duration<double>(Clock::now() - start_).count();
   const double paused =
       paused_seconds_ + (paused_ ? std::chrono::duration<double>(Clock::now() - paused_at_).count() : 0);
   return total - paused;
 }
 
-double Reporter::wall_minutes() const {
-  return std::chrono::duration<double>(Clock::now() - start_).count() / 60.0;
+double Reporter::wall_seconds() const {
+  return prior_wall_seconds_ + std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+double Reporter::wall_minutes() const { return wall_seconds() / 60.0; }
+
+void Reporter::stamp(TrainingState& state) const {
+  state.train_seconds = train_seconds();
+  state.wall_seconds = wall_seconds();
 }
 
 void Reporter::pause_clock() {
@@ -111,7 +115,7 @@ void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t t
   write_json({{"step", double(state.step)}, {"epoch", double(state.position.epoch + 1)},
               {"train_loss", last_loss_}, {"lr", lr}, {"tokens_per_s", window_tokens_ / window_s},
               {"window_tokens", double(window_tokens_)}, {"window_seconds", window_s},
-              {"train_seconds", train_seconds()}});
+              {"train_seconds", train_seconds()}, {"wall_seconds", wall_seconds()}});
   window_losses_.clear();
   window_tokens_ = window_steps_ = 0;
   window_paused_ = 0;
@@ -132,6 +136,7 @@ void Reporter::evaluation(const TrainingState& state, const std::map<std::string
     fields.emplace_back("valid_" + name, value);
   }
   fields.emplace_back("train_seconds", train_seconds());
+  fields.emplace_back("wall_seconds", wall_seconds());
   spdlog::info("{}{}", line, best ? " (best)" : "");
   write_json(fields);
 }
@@ -148,7 +153,7 @@ TrainResult Reporter::finish(const TrainingState& state) {
   r.steps = state.step;
   r.last_train_loss = last_loss_;
   r.best = state.best;
-  r.train_seconds = train_seconds();
+  r.train_seconds = session_train_seconds();
   r.tokens_per_second = total_tokens_ / std::max(r.train_seconds, 1e-9);
   r.checkpoint_dir = config_.checkpoint_dir;
   if (active_)

@@ -21,7 +21,7 @@ struct TrainResult {
   double last_train_loss = 0;    // mean over the last log window
   double best = 0;               // best value of train.best_metric
   double tokens_per_second = 0;  // source + target tokens, whole run
-  double train_seconds = 0;      // wall time of training steps, evaluations excluded
+  double train_seconds = 0;      // this session's training steps, evaluations excluded
   std::string checkpoint_dir;
   SyncStats sync;                // gradient synchronisation (several ranks)
   int interrupted = 0;           // the signal that stopped the run early (0: it ran its course)
@@ -29,8 +29,9 @@ struct TrainResult {
 
 class Reporter {
  public:
-  // append: continue the metrics file of a resumed run.
-  Reporter(const TrainConfig& config, bool append, bool active);
+  // append: continue the metrics file of a resumed run; `state` carries the
+  // time its earlier sessions took, so the clocks go on from there.
+  Reporter(const TrainConfig& config, const TrainingState& state, bool append, bool active);
   ~Reporter();
 
   // After every step. Reads the loss tensors only every log_every steps.
@@ -41,8 +42,10 @@ class Reporter {
   void evaluation(const TrainingState& state, const std::map<std::string, double>& metrics,
                   bool best);
   void info(const std::string& line);
-  // Since the reporter was made, evaluations included.
+  // The whole run's wall time, evaluations included.
   double wall_minutes() const;
+  // Writes the run's clocks into the state a checkpoint is about to keep.
+  void stamp(TrainingState& state) const;
   TrainResult finish(const TrainingState& state);
 
  private:
@@ -50,7 +53,9 @@ class Reporter {
   void write_json(const std::vector<std::pair<std::string, double>>& fields);
   void show_progress(int64_t step, double tok_s);
   void clear_progress();
-  double train_seconds() const;
+  double session_train_seconds() const;
+  double train_seconds() const { return prior_train_seconds_ + session_train_seconds(); }
+  double wall_seconds() const;
 
   TrainConfig config_;
   bool active_;
@@ -60,6 +65,7 @@ class Reporter {
   std::string metrics_text_;
   std::string metrics_path_;
   Clock::time_point start_, window_start_, paused_at_, last_progress_;
+  double prior_train_seconds_ = 0, prior_wall_seconds_ = 0;  // earlier sessions
   double paused_seconds_ = 0;  // evaluation time so far
   bool paused_ = false;
   bool progress_shown_ = false;

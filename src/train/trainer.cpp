@@ -156,6 +156,7 @@ class Evaluation {
         candidate.evals_since_best = stopping_.evals_since_best();
         s_.state = candidate;
         reporter_.evaluation(s_.state, s_.state.metrics, best);
+        reporter_.stamp(s_.state);
         s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, best);
         if (stopping_.stalled()) {
           outcome = kStalled;
@@ -172,6 +173,7 @@ class Evaluation {
   // After an interrupt: last/ with the state as it is, and how to go on.
   Outcome save_interrupted() {
     if (s_.leader()) {
+      reporter_.stamp(s_.state);
       s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, /*best=*/false);
       reporter_.info(fmt::format("train: stopped at step {} (epoch {}, batch {}); {}/last saved; "
                                  "continue with: nmt train --resume {}",
@@ -209,15 +211,27 @@ void check_update(const StepOutput& out, int64_t step, int64_t& skipped, const T
                             step, skipped, tc.skip_nonfinite_steps));
 }
 
+// train.max_steps or train.max_epochs reached (max_minutes is voted on).
+bool counts_reached(const TrainConfig& tc, const TrainingState& state) {
+  return (tc.max_steps > 0 && state.step >= tc.max_steps) ||
+         (tc.max_epochs > 0 && state.position.epoch >= tc.max_epochs);
+}
+
 }  // namespace
 
 TrainResult train(const Config& cfg, const std::string& resume_dir) {
   const TrainConfig& tc = cfg.train;
   Session s(cfg, resume_dir);
-  Reporter reporter(tc, s.checkpoints.resuming(), /*active=*/s.leader());
+  Reporter reporter(tc, s.state, s.checkpoints.resuming(), /*active=*/s.leader());
   Evaluation evaluation(s, reporter);
   int64_t skipped = 0;
   Evaluation::Outcome outcome = Evaluation::kContinue;
+  if (counts_reached(tc, s.state)) {  // resuming a run that had finished
+    reporter.info(fmt::format("train: nothing to do: the run is at step {}, epoch {} (train.max_steps {}, "
+                              "train.max_epochs {})", s.state.step, s.state.position.epoch, tc.max_steps,
+                              tc.max_epochs));
+    outcome = Evaluation::kFinished;
+  }
   while (outcome == Evaluation::kContinue) {
     const StepBatch batch = s.source.next();
     ++s.state.step;
@@ -233,8 +247,7 @@ TrainResult train(const Config& cfg, const std::string& resume_dir) {
       break;
     }
     const bool timed_out = out.votes[0] > 0;
-    const bool done = timed_out || (tc.max_steps > 0 && s.state.step >= tc.max_steps) ||
-                      (tc.max_epochs > 0 && s.state.position.epoch >= tc.max_epochs);
+    const bool done = timed_out || counts_reached(tc, s.state);
     if (s.state.step % tc.eval_every != 0 && !done) continue;
     if (timed_out) reporter.info(fmt::format("train: time limit of {} minutes reached", tc.max_minutes));
     outcome = evaluation.run();

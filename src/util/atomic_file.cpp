@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "util/errors.h"
 
@@ -57,6 +59,15 @@ void fsync_path(const std::string& path, bool directory) {
 }  // namespace
 
 void sync_directory(const std::string& dir) { fsync_path(dir, /*directory=*/true); }
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open " + what + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw InputError(path + ": cannot read " + what + ": " + std::strerror(errno));
+  return ss.str();
+}
 
 void write_file_atomic(const std::string& path, std::string_view content) {
   const std::string temp = unique_temp(path);

@@ -12,6 +12,10 @@
 
 namespace nmt {
 
+// The reading side: the whole file as bytes, or an InputError
+// "PATH: cannot open WHAT: reason" (or "cannot read").
+std::string read_file(const std::string& path, const std::string& what = "file");
+
 void write_file_atomic(const std::string& path, std::string_view content);
 
 // For writers that want a path of their own (torch::save): write

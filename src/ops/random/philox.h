@@ -84,13 +84,13 @@ typedef uint64_t U64x8 __attribute__((vector_size(64)));
 // {high, low} 32-bit halves of a * m in every lane.
 static inline void mulhilo(U32x16 a, uint32_t m, U32x16& hi, U32x16& lo) {
   constexpr uint64_t kLow = 0xFFFFFFFFull;
-  const U64x8 wide = reinterpret_cast<U64x8&>(a);
+  const U64x8 wide = (U64x8)a;  // a vector cast reinterprets the bits
   const U64x8 even = (wide & kLow) * static_cast<uint64_t>(m);  // lanes 2j
   const U64x8 odd = (wide >> 32) * static_cast<uint64_t>(m);    // lanes 2j + 1
   const U64x8 lo64 = (even & kLow) | (odd << 32);
   const U64x8 hi64 = (even >> 32) | (odd & ~kLow);
-  lo = reinterpret_cast<const U32x16&>(lo64);
-  hi = reinterpret_cast<const U32x16&>(hi64);
+  lo = (U32x16)lo64;
+  hi = (U32x16)hi64;
 }
 
 // Multipliers of `n` channels at (row, position): 0 (dropped) or 1/(1-p).
