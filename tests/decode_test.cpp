@@ -103,6 +103,35 @@ TEST(Decode, TranslationDoesNotDependOnTheBatch) {
     EXPECT_EQ(decode(model, {t.sources[i]}, opts, torch::kCPU)[0], beam_batched[i]) << "sentence " << i;
 }
 
+// Each sentence stops at its own limit (max_len_factor × its source + slack),
+// whatever else is in the batch: finished sentences leave the batch while the
+// others go on.
+TEST(Decode, LengthLimitsArePerSentence) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  DecodeOptions free_run, limited;
+  limited.max_len_factor = 0.4;
+  for (int64_t beam : {0, 3}) {
+    free_run.beam = limited.beam = beam;
+    const auto full = decode(model, t.sources, free_run, torch::kCPU);
+    const auto cut = decode(model, t.sources, limited, torch::kCPU);
+    int truncated = 0;
+    for (size_t i = 0; i < t.sources.size(); ++i) {
+      const auto limit = static_cast<size_t>(target_limit(limited, static_cast<int64_t>(t.sources[i].size())));
+      EXPECT_LT(limit, static_cast<size_t>(limited.max_len));
+      ASSERT_LE(cut[i].size(), limit) << "sentence " << i << " beam " << beam;
+      if (full[i].size() < limit) EXPECT_EQ(cut[i], full[i]) << "sentence " << i << " beam " << beam;
+      if (full[i].size() > limit) {
+        ++truncated;
+        if (beam == 0)  // greedy: the same tokens, cut short
+          EXPECT_EQ(cut[i], std::vector<int64_t>(full[i].begin(), full[i].begin() + limit)) << "sentence " << i;
+      }
+      if (i % 9 == 0) EXPECT_EQ(decode(model, {t.sources[i]}, limited, torch::kCPU)[0], cut[i]) << "sentence " << i;
+    }
+    EXPECT_GE(truncated, 5) << "beam " << beam << ": the limit should bite on some sentences";
+  }
+}
+
 TEST(Decode, BeamOneIsGreedyAndBeamsEndProperly) {
   const Trained& t = trained();
   Transformer model = t.model;

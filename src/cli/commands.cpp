@@ -69,6 +69,7 @@ DecodeOptions decode_options(const Config& cfg, const DecodeFlags& flags) {
   DecodeOptions o = nmt::decode_options(cfg.decode);
   o.max_len = flags.max_len.value_or(o.max_len);
   o.batch_size = flags.batch_size.value_or(o.batch_size);
+  o.max_len_factor = flags.max_len_factor.value_or(o.max_len_factor);
   o.beam = flags.beam;
   o.length_penalty = flags.length_penalty;
   o.use_cache = !flags.no_cache;

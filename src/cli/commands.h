@@ -28,6 +28,7 @@ int run_train(const TrainArgs& args);
 // Decoding flags of translate and evaluate; unset ones come from the config.
 struct DecodeFlags {
   std::optional<int64_t> max_len, batch_size;
+  std::optional<double> max_len_factor;
   int64_t beam = 0;  // 0 = greedy
   double length_penalty = 0.0;
   bool no_cache = false;

@@ -58,6 +58,9 @@ void add_runtime_flags(CLI::App* sub, nmt::cli::RuntimeFlags& f) {
 
 void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
   sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(int_range(1, 4096));
+  sub->add_option("--max-len-factor", f.max_len_factor,
+                  "also stop after this many target tokens per source token, + 5 (0 = off)")
+      ->check(real_range(0.0, 1000.0));
   sub->add_option("--batch-size", f.batch_size, "sentences decoded together")
       ->check(int_range(1, 100000));
   sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search)")

@@ -80,6 +80,10 @@ struct TrainConfig {
 
 struct DecodeConfig {
   int64_t max_len = 80;       // stop decoding after this many target tokens
+  // ... or after max_len_factor × the source's tokens + 5, if fewer (0: off).
+  // A model that has not converged can babble on to max_len; this bounds it
+  // by what a translation of that source could plausibly need.
+  double max_len_factor = 3.0;
   int64_t batch_size = 64;    // sentences decoded together
 };
 

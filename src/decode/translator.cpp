@@ -13,7 +13,9 @@ namespace nmt {
 
 namespace {
 
-// Next-token logits for every row, given the tokens fed so far.
+// Next-token logits for every row, given the newest token of each. Rows can
+// be dropped or duplicated between steps (reorder), so a batch shrinks as
+// its sentences finish.
 class StepModel {
  public:
   StepModel(Transformer& model, const torch::Tensor& memory, const torch::Tensor& src_len,
@@ -22,22 +24,28 @@ class StepModel {
     if (use_cache_) cache_ = model_->start_decoding(memory, src_len, max_steps);
   }
 
-  // prefix: [N, t] = <start> y1 .. y(t-1) -> logits [N, V] for y_t.
-  torch::Tensor next(const torch::Tensor& prefix) {
-    if (use_cache_) return model_->decode_step(prefix.select(1, prefix.size(1) - 1), cache_);
+  // tokens: [N] = y(t-1) of every row (<start> first) -> logits [N, V] for y_t.
+  torch::Tensor next(const torch::Tensor& tokens) {
+    if (use_cache_) return model_->decode_step(tokens, cache_);
     // Full recomputation; causality makes the last row depend on the prefix only.
-    const torch::Tensor lengths = torch::full({prefix.size(0)}, prefix.size(1), src_len_.options());
-    return model_->decode_embedded(model_->embed_target(prefix), memory_, lengths, src_len_)
-        .select(1, prefix.size(1) - 1);
+    prefix_ = prefix_.defined() ? torch::cat({prefix_, tokens.unsqueeze(1)}, 1) : tokens.unsqueeze(1);
+    const torch::Tensor lengths = torch::full({prefix_.size(0)}, prefix_.size(1), src_len_.options());
+    return model_->decode_embedded(model_->embed_target(prefix_), memory_, lengths, src_len_)
+        .select(1, prefix_.size(1) - 1);
   }
 
-  void reorder(const torch::Tensor& index) {
-    // With the cache, the encoder output lives on only as the cached
-    // cross-attention keys/values, which the cache reorders itself.
+  // Keeps rows `index` ([N'] int64), in that order. same_sources: every kept
+  // row comes from a row of the same sentence (beams choosing parents), so
+  // only the target side moves.
+  void reorder(const torch::Tensor& index, bool same_sources = false) {
+    if (prefix_.defined()) prefix_ = prefix_.index_select(0, index);
     if (use_cache_) {
-      cache_.reorder(index);
+      // The encoder output lives on only as the cached cross-attention keys
+      // and values.
+      same_sources ? cache_.reorder_targets(index) : cache_.reorder(index);
       return;
     }
+    if (same_sources) return;
     memory_ = memory_.index_select(0, index);
     src_len_ = src_len_.index_select(0, index);
   }
@@ -47,28 +55,46 @@ class StepModel {
   torch::Tensor memory_, src_len_;
   bool use_cache_;
   DecoderCache cache_;
+  torch::Tensor prefix_;  // [N, t]: every token fed so far (recomputation only)
 };
 
-std::vector<std::vector<int64_t>> greedy(StepModel& step, int64_t n, int64_t limit,
+// Drops finished rows from the batch once enough have piled up: each drop
+// copies the caches, so not for every single row.
+bool worth_compacting(size_t finished, size_t rows) { return finished > 0 && finished * 8 >= rows; }
+
+std::vector<std::vector<int64_t>> greedy(StepModel& step, const std::vector<int64_t>& limits,
                                          const c10::Device& device) {
+  const int64_t n = static_cast<int64_t>(limits.size());
+  const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
   std::vector<std::vector<int64_t>> out(n);
-  // ys: [N, t]; rows that ended keep being extended, their tokens ignored.
-  torch::Tensor ys = torch::full({n, 1}, kStartId, torch::TensorOptions(torch::kLong).device(device));
-  std::vector<bool> done(n, false);
-  int64_t remaining = n;
-  for (int64_t t = 0; t < limit && remaining > 0; ++t) {
-    const torch::Tensor next = step.next(ys).argmax(-1);  // [N]
-    const torch::Tensor next_cpu = next.to(torch::kCPU);
-    const int64_t* ids = next_cpu.data_ptr<int64_t>();
-    for (int64_t b = 0; b < n; ++b) {
-      if (done[b]) continue;
-      if (ids[b] == kEndId) {
-        done[b] = true, --remaining;
-      } else {
-        out[b].push_back(ids[b]);
-      }
+  std::vector<int64_t> sentence(n);  // the sentence of each row
+  std::iota(sentence.begin(), sentence.end(), 0);
+  std::vector<char> finished(n, 0);  // by row
+  size_t finished_rows = 0;
+  torch::Tensor tokens = torch::full({n}, kStartId, long_opts);  // [rows]
+  while (finished_rows < sentence.size()) {
+    // Only the argmax is needed: no softmax over the vocabulary.
+    tokens = step.next(tokens).argmax(-1);  // [rows]
+    const torch::Tensor ids_cpu = tokens.to(torch::kCPU);
+    const int64_t* ids = ids_cpu.data_ptr<int64_t>();
+    for (size_t r = 0; r < sentence.size(); ++r) {
+      if (finished[r]) continue;
+      std::vector<int64_t>& hyp = out[sentence[r]];
+      if (ids[r] != kEndId) hyp.push_back(ids[r]);
+      if (ids[r] == kEndId || static_cast<int64_t>(hyp.size()) >= limits[sentence[r]])
+        finished[r] = 1, ++finished_rows;
     }
-    ys = torch::cat({ys, next.unsqueeze(1)}, 1);
+    if (finished_rows == sentence.size() || !worth_compacting(finished_rows, sentence.size())) continue;
+    std::vector<int64_t> keep;
+    std::vector<int64_t> kept_sentence;
+    for (size_t r = 0; r < sentence.size(); ++r)
+      if (!finished[r]) keep.push_back(static_cast<int64_t>(r)), kept_sentence.push_back(sentence[r]);
+    const torch::Tensor index = torch::tensor(keep, torch::kLong).to(device);
+    step.reorder(index);
+    tokens = tokens.index_select(0, index);
+    sentence = std::move(kept_sentence);
+    finished.assign(sentence.size(), 0);
+    finished_rows = 0;
   }
   return out;
 }
@@ -77,98 +103,135 @@ double length_norm(double alpha, size_t len) {
   return alpha == 0.0 ? 1.0 : std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha);
 }
 
-// Batched beam search. Rows are sentence-major: row n*K + k is beam k of
-// sentence n. Every step each sentence keeps its K best hypotheses by
-// log-probability: beams that have ended compete unchanged with the
-// extensions of the live ones. A sentence stops when all its beams have
-// ended; the length penalty only picks among them at the end, so an early,
-// unlikely <end> cannot crowd out a better hypothesis still being written.
-std::vector<std::vector<int64_t>> beam_search(StepModel& step, int64_t n, int64_t k,
-                                              double alpha, int64_t limit,
-                                              const c10::Device& device) {
+// Batched beam search. Rows are sentence-major: row g*K + k is beam k of
+// the g-th sentence still in the batch. Every step each sentence keeps its K
+// best hypotheses by log-probability: beams that have ended compete
+// unchanged with the extensions of the live ones. A sentence stops when all
+// its beams have ended (or reached its length limit); the length penalty
+// only picks among them at the end, so an early, unlikely <end> cannot crowd
+// out a better hypothesis still being written. Finished sentences leave the
+// batch.
+std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector<int64_t>& limits,
+                                              int64_t k, double alpha, const c10::Device& device) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  const int64_t n = static_cast<int64_t>(limits.size());
   const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
   step.reorder(torch::arange(n, long_opts).repeat_interleave(k));
   struct Beam {
     std::vector<int64_t> tokens;  // without <start> and <end>
-    double score = kNegInf;       // log-probability, <end> included once ended
-    bool ended = false;
+    double score = kNegInf;       // log-probability, <end> included when has_end
+    bool ended = false;           // no further extension: <end> or the length limit
+    bool has_end = false;
   };
   std::vector<Beam> beams(n * k);
   for (int64_t s = 0; s < n; ++s) beams[s * k].score = 0.0;  // one start per sentence
-  const auto sentence_done = [&](int64_t s) {
+  std::vector<int64_t> sentence(n);  // the sentence of each group of K rows
+  std::iota(sentence.begin(), sentence.end(), 0);
+  const auto group_done = [&](int64_t g) {
     for (int64_t j = 0; j < k; ++j)
-      if (!beams[s * k + j].ended && beams[s * k + j].score != kNegInf) return false;
+      if (!beams[g * k + j].ended && beams[g * k + j].score != kNegInf) return false;
     return true;
   };
-  torch::Tensor ys = torch::full({n * k, 1}, kStartId, long_opts);
+  std::vector<std::vector<int64_t>> out(n);
+  const auto finish = [&](int64_t g) {
+    double best = kNegInf;
+    for (int64_t j = 0; j < k; ++j) {
+      const Beam& b = beams[g * k + j];
+      if (b.score == kNegInf) continue;
+      // GNMT: log P / ((5 + |Y|) / 6)^alpha, |Y| counting <end> when present.
+      const double norm = b.score / length_norm(alpha, b.tokens.size() + (b.has_end ? 1 : 0));
+      if (norm > best) best = norm, out[sentence[g]] = b.tokens;
+    }
+  };
+  torch::Tensor tokens = torch::full({n * k}, kStartId, long_opts);  // [rows]
 
-  for (int64_t t = 0; t < limit; ++t) {
-    torch::Tensor logp = torch::log_softmax(step.next(ys).to(torch::kDouble), -1).to(torch::kCPU);
+  while (!sentence.empty()) {
+    const int64_t groups = static_cast<int64_t>(sentence.size());
+    const torch::Tensor logp = torch::log_softmax(step.next(tokens).to(torch::kDouble), -1).to(torch::kCPU);
     const int64_t vocab = logp.size(1);
-    std::vector<double> base(n * k);
-    for (int64_t r = 0; r < n * k; ++r) base[r] = beams[r].ended ? kNegInf : beams[r].score;
-    // Extensions of live beams only: [N, K*V].
+    std::vector<double> base(groups * k);
+    for (int64_t r = 0; r < groups * k; ++r) base[r] = beams[r].ended ? kNegInf : beams[r].score;
+    // Extensions of live beams only: [G, K*V].
     const torch::Tensor cand =
-        (torch::tensor(base, torch::kDouble).unsqueeze(1) + logp).view({n, k * vocab});
+        (torch::tensor(base, torch::kDouble).unsqueeze(1) + logp).view({groups, k * vocab});
     const auto [top_v, top_i] = cand.topk(std::min<int64_t>(k, k * vocab), 1);
     const auto tv = top_v.accessor<double, 2>();
     const auto ti = top_i.accessor<int64_t, 2>();
 
-    std::vector<Beam> next(n * k);
-    std::vector<int64_t> parent(n * k), token(n * k, kEndId);
-    for (int64_t s = 0; s < n; ++s) {
+    std::vector<Beam> next(groups * k);
+    std::vector<int64_t> parent(groups * k), token(groups * k, kEndId);
+    for (int64_t g = 0; g < groups; ++g) {
       // Merge the ended beams (kept as they are) with the best extensions.
       struct Pick { double score; int64_t from; int64_t tok; };  // tok < 0: carried ended beam
       std::vector<Pick> picks;
       for (int64_t j = 0; j < k; ++j) {
-        const Beam& b = beams[s * k + j];
-        if (b.ended && b.score != kNegInf) picks.push_back({b.score, s * k + j, -1});
+        const Beam& b = beams[g * k + j];
+        if (b.ended && b.score != kNegInf) picks.push_back({b.score, g * k + j, -1});
       }
       for (int64_t r = 0; r < top_v.size(1); ++r)
-        if (tv[s][r] != kNegInf) picks.push_back({tv[s][r], s * k + ti[s][r] / vocab, ti[s][r] % vocab});
+        if (tv[g][r] != kNegInf) picks.push_back({tv[g][r], g * k + ti[g][r] / vocab, ti[g][r] % vocab});
       std::stable_sort(picks.begin(), picks.end(),
                        [](const Pick& a, const Pick& b) { return a.score > b.score; });
       for (int64_t j = 0; j < k; ++j) {
-        const int64_t row = s * k + j;
-        parent[row] = s * k;  // rows without a pick stay dead (score -inf)
+        const int64_t row = g * k + j;
+        parent[row] = g * k;  // rows without a pick stay dead (score -inf)
         if (j >= static_cast<int64_t>(picks.size())) continue;
         const Pick& pk = picks[j];
         parent[row] = pk.from;
         next[row] = beams[pk.from];
         next[row].score = pk.score;
-        if (pk.tok == kEndId) next[row].ended = true;
-        else if (pk.tok >= 0) next[row].tokens.push_back(pk.tok), token[row] = pk.tok;
+        if (pk.tok == kEndId) {
+          next[row].ended = next[row].has_end = true;
+        } else if (pk.tok >= 0) {
+          next[row].tokens.push_back(pk.tok), token[row] = pk.tok;
+          if (static_cast<int64_t>(next[row].tokens.size()) >= limits[sentence[g]]) next[row].ended = true;
+        }
       }
     }
     beams = std::move(next);
-    bool all_done = true;
-    for (int64_t s = 0; s < n && all_done; ++s) all_done = sentence_done(s);
-    if (all_done) break;
-    const torch::Tensor index = torch::tensor(parent, torch::kLong).to(device);
-    step.reorder(index);
-    ys = torch::cat({ys.index_select(0, index),
-                     torch::tensor(token, torch::kLong).to(device).unsqueeze(1)}, 1);
-  }
-  std::vector<std::vector<int64_t>> out(n);
-  for (int64_t s = 0; s < n; ++s) {
-    double best = kNegInf;
-    for (int64_t j = 0; j < k; ++j) {
-      const Beam& b = beams[s * k + j];
-      if (b.score == kNegInf) continue;
-      // GNMT: log P / ((5 + |Y|) / 6)^alpha, |Y| counting <end> when present.
-      const double norm = b.score / length_norm(alpha, b.tokens.size() + (b.ended ? 1 : 0));
-      if (norm > best) best = norm, out[s] = b.tokens;
+    std::vector<char> done(groups);
+    int64_t done_groups = 0;
+    for (int64_t g = 0; g < groups; ++g)
+      if ((done[g] = group_done(g))) finish(g), ++done_groups;
+    if (done_groups == groups) break;
+    // Rows follow their parents; finished sentences leave once enough have.
+    const bool compact = worth_compacting(done_groups, groups);
+    std::vector<int64_t> index, kept_sentence;
+    std::vector<Beam> kept_beams;
+    for (int64_t g = 0; g < groups; ++g) {
+      if (compact && done[g]) continue;
+      kept_sentence.push_back(sentence[g]);
+      for (int64_t j = 0; j < k; ++j) index.push_back(parent[g * k + j]);
     }
+    if (compact) {
+      for (int64_t g = 0; g < groups; ++g)
+        if (!done[g])
+          for (int64_t j = 0; j < k; ++j) kept_beams.push_back(std::move(beams[g * k + j]));
+      std::vector<int64_t> kept_token;
+      for (int64_t g = 0; g < groups; ++g)
+        if (!done[g]) kept_token.insert(kept_token.end(), token.begin() + g * k, token.begin() + (g + 1) * k);
+      beams = std::move(kept_beams);
+      token = std::move(kept_token);
+    }
+    sentence = std::move(kept_sentence);
+    step.reorder(torch::tensor(index, torch::kLong).to(device), /*same_sources=*/!compact);
+    tokens = torch::tensor(token, torch::kLong).to(device);
   }
   return out;
 }
 
 }  // namespace
 
+int64_t target_limit(const DecodeOptions& options, int64_t src_tokens) {
+  if (options.max_len_factor <= 0) return options.max_len;
+  const double bound = options.max_len_factor * static_cast<double>(src_tokens) + kLengthSlack;
+  return std::max<int64_t>(1, std::min<int64_t>(options.max_len, static_cast<int64_t>(bound)));
+}
+
 DecodeOptions decode_options(const DecodeConfig& config) {
   DecodeOptions o;
   o.max_len = config.max_len;
+  o.max_len_factor = config.max_len_factor;
   o.batch_size = config.batch_size;
   return o;
 }
@@ -183,9 +246,13 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
   src = src.to(device), src_len = src_len.to(device);
   const torch::Tensor memory = model->encode(src, src_len);  // [N, S, C]
   const int64_t limit = std::min(options.max_len, model->options().max_positions() - 1);
-  StepModel step(model, memory, src_len, options.use_cache, limit);
-  if (options.beam <= 0) return greedy(step, n, limit, device);
-  return beam_search(step, n, options.beam, options.length_penalty, limit, device);
+  std::vector<int64_t> limits(n);
+  for (int64_t i = 0; i < n; ++i)
+    limits[i] = std::min(limit, target_limit(options, static_cast<int64_t>(sources[i].size())));
+  const int64_t longest = *std::max_element(limits.begin(), limits.end());
+  StepModel step(model, memory, src_len, options.use_cache, longest);
+  if (options.beam <= 0) return greedy(step, limits, device);
+  return beam_search(step, limits, options.beam, options.length_penalty, device);
 }
 
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,

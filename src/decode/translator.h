@@ -18,9 +18,15 @@ struct DecodeOptions {
   int64_t beam = 0;              // 0 = greedy; K >= 1 = beam search (K = 1 equals greedy)
   double length_penalty = 0.0;   // GNMT alpha: score / ((5 + len) / 6)^alpha
   int64_t max_len = 80;          // target tokens before stopping
+  double max_len_factor = 0.0;   // ... or factor × source tokens + kLengthSlack, if fewer (0: off)
   int64_t batch_size = 64;       // sentences decoded together
   bool use_cache = true;         // false: recompute the whole prefix every step
 };
+
+constexpr int64_t kLengthSlack = 5;
+
+// The most target tokens decoding may produce for a source of `src_tokens`.
+int64_t target_limit(const DecodeOptions& options, int64_t src_tokens);
 
 // The config's decoding settings (greedy).
 DecodeOptions decode_options(const DecodeConfig& config);

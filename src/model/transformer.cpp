@@ -54,6 +54,19 @@ at::Tensor pad_rows(const at::Tensor& x, int64_t quantum) {
   return padded == n ? x : at::constant_pad_nd(x, {0, 0, 0, padded - n});
 }
 
+at::Tensor matmul_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  // For a handful of rows (a decode step at batch 1, or a beam of 4),
+  // OpenBLAS's GEMM first copies (packs) the whole weight matrix, which costs
+  // more than the product itself; matrix-vector products read it once.
+  constexpr int64_t kVectorRows = 4;
+  if (x.size(0) > kVectorRows || at::GradMode::is_enabled() || x.scalar_type() != at::kFloat)
+    return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
+  std::vector<at::Tensor> rows;
+  for (int64_t i = 0; i < x.size(0); ++i)
+    rows.push_back(bias.defined() ? at::addmv(bias, w.t(), x[i]) : at::mv(w.t(), x[i]));
+  return at::stack(rows);
+}
+
 DenseImpl::DenseImpl(const DenseOptions& o) : options(o) { reset(); }
 
 void DenseImpl::reset() {
@@ -74,9 +87,8 @@ at::Tensor DenseImpl::forward(const at::Tensor& x, bool with_bias) {
   // batch shapes vary from step to step: rows padded to a multiple of
   // kMatmulRowQuantum keep the set of shapes small.
   if (t == at::kBFloat16) x2 = pad_rows(x2, kMatmulRowQuantum);
-  const at::Tensor y = with_bias && options.bias()
-                           ? at::addmm(bias.scalar_type() == t ? bias : bias.to(t), x2, w)
-                           : at::mm(x2, w);  // [N', out]
+  const at::Tensor y = matmul_rows(
+      x2, w, with_bias && options.bias() ? (bias.scalar_type() == t ? bias : bias.to(t)) : at::Tensor());  // [N', out]
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = options.out();
   return y.narrow(0, 0, n).view(shape);
@@ -218,11 +230,17 @@ Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, int64
   return feed_forward(s2, next, rt);
 }
 
-void DecoderCache::reorder(const at::Tensor& index) {
+void DecoderCache::reorder_targets(const at::Tensor& index) {
   for (auto& l : layers) {
-    l.self_kv = l.self_kv.index_select(0, index);
-    l.cross_kv = l.cross_kv.index_select(0, index);
+    at::Tensor kept = at::empty({index.size(0), l.self_kv.size(1), l.self_kv.size(2)}, l.self_kv.options());
+    if (position > 0) kept.narrow(1, 0, position).copy_(l.self_kv.narrow(1, 0, position).index_select(0, index));
+    l.self_kv = kept;
   }
+}
+
+void DecoderCache::reorder(const at::Tensor& index) {
+  reorder_targets(index);
+  for (auto& l : layers) l.cross_kv = l.cross_kv.index_select(0, index);
   src_lengths = src_lengths.index_select(0, index);
 }
 
@@ -331,9 +349,11 @@ at::Tensor TransformerImpl::output_weight() const {
 }
 
 at::Tensor TransformerImpl::output_logits(const at::Tensor& h) {
-  const at::Tensor w = output_weight();
-  return at::linear(h.to(w.scalar_type()), w,
-                    options_.tie_embeddings() ? c10::optional<at::Tensor>() : out_proj_bias);
+  const at::Tensor w = output_weight();  // [V, C]
+  const at::Tensor h2 = h.to(w.scalar_type()).reshape({-1, h.size(-1)});
+  std::vector<int64_t> shape = h.sizes().vec();
+  shape.back() = w.size(0);
+  return matmul_rows(h2, w.t(), options_.tie_embeddings() ? at::Tensor() : out_proj_bias).view(shape);
 }
 
 at::Tensor TransformerImpl::decode_embedded(const at::Tensor& y, const at::Tensor& memory,

@@ -49,6 +49,8 @@ struct Stream {
 constexpr int64_t kMatmulRowQuantum = 64;
 // x: [N, ...] -> [N', ...] with N' = N rounded up to a multiple of quantum, zero rows appended.
 at::Tensor pad_rows(const at::Tensor& x, int64_t quantum);
+// x: [N, in] times w: [in, out] (+ bias: [out], or undefined) -> [N, out].
+at::Tensor matmul_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
 
 struct DenseOptions {
   DenseOptions(int64_t in, int64_t out) : in_(in), out_(out) {}
@@ -152,8 +154,13 @@ struct DecoderCache {
   std::vector<LayerCache> layers;
   at::Tensor src_lengths;  // [B]
   int64_t position = 0;    // tokens fed so far
-  // Keeps rows `index` ([B'] int64) in that order (beam search).
+  // Keeps rows `index` ([B'] int64) in that order: finished sentences
+  // dropped, beams spread out. Copies only the positions filled so far.
   void reorder(const at::Tensor& index);
+  // The same, where every row's source stays what it was (beam search
+  // choosing among a sentence's own beams): the cross-attention keys and
+  // values are left alone.
+  void reorder_targets(const at::Tensor& index);
 };
 
 class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
