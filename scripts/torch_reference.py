@@ -51,7 +51,7 @@ DEFAULTS = {  # nmt's defaults (src/config/config.h) for the keys used here
     "train": {"seed": 1, "threads": 0, "batch_tokens": 2000, "batch_sentences": 0, "lr": 2e-3,
               "warmup_steps": 200, "adam_beta1": 0.9, "adam_beta2": 0.98, "adam_eps": 1e-9,
               "weight_decay": 0.0, "label_smoothing": 0.1, "clip_norm": 1.0, "log_every": 50},
-    "decode": {"max_len": 80, "batch_size": 64},
+    "decode": {"max_len": 80, "batch_size": 64, "max_len_factor": 3.0},
 }
 
 
@@ -187,8 +187,9 @@ class Seq2Seq(nn.Module):
 
 
 @torch.no_grad()
-def translate(model, sp_src, sp_tgt, lines, max_len, batch_size, max_positions):
-    """Batched greedy decoding, like nmt's translate_lines (sorted by length, cached)."""
+def translate(model, sp_src, sp_tgt, lines, max_len, batch_size, max_positions, max_len_factor=0.0):
+    """Batched greedy decoding, like nmt's translate_lines (sorted by length, cached; a sentence
+    stops at <end>, max_len, or max_len_factor * its source tokens + 5)."""
     model.eval()
     enc = [sp_src.encode(line)[:max_positions] for line in lines]
     order = sorted((i for i in range(len(enc)) if enc[i]), key=lambda i: len(enc[i]))
@@ -198,16 +199,18 @@ def translate(model, sp_src, sp_tgt, lines, max_len, batch_size, max_positions):
         idx = order[b:b + batch_size]
         src = pad([enc[i] for i in idx])
         memory, src_pad = model.encode(src), src.eq(PAD)
+        lim = [max(1, min(limit, int(max_len_factor * len(enc[i]) + 5))) if max_len_factor > 0 else limit
+               for i in idx]
         ys = torch.full((len(idx), 1), START, dtype=torch.long)
         done, cache = torch.zeros(len(idx), dtype=torch.bool), {}
-        for t in range(limit):
+        for t in range(max(lim)):
             nxt = model.decode_step(ys[:, -1], t, memory, src_pad, cache).argmax(-1)
             ys = torch.cat([ys, nxt.unsqueeze(1)], 1)
-            done |= nxt.eq(END)
+            done |= nxt.eq(END) | torch.tensor([t + 1 >= n for n in lim])
             if done.all():
                 break
         for row, i in enumerate(idx):
-            out = ys[row, 1:].tolist()
+            out = ys[row, 1:lim[row] + 1].tolist()
             out = out[:out.index(END)] if END in out else out
             hyps[i] = sp_tgt.decode([x for x in out if x > END])
     model.train()
@@ -263,7 +266,8 @@ def main():
     ap.add_argument("--eval-minutes", type=float, default=0, help="BLEU every E minutes of training")
     ap.add_argument("--eval-src", help="default: data.valid_src")
     ap.add_argument("--eval-ref", help="default: data.valid_tgt")
-    ap.add_argument("--hyp-out", help="final greedy hypotheses of --eval-src")
+    ap.add_argument("--hyp-out", help="final greedy hypotheses of --final-src")
+    ap.add_argument("--final-src", help="what --hyp-out translates (default: --eval-src), e.g. the test split")
     ap.add_argument("--hyp-dir", help="also write each evaluation's hypotheses here, as "
                                       "SECONDS.txt (training seconds), to score them with nmt score")
     ap.add_argument("--metrics", help="JSON lines of log and eval records")
@@ -300,11 +304,11 @@ def main():
     def evaluate(train_s, step):
         t0 = time.perf_counter()
         hyps = translate(model, sp_src, sp_tgt, eval_src, cfg["decode"]["max_len"],
-                         cfg["decode"]["batch_size"], m["max_positions"])
+                         cfg["decode"]["batch_size"], m["max_positions"], cfg["decode"]["max_len_factor"])
         bleu = approx_bleu(hyps, eval_ref)
         print(f"eval: step {step} train_seconds {train_s:.1f} bleu {bleu:.2f} "
               f"(decoding {time.perf_counter() - t0:.1f} s, not counted)", flush=True)
-        record(train_seconds=train_s, step=step, bleu=bleu)
+        record(train_seconds=train_s, step=step, valid_bleu=bleu)
         if a.hyp_dir:
             os.makedirs(a.hyp_dir, exist_ok=True)
             with open(os.path.join(a.hyp_dir, f"{train_s:08.1f}.txt"), "w", encoding="utf-8") as f:
@@ -355,11 +359,14 @@ def main():
                 evaluate(train_s, step)
                 next_eval += a.eval_minutes * 60
         epoch += 1
-    if a.eval_minutes > 0 or a.hyp_out:
-        hyps = evaluate(train_s, step)
-        if a.hyp_out:
-            with open(a.hyp_out, "w", encoding="utf-8") as f:
-                f.writelines(h + "\n" for h in hyps)
+    if a.eval_minutes > 0:
+        evaluate(train_s, step)
+    if a.hyp_out:
+        final = read_lines(a.final_src) if a.final_src else eval_src
+        hyps = translate(model, sp_src, sp_tgt, final, cfg["decode"]["max_len"],
+                         cfg["decode"]["batch_size"], m["max_positions"], cfg["decode"]["max_len_factor"])
+        with open(a.hyp_out, "w", encoding="utf-8") as f:
+            f.writelines(h + "\n" for h in hyps)
     tok_s = counted_tokens / counted_s if counted_s > 0 else float("nan")
     print(f"tokens/s leaves out the first {a.warmup_steps_excluded} steps (warm-up)")
     print(f"RESULT tokens_per_s={tok_s:.1f} steps={step} train_seconds={train_s:.2f} final_loss={loss_v:.4f}",

@@ -1,9 +1,9 @@
 #include "data/dataset.h"
 
 #include <algorithm>
-#include <fstream>
 #include <numeric>
 
+#include "data/text_io.h"
 #include "tokenizer/special_ids.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
@@ -13,12 +13,7 @@ namespace nmt {
 ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt_path,
                              const Tokenizer& src_tok, const Tokenizer& tgt_tok,
                              int64_t max_len) {
-  std::vector<std::string> src = read_lines(src_path);
-  std::vector<std::string> tgt = read_lines(tgt_path);
-  if (src.size() != tgt.size())
-    throw InputError(tgt_path + ": has " + std::to_string(tgt.size()) + " lines but " + src_path +
-                     " has " + std::to_string(src.size()));
-  if (src.empty()) throw InputError(src_path + ": no sentences (empty file)");
+  auto [src, tgt] = read_parallel_text(src_path, tgt_path);
   ParallelCorpus corpus;
   for (size_t i = 0; i < src.size(); ++i) {
     std::vector<int64_t> s = src_tok.encode(src[i]);

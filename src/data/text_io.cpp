@@ -32,15 +32,20 @@ std::vector<std::string> read_lines(const std::string& path) {
   return split_lines(read_file(path), path);
 }
 
+ParallelText read_parallel_text(const std::string& src_path, const std::string& tgt_path) {
+  ParallelText text{read_lines(src_path), read_lines(tgt_path)};
+  if (text.src.size() != text.tgt.size())
+    throw InputError(tgt_path + ": has " + std::to_string(text.tgt.size()) + " lines but " + src_path +
+                     " has " + std::to_string(text.src.size()));
+  if (text.src.empty()) throw InputError(src_path + ": no sentences (empty file)");
+  return text;
+}
+
 ParallelTextCheck check_parallel_text(const std::string& src_path, const std::string& tgt_path) {
-  const std::vector<std::string> src = read_lines(src_path), tgt = read_lines(tgt_path);
-  if (src.size() != tgt.size())
-    throw InputError(tgt_path + ": has " + std::to_string(tgt.size()) + " lines but " + src_path +
-                     " has " + std::to_string(src.size()));
+  const auto [src, tgt] = read_parallel_text(src_path, tgt_path);
   ParallelTextCheck check;
   check.lines = static_cast<int64_t>(src.size());
   for (size_t i = 0; i < src.size(); ++i) check.empty_pairs += src[i].empty() || tgt[i].empty();
-  if (check.lines == 0) throw InputError(src_path + ": no sentences (empty file)");
   if (check.empty_pairs == check.lines)
     throw InputError(src_path + ": no sentence pairs: each of the " + std::to_string(check.lines) +
                      " lines is empty on one side or the other (" + tgt_path + ")");

@@ -17,6 +17,14 @@ std::vector<std::string> split_lines(std::string_view content, const std::string
 // The lines of a file; InputError naming it when it cannot be read.
 std::vector<std::string> read_lines(const std::string& path);
 
+// Both sides of a parallel corpus, line i of one translating line i of the
+// other: InputError naming the file unless both exist, are valid UTF-8, have
+// equally many lines, and at least one.
+struct ParallelText {
+  std::vector<std::string> src, tgt;
+};
+ParallelText read_parallel_text(const std::string& src_path, const std::string& tgt_path);
+
 struct ParallelTextCheck {
   int64_t lines = 0;        // on each side
   int64_t empty_pairs = 0;  // pairs with an empty side (dropped for training)
