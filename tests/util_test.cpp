@@ -12,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/manifest.h"
+#include "checkpoint/state.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/sha256.h"
@@ -147,6 +148,31 @@ TEST(Manifest, RejectsMalformedLinesNamingTheLine) {
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
     }
+  }
+}
+
+TEST(TrainingState, RoundTripsAndRejectsTextThatIsNotUtf8) {
+  TrainingState s;
+  s.step = 7;
+  s.position = {1, 2};
+  s.metrics = {{"bleu", 12.5}, {"loss", 2.25}};
+  s.best = 12.5;
+  s.evals_since_best = 1;
+  const TrainingState t = parse_training_state(training_state_yaml(s), "state.yaml");
+  EXPECT_EQ(t.step, 7);
+  EXPECT_EQ(t.position, s.position);
+  EXPECT_EQ(t.metrics, s.metrics);
+  EXPECT_EQ(t.best, 12.5);
+  EXPECT_EQ(t.evals_since_best, 1);
+  // Found by tests/fuzz/fuzz_checkpoint: yaml-cpp kept the byte 0x88 of the
+  // metric name, training_state_yaml() wrote it as U+FFFD.
+  const std::string bad =
+      "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: .nan\nevals_since_best: 0\nmetrics:\n  a\x88: 1\n";
+  try {
+    parse_training_state(bad, "state.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: not valid UTF-8");
   }
 }
 
