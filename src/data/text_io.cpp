@@ -58,7 +58,11 @@ std::vector<std::string> LineReader::next(size_t n, int64_t translated_before, c
   std::vector<std::string> lines;
   std::string line;
   while (lines.size() < n && std::getline(in, line)) {
-    if (number_ == 0 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+    if (number_ == 0 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) {
+      line.erase(0, 3);
+      // Only a BOM: no lines, as split_lines (and so nmt score) reads it.
+      if (line.empty() && in.eof()) break;
+    }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     ++number_;
     const size_t bad = utf8::first_invalid(line);
