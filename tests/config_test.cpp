@@ -73,9 +73,11 @@ TEST(Config, NonScalarKeysAreInputErrors) {
 
 // Found by tests/fuzz/fuzz_config (as fuzz_checkpoint found it for state.yaml):
 // yaml-cpp keeps bytes that are not UTF-8 but to_yaml() wrote them as U+FFFD,
-// so a checkpoint's resolved config named another file.
+// so a checkpoint's resolved config named another file; NUL likewise.
 TEST(Config, TextThatIsNotUtf8IsRejected) {
   EXPECT_EQ(error_of("data:\n  train_src: a\xff.zh\n"), "x.yaml:2: not valid UTF-8 (byte 15)");
+  // A NUL in a plain scalar came out of yaml-cpp as a stray byte 0xA0.
+  EXPECT_EQ(error_of(std::string("data:\n  train_src: ab\0_cd\n", 25)), "x.yaml:2: NUL character (byte 16)");
   Config cfg;
   try {
     apply_override(cfg, "data.train_src=a\xff");

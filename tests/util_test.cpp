@@ -174,6 +174,16 @@ TEST(TrainingState, RoundTripsAndRejectsTextThatIsNotUtf8) {
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: not valid UTF-8");
   }
+  // Also found by it: a NUL in a plain scalar came out of yaml-cpp as a
+  // stray byte 0xA0, which training_state_yaml() wrote as U+FFFD.
+  const std::string nul = "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\nmetrics:\n  ab" +
+                          std::string(1, '\0') + "_cd: 1\n";
+  try {
+    parse_training_state(nul, "state.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: NUL character");
+  }
 }
 
 bool has_marker(const std::string& folder) { return fs::exists(fs::path(folder) / "marker"); }

@@ -290,16 +290,19 @@ void validate(const Config& cfg) {
 
 namespace {
 
-// yaml-cpp reads bytes that are not UTF-8 as they are, but its emitter
-// writes them as U+FFFD: such a value would change on its way through
-// to_yaml() (a checkpoint's config.yaml). Rejected up front instead.
-void require_utf8(const std::string& text, const std::string& source) {
-  const size_t bad = utf8::first_invalid(text);
+// yaml-cpp reads bytes that are not UTF-8 as they are, and turns a NUL in
+// a plain scalar into a stray byte 0xA0; its emitter writes either as
+// U+FFFD, so such a value would change on its way through to_yaml() (a
+// checkpoint's config.yaml). YAML allows neither: rejected up front.
+void require_yaml_text(const std::string& text, const std::string& source) {
+  const size_t invalid = utf8::first_invalid(text), nul = text.find('\0');
+  const size_t bad = std::min(invalid, nul);
   if (bad == std::string::npos) return;
   const size_t line_start = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
   const size_t column = bad - (line_start == std::string::npos ? 0 : line_start + 1);
   throw InputError(source + ":" + std::to_string(std::count(text.begin(), text.begin() + bad, '\n') + 1) +
-                   ": not valid UTF-8 (byte " + std::to_string(column + 1) + ")");
+                   (bad == nul ? ": NUL character" : ": not valid UTF-8") + " (byte " +
+                   std::to_string(column + 1) + ")");
 }
 
 }  // namespace
@@ -307,7 +310,7 @@ void require_utf8(const std::string& text, const std::string& source) {
 Config parse_config(const std::string& yaml_text, const std::string& source_name) {
   Config cfg;
   cfg.source_name = source_name;
-  require_utf8(yaml_text, source_name);
+  require_yaml_text(yaml_text, source_name);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -332,9 +335,10 @@ namespace {
 
 // Parses one "key.path=value" into cfg (field checks only).
 void parse_assignment(Config& cfg, const std::string& assignment) {
-  const size_t bad = utf8::first_invalid(assignment);
-  if (bad != std::string::npos)
-    throw InputError("--set: not valid UTF-8 (byte " + std::to_string(bad + 1) + ")");
+  const size_t invalid = utf8::first_invalid(assignment), nul = assignment.find('\0');
+  if (std::min(invalid, nul) != std::string::npos)
+    throw InputError(std::string(invalid < nul ? "--set: not valid UTF-8" : "--set: NUL character") +
+                     " (byte " + std::to_string(std::min(invalid, nul) + 1) + ")");
   const std::string loc = "--set " + assignment;
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
