@@ -63,24 +63,26 @@ for h in "${harnesses[@]}"; do
   log="$build/logs/$h.log"
   before=$(find "$artifacts" -type f | wc -l)
   rc=0
+  start=$SECONDS
   # -timeout: an input that takes 10 s is a hang, reported like a crash.
   # shellcheck disable=SC2086
   "$bin" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 \
     -dict="tests/fuzz/$h.dict" -artifact_prefix="$artifacts/" ${NMT_FUZZ_ARGS:-} "${corpus[@]}" \
     >"$log" 2>&1 || rc=$?
+  elapsed=$((SECONDS - start))
   stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
   runs=$(stat number_of_executed_units)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
   files=$(find "${corpus[0]}" -type f | wc -l)
   bytes=$(du -sb "${corpus[0]}" | cut -f1)
   printf 'fuzz %-10s %10s execs  %6s exec/s  %4s s  cov %5s  corpus %s files (%s bytes)  %s\n' \
-    "$h" "${runs:-?}" "$(stat average_exec_per_sec)" "$seconds" "${cov:-?}" "$files" "$bytes" "$log"
+    "$h" "${runs:-?}" "$(stat average_exec_per_sec)" "$elapsed" "${cov:-?}" "$files" "$bytes" "$log"
   after=$(find "$artifacts" -type f | wc -l)
   if ((rc != 0 || after > before)); then
     failed=1
     echo "fuzz $h: FAILED (exit $rc); the log's end:" >&2
-    grep -E 'ERROR|SUMMARY|violated|terminate|what\(\)' "$log" | head -5 >&2 || true
-    grep -o "Test unit written to .*" "$log" | sed "s|Test unit written to |reproduce: $bin |" >&2 || true
+    grep -aE 'ERROR|SUMMARY|violated|terminate|what\(\)' "$log" | head -5 >&2 || true
+    grep -ao "Test unit written to .*" "$log" | sed "s|Test unit written to |reproduce: $bin |" >&2 || true
   fi
 done
 exit "$failed"
