@@ -9,6 +9,7 @@ packages=(
   libtorch-dev libopenblas0-pthread libgloo-dev
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev
   python3 python3-nltk python3-yaml
+  clang libclang-rt-dev
 )
 missing=()
 for p in "${packages[@]}"; do

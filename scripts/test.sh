@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Sets up and builds if needed, then runs the whole test suite with ctest.
+# Sets up and builds if needed, then runs the whole test suite with ctest
+# (and, with no arguments, scripts/fuzz.sh --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 build_dir=${NMT_BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" "$@"
+# The whole suite (no ctest arguments) includes the libFuzzer harnesses over
+# their seeds and 5 s each: builds build-fuzz/ (clang, ASan+UBSan) if needed.
+if [ $# -eq 0 ]; then
+  scripts/fuzz.sh --smoke
+fi

@@ -58,8 +58,34 @@ TEST(Config, InvalidYamlAndMissingFile) {
     load_config("/nonexistent/cfg.yaml");
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/cfg.yaml: cannot open config file");
+    EXPECT_STREQ(e.what(), "/nonexistent/cfg.yaml: cannot open config file: No such file or directory");
   }
+}
+
+// Found by tests/fuzz/fuzz_config: YAML allows lists, mappings and null as
+// keys, and reading them as strings threw YAML::Exception, not InputError.
+TEST(Config, NonScalarKeysAreInputErrors) {
+  EXPECT_EQ(error_of("[model]: {}\n"), "x.yaml:1: expected a key name, got a list");
+  EXPECT_EQ(error_of("~: 3\n"), "x.yaml:1: expected a key name, got nothing");
+  EXPECT_EQ(error_of("model:\n  {d_model: 1}: 2\n"), "x.yaml:2: model: expected a key name, got a mapping");
+  EXPECT_EQ(error_of("model:\n  ? [a, b]\n  : 1\n"), "x.yaml:2: model: expected a key name, got a list");
+}
+
+// Found by tests/fuzz/fuzz_config (as fuzz_checkpoint found it for state.yaml):
+// yaml-cpp keeps bytes that are not UTF-8 but to_yaml() wrote them as U+FFFD,
+// so a checkpoint's resolved config named another file; NUL likewise.
+TEST(Config, TextThatIsNotUtf8IsRejected) {
+  EXPECT_EQ(error_of("data:\n  train_src: a\xff.zh\n"), "x.yaml:2: not valid UTF-8 (byte 15)");
+  // A NUL in a plain scalar came out of yaml-cpp as a stray byte 0xA0.
+  EXPECT_EQ(error_of(std::string("data:\n  train_src: ab\0_cd\n", 25)), "x.yaml:2: NUL character (byte 16)");
+  Config cfg;
+  try {
+    apply_override(cfg, "data.train_src=a\xff");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--set: not valid UTF-8 (byte 17)");
+  }
+  EXPECT_EQ(cfg.data.train_src, Config().data.train_src);
 }
 
 TEST(Config, OverridesAreValidated) {

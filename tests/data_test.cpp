@@ -3,12 +3,15 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "data/dataset.h"
+#include "data/text_io.h"
 #include "model/transformer.h"
 #include "ops/attention/attention.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "util/errors.h"
 
 namespace nmt {
 namespace {
@@ -59,6 +62,41 @@ ParallelCorpus two_pairs() {
   c.src = {{10, 11, 12}, {20}};
   c.tgt = {{30, 31}, {40, 41, 42, 43}};
   return c;
+}
+
+// All lines of text as nmt translate reads its input: `chunk` lines at a time.
+std::vector<std::string> read_in_chunks(const std::string& text, size_t chunk) {
+  std::istringstream in(text);
+  LineReader reader(in, "in.txt");
+  std::vector<std::string> all;
+  for (;;) {
+    const std::vector<std::string> lines = reader.next(chunk, 0, "");
+    if (lines.empty()) return all;
+    EXPECT_LE(lines.size(), chunk);
+    all.insert(all.end(), lines.begin(), lines.end());
+  }
+}
+
+TEST(LineReader, ReadsWhatSplitLinesReads) {
+  for (const std::string text : {"", "a\nb", "a\r\nb\r\n", "\xEF\xBB\xBFx\n\xEF\xBB\xBFy\n", "\r", "\n\n",
+                                 "\xEF\xBB\xBF\r", "\xEF\xBB\xBF\n",
+                                 // Found by tests/fuzz/fuzz_translate: only a BOM
+                                 // was read as one empty line (split_lines: none).
+                                 "\xEF\xBB\xBF"})
+    for (size_t chunk : {1, 2, 16})
+      EXPECT_EQ(read_in_chunks(text, chunk), split_lines(text, "in.txt")) << "chunk " << chunk << ": " << text;
+}
+
+TEST(LineReader, NamesTheBadLineAndWhatWasTranslated) {
+  std::istringstream in("ok\r\nbad \xC3\x28\n");
+  LineReader reader(in, "in.txt");
+  EXPECT_EQ(reader.next(1, 0, ""), std::vector<std::string>{"ok"});
+  try {
+    reader.next(5, 1, "out.txt");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "in.txt:2: not valid UTF-8 (byte 5); 1 lines were translated before it (out.txt not written)");
+  }
 }
 
 TEST(Batch, TeacherForcingShift) {

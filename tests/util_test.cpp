@@ -151,6 +151,41 @@ TEST(Manifest, RejectsMalformedLinesNamingTheLine) {
   }
 }
 
+TEST(TrainingState, RoundTripsAndRejectsTextThatIsNotUtf8) {
+  TrainingState s;
+  s.step = 7;
+  s.position = {1, 2};
+  s.metrics = {{"bleu", 12.5}, {"loss", 2.25}};
+  s.best = 12.5;
+  s.evals_since_best = 1;
+  const TrainingState t = parse_training_state(training_state_yaml(s), "state.yaml");
+  EXPECT_EQ(t.step, 7);
+  EXPECT_EQ(t.position, s.position);
+  EXPECT_EQ(t.metrics, s.metrics);
+  EXPECT_EQ(t.best, 12.5);
+  EXPECT_EQ(t.evals_since_best, 1);
+  // Found by tests/fuzz/fuzz_checkpoint: yaml-cpp kept the byte 0x88 of the
+  // metric name, training_state_yaml() wrote it as U+FFFD.
+  const std::string bad =
+      "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: .nan\nevals_since_best: 0\nmetrics:\n  a\x88: 1\n";
+  try {
+    parse_training_state(bad, "state.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: not valid UTF-8");
+  }
+  // Also found by it: a NUL in a plain scalar came out of yaml-cpp as a
+  // stray byte 0xA0, which training_state_yaml() wrote as U+FFFD.
+  const std::string nul = "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\nmetrics:\n  ab" +
+                          std::string(1, '\0') + "_cd: 1\n";
+  try {
+    parse_training_state(nul, "state.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: NUL character");
+  }
+}
+
 bool has_marker(const std::string& folder) { return fs::exists(fs::path(folder) / "marker"); }
 
 TEST(TrainingState, RoundTripsAndRejectsBadCounters) {

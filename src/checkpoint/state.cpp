@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "util/errors.h"
+#include "util/utf8.h"
 
 namespace nmt {
 
@@ -24,6 +25,12 @@ std::string training_state_yaml(const TrainingState& s) {
 
 TrainingState parse_training_state(const std::string& yaml, const std::string& path) {
   TrainingState s;
+  // yaml-cpp keeps bytes that are not UTF-8 (and turns a NUL in a plain
+  // scalar into a stray byte 0xA0) but writes them back as U+FFFD, so such a
+  // metric name would not survive training_state_yaml().
+  if (!utf8::valid(yaml)) throw InputError(path + ": unreadable training state: not valid UTF-8");
+  if (yaml.find('\0') != std::string::npos)
+    throw InputError(path + ": unreadable training state: NUL character");
   try {
     const YAML::Node n = YAML::Load(yaml);
     s.step = n["step"].as<int64_t>();

@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
 #include "data/dataset.h"
+#include "data/text_io.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
 #include "eval/placeholders.h"
@@ -145,47 +146,6 @@ int run_train(const TrainArgs& args) {
   const TrainResult result = train(cfg, args.resume);
   return result.interrupted ? 128 + result.interrupted : kExitOk;
 }
-
-namespace {
-
-// Reads lines incrementally (translate streams its input): UTF-8 checked,
-// "\r\n" and a leading byte order mark accepted.
-class LineReader {
- public:
-  explicit LineReader(const std::string& path) : source_(path.empty() || path == "-" ? "<stdin>" : path) {
-    if (source_ != "<stdin>") {
-      file_.open(path, std::ios::binary);
-      if (!file_) throw InputError(path + ": cannot open file: " + std::strerror(errno));
-    }
-  }
-  // Up to n more lines (fewer at the end). `done` lines were handed out before.
-  std::vector<std::string> next(size_t n, int64_t translated_before, const std::string& output) {
-    std::istream& in = file_.is_open() ? static_cast<std::istream&>(file_) : std::cin;
-    std::vector<std::string> lines;
-    std::string line;
-    while (lines.size() < n && std::getline(in, line)) {
-      if (number_ == 0 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      ++number_;
-      const size_t bad = utf8::first_invalid(line);
-      if (bad != std::string::npos)
-        throw InputError(source_ + ":" + std::to_string(number_) + ": not valid UTF-8 (byte " +
-                         std::to_string(bad + 1) + "); " + std::to_string(translated_before) +
-                         " lines were translated before it" +
-                         (output.empty() ? " (and written to stdout)" : " (" + output + " not written)"));
-      lines.push_back(std::move(line));
-    }
-    if (in.bad()) throw InputError(source_ + ": cannot read: " + std::strerror(errno));
-    return lines;
-  }
-
- private:
-  std::string source_;
-  std::ifstream file_;
-  int64_t number_ = 0;
-};
-
-}  // namespace
 
 int run_translate(const TranslateArgs& args) {
   install_interrupt_handlers();

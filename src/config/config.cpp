@@ -14,6 +14,7 @@
 #include "ops/attention/backend.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/utf8.h"
 
 namespace nmt {
 namespace {
@@ -225,20 +226,28 @@ std::string origin_of(const Config& cfg, const std::string& key) {
   return it != cfg.origin.end() ? it->second : cfg.source_name;
 }
 
+// A mapping key as text. YAML allows lists and mappings as keys ("[a]: 1",
+// "? {a: 1}"); as<std::string>() would throw YAML::Exception on them.
+std::string key_name(const YAML::Node& key, const std::string& source, const std::string& section) {
+  if (!key.IsScalar())
+    input_error(where(source, key), section, "expected a key name, got " + scalar_text(key));
+  return key.Scalar();
+}
+
 void load_into(Config& cfg, const YAML::Node& root, const std::string& source) {
   if (!root || root.IsNull()) return;  // an empty file means all defaults
   if (!root.IsMap()) input_error(where(source, root), "", "expected a mapping of sections");
   static const std::vector<std::string> kSections = {"data",      "tokenizer", "model",
                                                      "attention", "train",     "decode"};
   for (const auto& sec : root) {
-    const std::string name = sec.first.as<std::string>();
+    const std::string name = key_name(sec.first, source, "");
     if (std::find(kSections.begin(), kSections.end(), name) == kSections.end())
       input_error(where(source, sec.first), name,
                   "unknown section (known: data, tokenizer, model, attention, train, decode)");
     if (sec.second.IsNull()) continue;
     if (!sec.second.IsMap()) input_error(where(source, sec.second), name, "expected a mapping");
     for (const auto& kv : sec.second) {
-      const std::string path = name + "." + kv.first.as<std::string>();
+      const std::string path = name + "." + key_name(kv.first, source, name);
       const Field* f = find_field(path);
       const std::string loc = where(source, kv.first);
       if (!f) input_error(loc, path, "unknown key (known in " + name + ": " + known_keys(name) + ")");
@@ -280,9 +289,29 @@ void validate(const Config& cfg) {
                     " is shorter than data.max_len + 2 or decode.max_len + 1");
 }
 
+namespace {
+
+// yaml-cpp reads bytes that are not UTF-8 as they are, and turns a NUL in
+// a plain scalar into a stray byte 0xA0; its emitter writes either as
+// U+FFFD, so such a value would change on its way through to_yaml() (a
+// checkpoint's config.yaml). YAML allows neither: rejected up front.
+void require_yaml_text(const std::string& text, const std::string& source) {
+  const size_t invalid = utf8::first_invalid(text), nul = text.find('\0');
+  const size_t bad = std::min(invalid, nul);
+  if (bad == std::string::npos) return;
+  const size_t line_start = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
+  const size_t column = bad - (line_start == std::string::npos ? 0 : line_start + 1);
+  throw InputError(source + ":" + std::to_string(std::count(text.begin(), text.begin() + bad, '\n') + 1) +
+                   (bad == nul ? ": NUL character" : ": not valid UTF-8") + " (byte " +
+                   std::to_string(column + 1) + ")");
+}
+
+}  // namespace
+
 Config parse_config(const std::string& yaml_text, const std::string& source_name) {
   Config cfg;
   cfg.source_name = source_name;
+  require_yaml_text(yaml_text, source_name);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -303,6 +332,10 @@ namespace {
 
 // Parses one "key.path=value" into cfg (field checks only).
 void parse_assignment(Config& cfg, const std::string& assignment) {
+  const size_t invalid = utf8::first_invalid(assignment), nul = assignment.find('\0');
+  if (std::min(invalid, nul) != std::string::npos)
+    throw InputError(std::string(invalid < nul ? "--set: not valid UTF-8" : "--set: NUL character") +
+                     " (byte " + std::to_string(std::min(invalid, nul) + 1) + ")");
   const std::string loc = "--set " + assignment;
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)

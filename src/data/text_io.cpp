@@ -1,6 +1,9 @@
 #include "data/text_io.h"
 
 #include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -39,6 +42,43 @@ ParallelText read_parallel_text(const std::string& src_path, const std::string& 
                      " has " + std::to_string(text.src.size()));
   if (text.src.empty()) throw InputError(src_path + ": no sentences (empty file)");
   return text;
+}
+
+LineReader::LineReader(const std::string& path)
+    : source_(path.empty() || path == "-" ? "<stdin>" : path) {
+  if (source_ != "<stdin>") {
+    file_.open(path, std::ios::binary);
+    if (!file_) throw InputError(path + ": cannot open file: " + std::strerror(errno));
+    in_ = &file_;
+  } else {
+    in_ = &std::cin;
+  }
+}
+
+LineReader::LineReader(std::istream& in, std::string source) : source_(std::move(source)), in_(&in) {}
+
+std::vector<std::string> LineReader::next(size_t n, int64_t translated_before, const std::string& output) {
+  std::istream& in = *in_;
+  std::vector<std::string> lines;
+  std::string line;
+  while (lines.size() < n && std::getline(in, line)) {
+    if (number_ == 0 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) {
+      line.erase(0, 3);
+      // Only a BOM: no lines, as split_lines (and so nmt score) reads it.
+      if (line.empty() && in.eof()) break;
+    }
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    ++number_;
+    const size_t bad = utf8::first_invalid(line);
+    if (bad != std::string::npos)
+      throw InputError(source_ + ":" + std::to_string(number_) + ": not valid UTF-8 (byte " +
+                       std::to_string(bad + 1) + "); " + std::to_string(translated_before) +
+                       " lines were translated before it" +
+                       (output.empty() ? " (and written to stdout)" : " (" + output + " not written)"));
+    lines.push_back(std::move(line));
+  }
+  if (in.bad()) throw InputError(source_ + ": cannot read: " + std::strerror(errno));
+  return lines;
 }
 
 ParallelTextCheck check_parallel_text(const std::string& src_path, const std::string& tgt_path) {

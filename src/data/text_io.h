@@ -3,7 +3,10 @@
 // (no LibTorch): the parser is fuzzed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <fstream>
+#include <istream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +27,29 @@ struct ParallelText {
   std::vector<std::string> src, tgt;
 };
 ParallelText read_parallel_text(const std::string& src_path, const std::string& tgt_path);
+
+// Reads lines incrementally (translate streams its input): UTF-8 checked,
+// "\r\n" and a leading byte order mark accepted, like split_lines.
+class LineReader {
+ public:
+  // A file; "" or "-" is standard input. InputError when it cannot be opened.
+  explicit LineReader(const std::string& path);
+  // An open stream (kept by reference), named `source` in messages.
+  LineReader(std::istream& in, std::string source);
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Up to n more lines (fewer at the end). `translated_before` lines were
+  // handed out before; the message of a bad line says so, and whether they
+  // went to stdout (`output` empty) or were kept from `output`.
+  std::vector<std::string> next(size_t n, int64_t translated_before, const std::string& output);
+
+ private:
+  std::string source_;
+  std::ifstream file_;
+  std::istream* in_ = nullptr;
+  int64_t number_ = 0;
+};
 
 struct ParallelTextCheck {
   int64_t lines = 0;        // on each side
