@@ -99,6 +99,26 @@ TEST(LineReader, NamesTheBadLineAndWhatWasTranslated) {
   }
 }
 
+// A NUL is valid UTF-8, but the tokenizer takes C strings and would read
+// the line only up to it: both readers refuse it, naming line and byte.
+TEST(TextInput, ANulByteIsRefusedByEveryReader) {
+  const std::string text = std::string("ok\nab") + '\0' + "cd\n";
+  try {
+    split_lines(text, "in.txt");
+    ADD_FAILURE() << "split_lines accepted a NUL";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "in.txt:2: contains a NUL byte (byte 3)");
+  }
+  std::istringstream in(text);
+  LineReader reader(in, "in.txt");
+  try {
+    reader.next(5, 0, "");
+    ADD_FAILURE() << "LineReader accepted a NUL";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "in.txt:2: contains a NUL byte (byte 3); 0 lines were translated before it (and written to stdout)");
+  }
+}
+
 TEST(Batch, TeacherForcingShift) {
   const Batch b = make_batch(two_pairs(), {0, 1});
   // decoder input <start> y1..yn, labels y1..yn <end>; source carries neither.

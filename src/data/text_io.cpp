@@ -11,6 +11,21 @@
 
 namespace nmt {
 
+namespace {
+
+// What makes a line unusable as text, or "" when it is fine. A NUL byte is
+// valid UTF-8 but would cut the line short where it is handed on as a C
+// string (the tokenizer), so it is refused here, naming its place.
+std::string line_problem(std::string_view line) {
+  const size_t bad = utf8::first_invalid(line);
+  const size_t nul = line.find('\0');
+  if (bad == std::string_view::npos && nul == std::string_view::npos) return "";
+  if (nul < bad) return "contains a NUL byte (byte " + std::to_string(nul + 1) + ")";
+  return "not valid UTF-8 (byte " + std::to_string(bad + 1) + ")";
+}
+
+}  // namespace
+
 std::vector<std::string> split_lines(std::string_view content, const std::string& source) {
   content = utf8::strip_bom(content);
   std::vector<std::string> lines;
@@ -21,10 +36,8 @@ std::vector<std::string> split_lines(std::string_view content, const std::string
     if (last) end = content.size();
     std::string_view line = content.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const size_t bad = utf8::first_invalid(line);
-    if (bad != std::string_view::npos)
-      throw InputError(source + ":" + std::to_string(lines.size() + 1) + ": not valid UTF-8 (byte " +
-                       std::to_string(bad + 1) + ")");
+    const std::string problem = line_problem(line);
+    if (!problem.empty()) throw InputError(source + ":" + std::to_string(lines.size() + 1) + ": " + problem);
     lines.emplace_back(line);
     start = end + 1;
   }
@@ -69,10 +82,9 @@ std::vector<std::string> LineReader::next(size_t n, int64_t translated_before, c
     }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     ++number_;
-    const size_t bad = utf8::first_invalid(line);
-    if (bad != std::string::npos)
-      throw InputError(source_ + ":" + std::to_string(number_) + ": not valid UTF-8 (byte " +
-                       std::to_string(bad + 1) + "); " + std::to_string(translated_before) +
+    const std::string problem = line_problem(line);
+    if (!problem.empty())
+      throw InputError(source_ + ":" + std::to_string(number_) + ": " + problem + "; " + std::to_string(translated_before) +
                        " lines were translated before it" +
                        (output.empty() ? " (and written to stdout)" : " (" + output + " not written)"));
     lines.push_back(std::move(line));
