@@ -75,8 +75,8 @@ echo "PyTorch: $ref_result; test BLEU $br"
 # Its validation curve, scored by nmt like nmt's own.
 : >"$out/time_to_bleu_pytorch.jsonl"
 for f in "$work"/ref_hyps/*.txt; do
-  s=$(basename "$f" .txt)
-  echo "{\"train_seconds\": $s, \"valid_bleu\": $(bleu_of "$f" "$valid_ref")}" >>"$out/time_to_bleu_pytorch.jsonl"
+  s=$(basename "$f" .txt)  # training seconds, zero-padded: 00300.2
+  echo "{\"train_seconds\": $(awk "BEGIN{print $s + 0}"), \"valid_bleu\": $(bleu_of "$f" "$valid_ref")}" >>"$out/time_to_bleu_pytorch.jsonl"
 done
 $python scripts/plot_metrics.py "$out/time_to_bleu_nmt.jsonl" "$out/time_to_bleu_pytorch.jsonl" \
   --label nmt --label PyTorch --x minutes --series valid_bleu \
