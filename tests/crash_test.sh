@@ -15,9 +15,6 @@ src=$2
 kills=${3:-30}
 tmp=$(mktemp -d)
 trap 'umount "$tmp/tiny_fs" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 . "$(dirname "$0")/tiny_config.sh"
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 sed -i 's/log_every: 5/log_every: 1/; s/eval_every: 1000/eval_every: 4/' "$tmp/tiny.yaml"

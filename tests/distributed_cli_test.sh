@@ -8,9 +8,6 @@ nmt=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 . "$(dirname "$0")/tiny_config.sh"
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"

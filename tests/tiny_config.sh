@@ -1,5 +1,10 @@
 # Sourced by the shell tests: tiny_config SRC_DIR TMP_DIR > FILE writes a
-# config that trains a tiny model on the toy corpus in seconds.
+# config that trains a tiny model on the toy corpus in seconds; ok/bad count
+# the checks (the script ends with [ $fail -eq 0 ]).
+pass=${pass:-0} fail=${fail:-0}  # a script that counted before sourcing keeps its counts
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
 tiny_config() {
   cat <<YAML
 data: {train_src: $1/data/toy/train.zh, train_tgt: $1/data/toy/train.en, valid_src: $1/data/toy/valid.zh, valid_tgt: $1/data/toy/valid.en}
