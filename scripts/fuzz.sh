@@ -70,9 +70,11 @@ for h in "${harnesses[@]}"; do
     -dict="tests/fuzz/$h.dict" -artifact_prefix="$artifacts/" ${NMT_FUZZ_ARGS:-} "${corpus[@]}" \
     >"$log" 2>&1 || rc=$?
   elapsed=$((SECONDS - start))
+  # A harness that dies at start-up prints no stats: the '|| true's keep this
+  # script going (pipefail) to report it as a failure below.
   stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
   runs=$(stat number_of_executed_units)
-  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$({ grep -ao 'cov: [0-9]*' "$log" || true; } | tail -1 | cut -d' ' -f2)
   files=$(find "${corpus[0]}" -type f | wc -l)
   bytes=$(du -sb "${corpus[0]}" | cut -f1)
   printf 'fuzz %-10s %10s execs  %6s exec/s  %4s s  cov %5s  corpus %s files (%s bytes)  %s\n' \

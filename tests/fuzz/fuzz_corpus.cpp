@@ -2,8 +2,9 @@
 // SentencePiece ids with both the source and the target model, as training
 // data goes. Expected failures are InputError; any other exception escapes
 // and counts as a crash. Properties: split_lines agrees with a plain
-// reference split (it fails exactly when a line is not UTF-8), and every id
-// is a piece of its model.
+// reference split (it fails exactly when a line is not UTF-8 or holds a NUL
+// byte, which the tokenizer's C-string interface would cut the line at), and
+// every id is a piece of its model.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -46,15 +47,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view content(reinterpret_cast<const char*>(data), size);
   const std::vector<std::string> expected = reference_lines(content);
   bool all_valid = true;
-  for (const auto& l : expected) all_valid = all_valid && utf8::valid(l);
+  for (const auto& l : expected) all_valid = all_valid && utf8::valid(l) && l.find('\0') == std::string::npos;
   std::vector<std::string> lines;
   try {
     lines = split_lines(content, "corpus.txt");
   } catch (const InputError&) {
-    fuzz::check(!all_valid, "split_lines rejected lines that are all valid UTF-8");
+    fuzz::check(!all_valid, "split_lines rejected lines that are all UTF-8 text without NUL");
     return 0;
   }
-  fuzz::check(all_valid, "split_lines accepted a line that is not valid UTF-8");
+  fuzz::check(all_valid, "split_lines accepted a line that is not UTF-8 or holds a NUL");
   fuzz::check(lines == expected, "split_lines disagrees with the reference split");
   for (const auto& line : lines) {
     fuzz::encode_checked(fuzz::src_tokenizer(), line);
