@@ -35,7 +35,10 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 head -n "$lines" "$input" >"$work/head.txt"
 if [ "$beam_lines" -gt 0 ]; then head -n "$beam_lines" "$input" >"$work/beam.txt"; else cp "$input" "$work/beam.txt"; fi
-tgt_model=$(ls "$checkpoint"/tgt.model "$checkpoint"/best/tgt.model "$checkpoint"/last/tgt.model 2>/dev/null | head -1)
+tgt_model=
+for m in "$checkpoint"/tgt.model "$checkpoint"/best/tgt.model "$checkpoint"/last/tgt.model; do
+  [ -f "$m" ] && { tgt_model=$m; break; }
+done
 [ -n "$tgt_model" ] || { echo "bench_decode: $checkpoint: no tgt.model (not a checkpoint?)" >&2; exit 2; }
 echo "build,decoding,batch,lines,seconds,sentences_per_s,tokens_per_s,identical" >"$work/decode.csv"
 
