@@ -2,7 +2,9 @@
 // the atomic file writer (with an injected full disk), checkpoint manifests
 // and folder replacement with its crash recovery.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,6 +85,39 @@ TEST(WriteFileAtomic, ReplacesWholeFilesAndLeavesNoTemporary) {
     EXPECT_NE(std::string(e.what()).find(bad + ": cannot write: No such file or directory"), std::string::npos)
         << e.what();
   }
+}
+
+// `--output /dev/null` once replaced the device with a plain file (renamed
+// over it). A FIFO stands in for the device here (no root needed); a
+// symbolic link must keep pointing at the file, which gets the content.
+TEST(WriteFileAtomic, WritesPipesInPlaceAndFollowsSymlinks) {
+  const fs::path dir = fresh_dir("special");
+  const std::string fifo = (dir / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // so that opening for writing does not block
+  ASSERT_GE(reader, 0);
+  write_file_atomic(fifo, "through the pipe");
+  {
+    AtomicFile f(fifo);
+    std::ofstream(f.temp_path(), std::ios::binary) << ", twice";
+    f.commit();
+  }
+  { AtomicFile abandoned(fifo); }  // destroyed without commit: must not delete the pipe
+  char buf[64] = {};
+  const ssize_t n = ::read(reader, buf, sizeof buf);
+  ::close(reader);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "through the pipe, twice");
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0) << "the pipe is gone";
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the pipe was replaced by a regular file";
+
+  const fs::path target = dir / "real.txt", link = dir / "link.txt";
+  write_file_atomic(target.string(), "old");
+  fs::create_symlink(target.filename(), link);
+  write_file_atomic(link.string(), "new");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link))) << "the link was replaced by a regular file";
+  EXPECT_EQ(slurp(target.string()), "new");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 3);  // no temporary left
 }
 
 // NMT_TEST_WRITE_LIMIT is read once per process: this test runs in a child.

@@ -133,24 +133,40 @@ int launch_local_ranks(int nproc, int argc, char** argv) {
         if (p > 0) ::kill(p, g_signal);
       g_signal = 0;
     }
+    // Ranks that ended since the last look, all of them: when one dies, a
+    // peer fails at its next exchange with it, often within the same 50 ms,
+    // and the report should name the cause, not the consequence.
+    struct Ended {
+      int rank;
+      int status;
+    };
+    std::vector<Ended> ended;
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
       --running;
       int rank = 0;
       while (rank < nproc && pids[rank] != pid) ++rank;
       if (rank < nproc) pids[rank] = -1;
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && !failed) {
+      ended.push_back({rank, status});
+    }
+    if (!ended.empty()) {
+      // A rank killed by a signal is the likelier cause than one that exited
+      // with an error (a rank that loses a peer exits with an error).
+      const Ended* cause = nullptr;
+      for (const Ended& e : ended) {
+        if (WIFEXITED(e.status) && WEXITSTATUS(e.status) == 0) continue;
+        if (!cause || (WIFSIGNALED(e.status) && !WIFSIGNALED(cause->status))) cause = &e;
+      }
+      if (cause && !failed) {
         failed = true;
-        result = exit_code(status);
+        result = exit_code(cause->status);
         if (running > 0) {
-          spdlog::error("launcher: rank {} {}; stopping the other ranks", rank, describe(status));
+          spdlog::error("launcher: rank {} {}; stopping the other ranks", cause->rank, describe(cause->status));
           for (pid_t p : pids)
             if (p > 0) ::kill(p, SIGTERM);
           kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         } else {
-          spdlog::error("launcher: rank {} {}", rank, describe(status));
+          spdlog::error("launcher: rank {} {}", cause->rank, describe(cause->status));
         }
       }
       continue;

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -65,6 +66,12 @@ DistributedEnv distributed_env_from_environment() {
 class ProcessGroupHandle {
  public:
   ProcessGroupHandle(const DistributedEnv& env, const c10::Device& device) : env_(env) {
+    // Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a peer
+    // dies, the next write would kill this rank with SIGPIPE, silently, and
+    // the launcher could blame this rank for the other's death. Ignored, the
+    // write fails and the collective throws, naming the lost peer. (Python
+    // ignores SIGPIPE at start-up, so PyTorch users never meet this.)
+    std::signal(SIGPIPE, SIG_IGN);
     c10d::TCPStoreOptions store_opts;
     store_opts.port = static_cast<uint16_t>(env.master_port);
     store_opts.isServer = env.rank == 0;

@@ -45,6 +45,23 @@ std::string parent_of(const std::string& path) {
   return p.empty() ? "." : p.string();
 }
 
+// Where a write to `path` really lands: a symbolic link is followed, so
+// that the file it points to is replaced and the link stays.
+std::string resolve_links(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec))) return path;
+  const fs::path target = fs::weakly_canonical(path, ec);
+  return ec ? path : target.string();
+}
+
+// An existing target that is not a regular file (/dev/null, a FIFO,
+// /dev/stdout) is a stream: renaming over it would replace the device or
+// pipe with a plain file, so it is written in place instead.
+bool is_stream(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 void fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
   if (fd < 0) io_fail(path, "open for fsync", errno);
@@ -69,9 +86,12 @@ std::string read_file(const std::string& path, const std::string& what) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, std::string_view content) {
-  const std::string temp = unique_temp(path);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+void write_file_atomic(const std::string& path_in, std::string_view content) {
+  const std::string path = resolve_links(path_in);
+  const bool stream = is_stream(path);
+  const std::string temp = stream ? path : unique_temp(path);
+  const int fd = stream ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
+                        : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) io_fail(path, "write", errno);
   size_t done = 0;
   while (done < content.size()) {
@@ -82,10 +102,14 @@ void write_file_atomic(const std::string& path, std::string_view content) {
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       ::close(fd);
-      ::unlink(temp.c_str());
+      if (!stream) ::unlink(temp.c_str());
       io_fail(path, "write", err);
     }
     done += static_cast<size_t>(n);
+  }
+  if (stream) {
+    if (::close(fd) != 0) io_fail(path, "write", errno);
+    return;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
@@ -100,13 +124,18 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   sync_directory(parent_of(path));
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temp_(unique_temp(path_)) {}
+AtomicFile::AtomicFile(std::string path)
+    : path_(resolve_links(path)), stream_(is_stream(path_)), temp_(stream_ ? path_ : unique_temp(path_)) {}
 
 AtomicFile::~AtomicFile() {
-  if (!committed_) ::unlink(temp_.c_str());
+  if (!committed_ && !stream_) ::unlink(temp_.c_str());
 }
 
 void AtomicFile::commit() {
+  if (stream_) {
+    committed_ = true;
+    return;
+  }
   struct stat st {};
   if (::stat(temp_.c_str(), &st) != 0) io_fail(path_, "write", errno);
   if (over_write_limit(static_cast<size_t>(st.st_size))) io_fail(path_, "write", ENOSPC);

@@ -4,7 +4,9 @@
 // holds either its old content or the new one, never a mix; every write is
 // checked, and a failure (disk full, read-only folder, no permission) is an
 // IoError naming the path, with the previous file untouched and no
-// temporary left behind.
+// temporary left behind. A symbolic link is followed (the file it names is
+// replaced); a target that exists and is not a regular file (/dev/null, a
+// FIFO) is written in place, as a stream.
 #pragma once
 
 #include <string>
@@ -32,7 +34,9 @@ class AtomicFile {
   void commit();
 
  private:
-  std::string path_, temp_;
+  std::string path_;
+  bool stream_;  // path_ is a device or pipe: written directly, never renamed over
+  std::string temp_;
   bool committed_ = false;
 };
 
