@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -156,11 +157,13 @@ TrainResult Reporter::finish(const TrainingState& state) {
   r.train_seconds = session_train_seconds();
   r.tokens_per_second = total_tokens_ / std::max(r.train_seconds, 1e-9);
   r.checkpoint_dir = config_.checkpoint_dir;
-  if (active_)
-    spdlog::info("train: {} steps in {:.1f} s of training, {:.0f} tok/s; best {} {:.4g}; "
-                 "checkpoints in {}",
-                 r.steps, r.train_seconds, r.tokens_per_second, config_.best_metric, r.best,
-                 r.checkpoint_dir);
+  if (active_) {
+    // Stopped before the first validation: there is no best value yet.
+    const std::string best = std::isfinite(r.best) ? fmt::format("best {} {:.4g}", config_.best_metric, r.best)
+                                                   : fmt::format("no {} measured yet", config_.best_metric);
+    spdlog::info("train: {} steps in {:.1f} s of training, {:.0f} tok/s; {}; checkpoints in {}", r.steps,
+                 r.train_seconds, r.tokens_per_second, best, r.checkpoint_dir);
+  }
   return r;
 }
 
