@@ -70,8 +70,8 @@ for h in "${harnesses[@]}"; do
     -dict="tests/fuzz/$h.dict" -artifact_prefix="$artifacts/" ${NMT_FUZZ_ARGS:-} "${corpus[@]}" \
     >"$log" 2>&1 || rc=$?
   elapsed=$((SECONDS - start))
-  # A harness that dies at start-up prints no stats: the '|| true's keep this
-  # script going (pipefail) to report it as a failure below.
+  # A harness that dies at start-up prints no coverage: '|| true' keeps grep's
+  # no-match from ending this script (pipefail) before it reports the failure.
   stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
   runs=$(stat number_of_executed_units)
   cov=$({ grep -ao 'cov: [0-9]*' "$log" || true; } | tail -1 | cut -d' ' -f2)

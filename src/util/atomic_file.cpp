@@ -86,42 +86,25 @@ std::string read_file(const std::string& path, const std::string& what) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path_in, std::string_view content) {
-  const std::string path = resolve_links(path_in);
-  const bool stream = is_stream(path);
-  const std::string temp = stream ? path : unique_temp(path);
-  const int fd = stream ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
-                        : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) io_fail(path, "write", errno);
+void write_file_atomic(const std::string& path, std::string_view content) {
+  // AtomicFile owns the temporary, the rename and the cases that need none.
+  AtomicFile file(path);
+  const int fd = ::open(file.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_fail(file.path(), "write", errno);
   size_t done = 0;
   while (done < content.size()) {
     const size_t chunk = std::min<size_t>(content.size() - done, 1 << 20);
-    const ssize_t n = over_write_limit(chunk) ? (errno = ENOSPC, -1)
-                                              : ::write(fd, content.data() + done, chunk);
+    const ssize_t n = ::write(fd, content.data() + done, chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       ::close(fd);
-      if (!stream) ::unlink(temp.c_str());
-      io_fail(path, "write", err);
+      io_fail(file.path(), "write", err);
     }
     done += static_cast<size_t>(n);
   }
-  if (stream) {
-    if (::close(fd) != 0) io_fail(path, "write", errno);
-    return;
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    io_fail(path, "write", err);
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    io_fail(path, "replace", err);
-  }
-  sync_directory(parent_of(path));
+  if (::close(fd) != 0) io_fail(file.path(), "write", errno);
+  file.commit();
 }
 
 AtomicFile::AtomicFile(std::string path)

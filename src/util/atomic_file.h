@@ -31,6 +31,7 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   const std::string& temp_path() const { return temp_; }
+  const std::string& path() const { return path_; }  // the target, links followed
   void commit();
 
  private:
