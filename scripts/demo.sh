@@ -9,7 +9,9 @@ nmt=${NMT_BUILD_DIR:-build}/nmt
 run=checkpoints/toy
 
 start=$(date +%s)
-"$nmt" train --config configs/toy.yaml "$@"
+# --overwrite: a re-run starts the toy run afresh (a run folder with checkpoints
+# is otherwise refused, so that a finished run is not lost by accident).
+"$nmt" train --config configs/toy.yaml --overwrite "$@"
 echo "demo: training took $(( $(date +%s) - start )) s"
 
 echo "demo: scoring data/toy/test (greedy)"

@@ -179,7 +179,9 @@ TEST(Train, ResumeContinuesExactly) {
   train(cfg);
   Config resumed = resume_config(cfg.train.checkpoint_dir);
   apply_override(resumed, "train.max_steps=16");
-  const TrainResult second = train(resumed, cfg.train.checkpoint_dir);
+  RunStart resume;
+  resume.resume = cfg.train.checkpoint_dir;
+  const TrainResult second = train(resumed, resume);
   EXPECT_EQ(second.steps, 16);
   EXPECT_NEAR(second.last_train_loss, straight.last_train_loss, 1e-6);
 }

@@ -113,7 +113,7 @@ TEST(Checkpoint, SaveLoadGivesIdenticalOutputs) {
   const auto sl = torch::tensor({6, 3}, torch::kLong), tl = torch::tensor({5, 4}, torch::kLong);
   EXPECT_TRUE(m(src, sl, tgt, tl).equal(ck.model(src, sl, tgt, tl)));
   // A run folder resolves to its checkpoint.
-  EXPECT_EQ(resolve_checkpoint_dir(std::filesystem::path(dir).parent_path().string()), dir);
+  EXPECT_EQ(locate_checkpoint(std::filesystem::path(dir).parent_path().string(), CheckpointUse::kUse), dir);
 }
 
 TEST(Checkpoint, MissingOrCorruptFilesAreInputErrors) {

@@ -232,8 +232,8 @@ TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {
   cfg.data.valid_src = testing::toy("valid.zh");
   cfg.data.valid_tgt = testing::toy("valid.en");
   LocalSync local;
-  const CheckpointManager manager(cfg, "", local);
-  EXPECT_FALSE(manager.resuming());
+  auto manager = std::make_unique<CheckpointManager>(cfg, RunStart{}, local);
+  EXPECT_FALSE(manager->resuming());
   TrainStep step(t.model, step_config(), torch::kCPU, std::make_shared<LocalSync>());
   BatchSource source(t.data, 0, 8, 1);
   for (int i = 1; i <= 3; ++i) step.run(source.next(), i);
@@ -243,13 +243,18 @@ TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {
   st.metrics = {{"loss", 2.5}, {"bleu", 17.25}};
   st.best = 17.25;
   st.evals_since_best = 1;
-  manager.save(t.model, step.optimizer(), st, /*best=*/false);
+  manager->save(t.model, step.optimizer(), st, /*best=*/false);
   EXPECT_TRUE(std::filesystem::exists(cfg.train.checkpoint_dir + "/last/model.pt"));
   EXPECT_FALSE(std::filesystem::exists(cfg.train.checkpoint_dir + "/best"));
-  manager.save(t.model, step.optimizer(), st, /*best=*/true);
+  manager->save(t.model, step.optimizer(), st, /*best=*/true);
   EXPECT_TRUE(std::filesystem::exists(cfg.train.checkpoint_dir + "/best/model.pt"));
 
-  const CheckpointManager resumed(cfg, cfg.train.checkpoint_dir, local);
+  RunStart resume;
+  resume.resume = cfg.train.checkpoint_dir;
+  // One writer per run folder: a second one is refused while the first lives.
+  EXPECT_THROW(CheckpointManager(cfg, resume, local), InputError);
+  manager.reset();
+  CheckpointManager resumed(cfg, resume, local);
   EXPECT_TRUE(resumed.resuming());
   torch::manual_seed(42);
   Transformer fresh = build_model(testing::tiny_config(), t.zh->vocab_size(), t.en->vocab_size());

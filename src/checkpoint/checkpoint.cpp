@@ -21,10 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void require_file(const fs::path& p) {
-  if (!fs::is_regular_file(p)) throw InputError(p.string() + ": missing from checkpoint");
-}
-
 // Test hook for the crash tests: NMT_TEST_SAVE_DELAY_MS pauses a save just
 // before the swap, widening the window a SIGKILL can hit.
 void test_save_delay() {
@@ -72,6 +68,57 @@ void save_checkpoint(const std::string& dir, Transformer& model,
   replace_directory(staged.string(), dir);
 }
 
+std::vector<std::string> checkpoint_files(CheckpointUse use) {
+  std::vector<std::string> names{"model.pt", "config.yaml", "state.yaml", "src.model", "tgt.model"};
+  if (use == CheckpointUse::kResume) names.push_back("optimizer.pt");
+  return names;
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& dir, const c10::Device& device, CheckpointUse use) {
+  const CheckpointFiles files = read_checkpoint(dir, use, checkpoint_files(use));
+  if (!files.note.empty()) spdlog::warn("checkpoint: {}", files.note);
+  return load_checkpoint(files, device);
+}
+
+LoadedCheckpoint load_checkpoint(const CheckpointFiles& files, const c10::Device& device) {
+  LoadedCheckpoint ck;
+  ck.dir = files.dir;
+  ck.cfg = parse_config(files.at("config.yaml"), files.path("config.yaml"));
+  ck.state = parse_training_state(files.at("state.yaml"), files.path("state.yaml"));
+  ck.src_tok = std::make_unique<Tokenizer>(Tokenizer::from_bytes(files.at("src.model"), files.path("src.model")));
+  ck.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::from_bytes(files.at("tgt.model"), files.path("tgt.model")));
+  ck.model = build_model(ck.cfg, ck.src_tok->vocab_size(), ck.tgt_tok->vocab_size());
+  // torch::load resizes parameters silently; a checkpoint whose weights do not
+  // fit its own config and tokenizers is corrupt, not something to run.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+  for (const auto& p : ck.model->named_parameters())
+    expected.emplace_back(p.key(), p.value().sizes().vec());
+  const std::string& weights = files.at("model.pt");
+  try {
+    torch::load(ck.model, weights.data(), weights.size());
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    throw InputError(files.path("model.pt") + ": cannot load weights: " + msg.substr(0, msg.find('\n')));
+  }
+  const auto params = ck.model->named_parameters();
+  for (const auto& [name, shape] : expected) {
+    const auto found = params.find(name);
+    if (!found || found->sizes().vec() != shape)
+      throw InputError(files.path("model.pt") + ": parameter " + name + " has shape " +
+                       (found ? c10::str(found->sizes()) : "(missing)") + ", config expects " +
+                       c10::str(c10::IntArrayRef(shape)));
+  }
+  if (files.bytes.count("optimizer.pt")) ck.optimizer_state = files.at("optimizer.pt");
+  ck.model->to(device);
+  ck.model->eval();
+  return ck;
+}
+
+void load_optimizer(const LoadedCheckpoint& ck, ops::FlatAdam& optimizer) {
+  if (ck.optimizer_state.empty()) throw InputError(ck.dir + "/optimizer.pt: missing from checkpoint");
+  optimizer.load_bytes(ck.optimizer_state, ck.dir + "/optimizer.pt");
+}
+
 std::string recover_checkpoints(const std::string& dir) {
   std::string done;
   for (const fs::path& d : {fs::path(dir), fs::path(dir) / "best", fs::path(dir) / "last"}) {
@@ -81,59 +128,6 @@ std::string recover_checkpoints(const std::string& dir) {
   }
   if (!done.empty()) spdlog::warn("checkpoint: {}", done);
   return done;
-}
-
-std::string resolve_checkpoint_dir(const std::string& dir) {
-  recover_checkpoints(dir);
-  const fs::path d(dir);
-  if (!fs::is_directory(d)) throw InputError(dir + ": no such checkpoint folder");
-  if (fs::exists(d / kManifestFile) || fs::exists(d / "model.pt")) return d.string();
-  for (const char* sub : {"best", "last"})
-    if (fs::exists(d / sub / kManifestFile)) return (d / sub).string();
-  throw InputError(dir + ": not a checkpoint (no manifest.txt, best/ or last/)");
-}
-
-LoadedCheckpoint load_checkpoint(const std::string& dir_in, const c10::Device& device) {
-  LoadedCheckpoint ck;
-  ck.dir = resolve_checkpoint_dir(dir_in);
-  const fs::path d(ck.dir);
-  verify_manifest(ck.dir);
-  for (const char* f : {"model.pt", "config.yaml", "state.yaml", "src.model", "tgt.model"})
-    require_file(d / f);
-  ck.cfg = load_config((d / "config.yaml").string());
-  ck.state = parse_training_state(read_file((d / "state.yaml").string(), "training state"), (d / "state.yaml").string());
-  ck.src_tok = std::make_unique<Tokenizer>((d / "src.model").string());
-  ck.tgt_tok = std::make_unique<Tokenizer>((d / "tgt.model").string());
-  ck.model = build_model(ck.cfg, ck.src_tok->vocab_size(), ck.tgt_tok->vocab_size());
-  // torch::load resizes parameters silently; a checkpoint whose weights do not
-  // fit its own config and tokenizers is corrupt, not something to run.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  for (const auto& p : ck.model->named_parameters())
-    expected.emplace_back(p.key(), p.value().sizes().vec());
-  try {
-    torch::load(ck.model, (d / "model.pt").string());
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    throw InputError((d / "model.pt").string() + ": cannot load weights: " +
-                     msg.substr(0, msg.find('\n')));
-  }
-  const auto params = ck.model->named_parameters();
-  for (const auto& [name, shape] : expected) {
-    const auto found = params.find(name);
-    if (!found || found->sizes().vec() != shape)
-      throw InputError((d / "model.pt").string() + ": parameter " + name + " has shape " +
-                       (found ? c10::str(found->sizes()) : "(missing)") + ", config expects " +
-                       c10::str(c10::IntArrayRef(shape)));
-  }
-  ck.model->to(device);
-  ck.model->eval();
-  return ck;
-}
-
-void load_optimizer(const std::string& dir, ops::FlatAdam& optimizer) {
-  const fs::path p = fs::path(dir) / "optimizer.pt";
-  require_file(p);
-  optimizer.load(p.string());
 }
 
 }  // namespace nmt

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/state.h"
 #include "config/config.h"
 #include "model/transformer.h"
@@ -34,16 +35,27 @@ struct LoadedCheckpoint {
   TrainingState state;
   Transformer model{nullptr};
   std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+  std::string optimizer_state;  // optimizer.pt's bytes, read with the rest for kResume
 };
 
-// DIR may be a checkpoint itself or a run folder holding best/ or last/.
-// Repairs what an interrupted save left behind first (with a log line).
-std::string resolve_checkpoint_dir(const std::string& dir);
-// recover_directory() for DIR, DIR/best and DIR/last; returns what it did.
-std::string recover_checkpoints(const std::string& dir);
-// Verifies the manifest, then loads model (on device, eval mode), config and
-// tokenizers; InputError naming the file on anything missing or corrupt.
-LoadedCheckpoint load_checkpoint(const std::string& dir, const c10::Device& device);
-void load_optimizer(const std::string& dir, ops::FlatAdam& optimizer);
+// Loads a checkpoint (DIR, or the run folder DIR's best/ or last/ as `use`
+// says; checkpoint_files.h) without writing anything: every file is read
+// from one save and verified against its manifest, then the model is built
+// on `device` in eval mode. InputError naming the file on anything missing
+// or corrupt.
+LoadedCheckpoint load_checkpoint(const std::string& dir, const c10::Device& device,
+                                 CheckpointUse use = CheckpointUse::kUse);
+// The same from files read already (read_checkpoint with checkpoint_files(use)).
+LoadedCheckpoint load_checkpoint(const CheckpointFiles& files, const c10::Device& device);
+// The files a load for `use` reads: the model's, plus optimizer.pt for kResume.
+std::vector<std::string> checkpoint_files(CheckpointUse use);
+// The optimizer moments a kResume load read along with the weights.
+void load_optimizer(const LoadedCheckpoint& ck, ops::FlatAdam& optimizer);
+
+// The writer's side of an interrupted save, for `nmt train` holding the
+// run's lock only: recover_directory() for DIR, DIR/best and DIR/last
+// (a missing folder is put back from its complete DIR.tmp or DIR.old;
+// leftovers are deleted). Returns what it did, also logged.
+std::string recover_checkpoints(const std::string& run_dir);
 
 }  // namespace nmt

@@ -78,19 +78,24 @@ void write_manifest(const std::string& dir, const std::vector<std::string>& file
   write_file_atomic((fs::path(dir) / kManifestFile).string(), format_manifest(entries));
 }
 
+void check_manifest_entry(const ManifestEntry& e, const std::string& path, const std::string* content) {
+  if (!content) throw InputError(path + ": listed in the manifest but missing");
+  if (content->size() != e.size)
+    throw InputError(path + ": " + std::to_string(content->size()) + " bytes, the manifest says " +
+                     std::to_string(e.size) + " (truncated or replaced)");
+  Sha256 sha;
+  sha.update(*content);
+  if (sha.hex() != e.sha256)
+    throw InputError(path + ": content differs from the manifest's checksum (edited or corrupted)");
+}
+
 void verify_manifest(const std::string& dir) {
   const std::string mpath = (fs::path(dir) / kManifestFile).string();
   if (!fs::is_regular_file(mpath)) throw InputError(mpath + ": missing: not a complete checkpoint");
   for (const auto& e : parse_manifest(read_file(mpath, "manifest"), mpath)) {
     const std::string path = (fs::path(dir) / e.file).string();
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    if (ec) throw InputError(path + ": listed in the manifest but missing");
-    if (size != e.size)
-      throw InputError(path + ": " + std::to_string(size) + " bytes, the manifest says " +
-                       std::to_string(e.size) + " (truncated or replaced)");
-    if (sha256_file(path) != e.sha256)
-      throw InputError(path + ": content differs from the manifest's checksum (edited or corrupted)");
+    const std::string content = fs::is_regular_file(path) ? read_file(path, "checkpoint file") : std::string();
+    check_manifest_entry(e, path, fs::is_regular_file(path) ? &content : nullptr);
   }
 }
 

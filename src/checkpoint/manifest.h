@@ -26,6 +26,9 @@ std::vector<ManifestEntry> parse_manifest(const std::string& text, const std::st
 
 // Hashes `files` (names inside dir) and writes dir/manifest.txt atomically.
 void write_manifest(const std::string& dir, const std::vector<std::string>& files);
+// InputError "PATH: ..." when `content` (null: the file is missing) is not
+// the file `entry` describes: the one wording of every manifest mismatch.
+void check_manifest_entry(const ManifestEntry& entry, const std::string& path, const std::string* content);
 // InputError naming the first file that is missing, of another size or
 // another content than the manifest says (or the manifest itself).
 void verify_manifest(const std::string& dir);

@@ -132,6 +132,8 @@ void write_attention_maps(Session& s, const TranslateArgs& args,
 int run_train(const TrainArgs& args) {
   if (args.config.empty() && args.resume.empty())
     throw InputError("train: give --config FILE, or --resume DIR");
+  if (args.overwrite && !args.resume.empty())
+    throw InputError("train: --overwrite starts a run afresh; it does not go with --resume");
   // A resumed run continues with its checkpoint's config unless told otherwise.
   Config cfg = args.config.empty() ? resume_config(args.resume) : load_config(args.config);
   std::vector<std::string> sets = args.sets;
@@ -143,7 +145,10 @@ int run_train(const TrainArgs& args) {
     return kExitOk;
   }
   install_interrupt_handlers();
-  const TrainResult result = train(cfg, args.resume);
+  RunStart start;
+  start.resume = args.resume;
+  start.overwrite = args.overwrite;
+  const TrainResult result = train(cfg, start);
   return result.interrupted ? 128 + result.interrupted : kExitOk;
 }
 

@@ -18,6 +18,7 @@ struct RuntimeFlags {
 struct TrainArgs {
   std::string config;
   std::string resume;  // continue this run folder/checkpoint exactly
+  bool overwrite = false;  // a new run may replace the checkpoints in its folder
   std::vector<std::string> sets;  // --set key.path=value
   int64_t profile = 0;            // > 0: profile this many steps instead of training
   int64_t nproc = 1;              // > 1: launch this many local ranks (data parallel)

@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--config", train.config, "YAML config file");
   train_cmd->add_option("--resume", train.resume,
                         "continue a run exactly (run folder or checkpoint; its config unless --config)");
+  train_cmd->add_flag("--overwrite", train.overwrite,
+                      "start afresh in a run folder that holds checkpoints, replacing them");
   train_cmd->add_option("--set", train.sets, "override a config key: key.path=value (repeatable)");
   train_cmd->add_option("--nproc", train.nproc,
                         "data-parallel: run N local ranks (one process each, threads = cores/N "

@@ -24,19 +24,32 @@ void set_error(const std::string& msg, char* err, int err_cap) {
   err[n] = '\0';
 }
 
-}  // namespace
-
-extern "C" {
-
-void* nmt_spm_load(const char* path, char* err, int err_cap) {
+template <typename LoadFn>
+void* load_with(LoadFn load, char* err, int err_cap) {
   auto* sp = new Processor();
-  const auto status = sp->Load(path);
+  const auto status = load(*sp);
   if (!status.ok()) {
     set_error(status.ToString(), err, err_cap);
     delete sp;
     return nullptr;
   }
   return sp;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* nmt_spm_load(const char* path, char* err, int err_cap) {
+  return load_with([path](Processor& sp) { return sp.Load(path); }, err, err_cap);
+}
+
+void* nmt_spm_load_bytes(const char* data, long size, char* err, int err_cap) {
+  return load_with(
+      [data, size](Processor& sp) {
+        return sp.LoadFromSerializedProto(absl::string_view(data, static_cast<size_t>(size)));
+      },
+      err, err_cap);
 }
 
 void nmt_spm_free(void* handle) { delete static_cast<Processor*>(handle); }

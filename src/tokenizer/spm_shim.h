@@ -14,6 +14,8 @@ extern "C" {
 
 // Returns a handle, or null with a message in err.
 void* nmt_spm_load(const char* path, char* err, int err_cap);
+// The same from a model file's bytes (size of them at data).
+void* nmt_spm_load_bytes(const char* data, long size, char* err, int err_cap);
 void nmt_spm_free(void* handle);
 // Writes up to cap ids; returns how many the text has (call again if > cap).
 int nmt_spm_encode(void* handle, const char* text, int* ids, int cap);

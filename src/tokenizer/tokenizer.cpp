@@ -24,6 +24,7 @@ namespace {
 // The SentencePiece module, loaded once into its own namespace (spm_shim.h).
 struct SpmLibrary {
   decltype(&nmt_spm_load) load;
+  decltype(&nmt_spm_load_bytes) load_bytes;
   decltype(&nmt_spm_free) free;
   decltype(&nmt_spm_encode) encode;
   decltype(&nmt_spm_decode) decode;
@@ -70,6 +71,7 @@ struct SpmLibrary {
       return p;
     };
     lib.load = reinterpret_cast<decltype(lib.load)>(sym("nmt_spm_load"));
+    lib.load_bytes = reinterpret_cast<decltype(lib.load_bytes)>(sym("nmt_spm_load_bytes"));
     lib.free = reinterpret_cast<decltype(lib.free)>(sym("nmt_spm_free"));
     lib.encode = reinterpret_cast<decltype(lib.encode)>(sym("nmt_spm_encode"));
     lib.decode = reinterpret_cast<decltype(lib.decode)>(sym("nmt_spm_decode"));
@@ -84,15 +86,28 @@ struct SpmLibrary {
 }  // namespace
 
 Tokenizer::Tokenizer(const std::string& model_path) : path_(model_path) {
-  const SpmLibrary& lib = SpmLibrary::get();
   char err[512] = {0};
-  handle_ = lib.load(model_path.c_str(), err, sizeof err);
-  if (!handle_) throw InputError(model_path + ": cannot load SentencePiece model: " + err);
+  adopt(SpmLibrary::get().load(model_path.c_str(), err, sizeof err), err);
+}
+
+Tokenizer Tokenizer::from_bytes(const std::string& bytes, const std::string& name) {
+  Tokenizer t;
+  t.path_ = name;
+  char err[512] = {0};
+  t.adopt(SpmLibrary::get().load_bytes(bytes.data(), static_cast<long>(bytes.size()), err, sizeof err), err);
+  return t;
+}
+
+void Tokenizer::adopt(void* handle, const char* err) {
+  const SpmLibrary& lib = SpmLibrary::get();
+  if (!handle) throw InputError(path_ + ": cannot load SentencePiece model: " + err);
+  handle_ = handle;
   vocab_size_ = lib.vocab_size(handle_);
   if (lib.special_id(handle_, 0) != kPadId || lib.special_id(handle_, 1) != kUnkId ||
       lib.special_id(handle_, 2) != kStartId || lib.special_id(handle_, 3) != kEndId) {
     lib.free(handle_);
-    throw InputError(model_path + ": special ids differ from <pad>=0 <unk>=1 <start>=2 <end>=3");
+    handle_ = nullptr;
+    throw InputError(path_ + ": special ids differ from <pad>=0 <unk>=1 <start>=2 <end>=3");
   }
 }
 

@@ -15,6 +15,9 @@ class Tokenizer {
  public:
   // Loads a SentencePiece model file; InputError naming the file on failure.
   explicit Tokenizer(const std::string& model_path);
+  // From a model file's bytes (read from a checkpoint); `name` stands for
+  // the file in messages and path().
+  static Tokenizer from_bytes(const std::string& bytes, const std::string& name);
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer(const Tokenizer&) = delete;
@@ -27,6 +30,9 @@ class Tokenizer {
   const std::string& path() const { return path_; }
 
  private:
+  Tokenizer() = default;
+  void adopt(void* handle, const char* err);  // checks the special ids, or throws
+
   std::string path_;
   void* handle_ = nullptr;  // owned by the SentencePiece module (spm_shim.h)
   int64_t vocab_size_ = 0;

@@ -8,28 +8,57 @@
 #include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
+#include "util/errors.h"
 
 namespace nmt {
 
 namespace fs = std::filesystem;
 
-std::string resume_checkpoint(const std::string& dir) {
-  const fs::path last = fs::path(dir) / "last";
-  return fs::exists(last / "model.pt") ? last.string() : resolve_checkpoint_dir(dir);
-}
-
 Config resume_config(const std::string& dir) {
-  return load_config((fs::path(resume_checkpoint(dir)) / "config.yaml").string());
+  const CheckpointFiles files = read_checkpoint(dir, CheckpointUse::kResume, {"config.yaml"});
+  return parse_config(files.at("config.yaml"), files.path("config.yaml"));
 }
 
-namespace {
+void CheckpointManager::prepare_run_folder(const RunStart& start) {
+  lock_ = std::make_unique<RunLock>(run_dir_);
+  if (start.profile) return;
+  if (!start.resume.empty()) {
+    recover_checkpoints(run_dir_);  // ours to tidy now that we hold the lock
+    return;
+  }
+  const std::vector<std::string> held = checkpoints_in(run_dir_);
+  if (held.empty()) return;
+  std::string names;
+  for (const auto& h : held) names += (names.empty() ? "" : ", ") + h + "/";
+  if (!start.overwrite)
+    throw InputError(run_dir_ + ": already holds checkpoints (" + names + "); continue that run with `nmt train --resume " +
+                     run_dir_ + "`, train into another folder (--set train.checkpoint_dir=DIR), or replace it with --overwrite");
+  std::error_code ec;
+  for (const char* sub : {"last", "best"})
+    for (const char* suffix : {"", ".tmp", ".old"}) {
+      const fs::path p = fs::path(run_dir_) / (std::string(sub) + suffix);
+      fs::remove_all(p, ec);
+      if (ec) throw IoError(p.string() + ": cannot remove for --overwrite: " + ec.message());
+    }
+  sync_directory(run_dir_);
+  spdlog::info("train: --overwrite: removed {} from {}", names, run_dir_);
+}
 
-}  // namespace
-
-CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resume,
-                                     GradientSync& sync)
+CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync)
     : cfg_(cfg), sync_(sync), run_dir_(cfg.train.checkpoint_dir) {
-  if (!resume.empty()) resume_from_ = sync.rank() == 0 ? resume_checkpoint(resume) : resume;
+  const std::string& resume = start.resume;
+  resume_from_ = resume;
+  if (sync.rank() == 0) {
+    prepare_run_folder(start);
+    // The checkpoint is read once, whole: the tokenizers, weights and
+    // optimizer state all come from one save even if another process is
+    // saving into the folder resumed from.
+    if (!resume.empty()) {
+      resumed_ = read_checkpoint(resume, CheckpointUse::kResume, checkpoint_files(CheckpointUse::kResume));
+      if (!resumed_.note.empty()) spdlog::warn("checkpoint: {}", resumed_.note);
+      resume_from_ = resumed_.dir;
+    }
+  }
   if (sync.rank() != 0) {
     // Rank 0's tokenizer models, whether or not this host shares its disk.
     private_dir_ = (fs::temp_directory_path() /
@@ -42,29 +71,24 @@ CheckpointManager::CheckpointManager(const Config& cfg, const std::string& resum
     }
     return;
   }
-  // A resumed run uses the tokenizers stored with its checkpoint.
-  TokenizerPaths from;
-  if (!resume.empty()) {
-    from = {(fs::path(resume_from_) / "src.model").string(),
-            (fs::path(resume_from_) / "tgt.model").string()};
-  } else {
-    // The corpus is checked before minutes go into training tokenizers on it.
-    check_parallel_text(cfg.data.train_src, cfg.data.train_tgt);
-    check_parallel_text(cfg.data.valid_src, cfg.data.valid_tgt);
-    from = prepare_tokenizers(cfg.tokenizer, cfg.data.train_src, cfg.data.train_tgt);
-  }
   // Checkpoints copy the tokenizer models from here: a stable place of the
   // run's own, since last/ itself is replaced by every save.
   const fs::path tok_dir = fs::path(run_dir_) / "tokenizer";
   fs::create_directories(tok_dir);
-  for (const auto& [path, name] : {std::pair{from.src_model, "src.model"},
-                                   std::pair{from.tgt_model, "tgt.model"}}) {
-    const fs::path to = tok_dir / name;
-    if (!fs::exists(to) || !fs::equivalent(path, to))
-      fs::copy_file(path, to, fs::copy_options::overwrite_existing);
-  }
   src_model_ = (tok_dir / "src.model").string();
   tgt_model_ = (tok_dir / "tgt.model").string();
+  if (!resume.empty()) {
+    // A resumed run uses the tokenizers stored with its checkpoint.
+    write_file_atomic(src_model_, resumed_.at("src.model"));
+    write_file_atomic(tgt_model_, resumed_.at("tgt.model"));
+  } else {
+    // The corpus is checked before minutes go into training tokenizers on it.
+    check_parallel_text(cfg.data.train_src, cfg.data.train_tgt);
+    check_parallel_text(cfg.data.valid_src, cfg.data.valid_tgt);
+    const TokenizerPaths from = prepare_tokenizers(cfg.tokenizer, cfg.data.train_src, cfg.data.train_tgt);
+    for (const auto& [path, to] : {std::pair{from.src_model, src_model_}, std::pair{from.tgt_model, tgt_model_}})
+      if (!fs::exists(to) || !fs::equivalent(path, to)) write_file_atomic(to, read_file(path, "tokenizer model"));
+  }
   if (sync.world_size() > 1) {
     sync.set_and_wait("tokenizer/src.model", read_file(src_model_));
     sync.set_and_wait("tokenizer/tgt.model", read_file(tgt_model_));
@@ -76,17 +100,18 @@ CheckpointManager::~CheckpointManager() {
   if (!private_dir_.empty()) fs::remove_all(private_dir_, ec);
 }
 
-TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) const {
+TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) {
   if (resume_from_.empty()) return {};
   if (sync_.rank() != 0)
     return parse_training_state(sync_.set_and_wait("state", ""), "rank 0's training state");
-  LoadedCheckpoint ck = load_checkpoint(resume_from_, torch::kCPU);
+  LoadedCheckpoint ck = load_checkpoint(resumed_, torch::kCPU);
+  resumed_ = {};  // the bytes are in the model and optimizer now
   {
     torch::NoGradGuard no_grad;
     const auto saved = ck.model->named_parameters();
     for (auto& p : model->named_parameters()) p.value().copy_(saved[p.key()]);
   }
-  load_optimizer(resume_from_, optimizer);
+  load_optimizer(ck, optimizer);
   spdlog::info("train: resuming {} at step {} (epoch {}, batch {})", resume_from_, ck.state.step,
                ck.state.position.epoch + 1, ck.state.position.batch);
   if (sync_.world_size() > 1) sync_.set_and_wait("state", training_state_yaml(ck.state));

@@ -6,21 +6,37 @@
 
 #include <string>
 
+#include <memory>
+
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/run_lock.h"
 #include "config/config.h"
 #include "model/transformer.h"
 #include "train/gradient_sync.h"
 
 namespace nmt {
 
+// How a training process starts with its run folder.
+struct RunStart {
+  // A run folder (its last/) or a checkpoint to continue from; empty for a
+  // new run, whose tokenizers are trained (or reused from the cache).
+  std::string resume;
+  // A new run into a folder that holds checkpoints replaces them (else it is
+  // refused: a typo in a config must not cost a finished run).
+  bool overwrite = false;
+  // Nothing will be saved (`--profile`): the folder's checkpoints stay as they are.
+  bool profile = false;
+};
+
 class CheckpointManager {
  public:
-  // resume: a run folder (its last/) or a checkpoint to continue from; empty
-  // for a new run, whose tokenizers are trained (or reused from the cache).
+  // Rank 0 takes the run folder's lock first (run_lock.h) and holds it for
+  // the manager's life: one writer per run folder. Under it, and only there,
+  // a save cut short is recovered (checkpoint.h recover_checkpoints).
   // With several ranks only rank 0 touches the run folder and the
   // checkpoints: it publishes the tokenizer models to the others (through
   // `sync`), which keep them in a private temporary folder, and it alone saves.
-  CheckpointManager(const Config& cfg, const std::string& resume, GradientSync& sync);
+  CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync);
   ~CheckpointManager();
 
   // The run's own copies of the tokenizer models.
@@ -33,7 +49,7 @@ class CheckpointManager {
   // they may be views of the optimizer's flat buffer) and loads the
   // optimizer state. Returns the saved state (a fresh one otherwise) on
   // every rank; weights reach the other ranks by TrainStep::broadcast_state.
-  TrainingState restore(Transformer& model, ops::FlatAdam& optimizer) const;
+  TrainingState restore(Transformer& model, ops::FlatAdam& optimizer);
   // Writes last/ and, when best, best/ (rank 0; nothing elsewhere).
   void save(Transformer& model, const ops::FlatAdam& optimizer, const TrainingState& state,
             bool best) const;
@@ -41,15 +57,17 @@ class CheckpointManager {
   const std::string& run_dir() const { return run_dir_; }
 
  private:
+  void prepare_run_folder(const RunStart& start);
+
   Config cfg_;
   GradientSync& sync_;
+  std::unique_ptr<RunLock> lock_;  // rank 0: held while this run may write its folder
   std::string run_dir_, resume_from_, src_model_, tgt_model_;
-  std::string private_dir_;  // ranks > 0: their copies of the tokenizer models
+  std::string private_dir_;
+  CheckpointFiles resumed_;  // rank 0: the checkpoint resumed from, read whole, until restore()  // ranks > 0: their copies of the tokenizer models
 };
 
-// The checkpoint `--resume DIR` continues from: DIR/last, or DIR itself.
-std::string resume_checkpoint(const std::string& dir);
-// The config a resumed run continues with: the checkpoint's own.
+// The config a resumed run continues with: the checkpoint's own (read only).
 Config resume_config(const std::string& dir);
 
 }  // namespace nmt

@@ -53,14 +53,14 @@ Transformer on_device(Transformer model, const c10::Device& device, at::ScalarTy
 
 // Everything a run is made of, set up (and resumed) in one place.
 struct Session {
-  Session(const Config& config, const std::string& resume_dir)
+  Session(const Config& config, const RunStart& start)
       : cfg(config),
         env(distributed_env_from_environment()),
         threads(set_threads(cfg.train.threads)),
         device(resolve_device(cfg.attention.device, "attention.device")),
         precision(resolve_precision(cfg.train.precision, device, "train.precision")),
         sync(make_sync(env, device)),
-        checkpoints(cfg, resume_dir, *sync),
+        checkpoints(cfg, start, *sync),
         src_tok(checkpoints.src_model()),
         tgt_tok(checkpoints.tgt_model()),
         train_data(load_split(cfg, cfg.data.train_src, cfg.data.train_tgt, src_tok, tgt_tok)),
@@ -219,9 +219,9 @@ bool counts_reached(const TrainConfig& tc, const TrainingState& state) {
 
 }  // namespace
 
-TrainResult train(const Config& cfg, const std::string& resume_dir) {
+TrainResult train(const Config& cfg, const RunStart& start) {
   const TrainConfig& tc = cfg.train;
-  Session s(cfg, resume_dir);
+  Session s(cfg, start);
   Reporter reporter(tc, s.state, s.checkpoints.resuming(), /*active=*/s.leader());
   Evaluation evaluation(s, reporter);
   int64_t skipped = 0;
@@ -266,7 +266,9 @@ TrainResult train(const Config& cfg, const std::string& resume_dir) {
 }
 
 void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
-  Session s(cfg, "");
+  RunStart start;
+  start.profile = true;
+  Session s(cfg, start);
   const auto run = [&](int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const StepBatch batch = s.source.next();

@@ -13,10 +13,11 @@
 
 namespace nmt {
 
-// Trains per cfg on cfg.attention.device. Writes cfg.train.checkpoint_dir/{last,best}.
-// resume_dir: a checkpoint (or run folder: its last/) to continue exactly from:
-// weights, optimizer, step, position in the data, random state.
-TrainResult train(const Config& cfg, const std::string& resume_dir = "");
+// Trains per cfg on cfg.attention.device. Writes cfg.train.checkpoint_dir/{last,best},
+// holding that folder's lock (checkpoint/run_lock.h) while it runs.
+// start.resume: a checkpoint (or run folder: its last/) to continue exactly
+// from: weights, optimizer, step, position in the data.
+TrainResult train(const Config& cfg, const RunStart& start = {});
 
 // Runs 5 warm-up steps, then `steps` steps under LibTorch's profiler, and
 // writes a table of the ops taking the time. Writes no checkpoint.

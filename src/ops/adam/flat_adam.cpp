@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ops/adam/cpu/adam_cpu.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace nmt::ops {
@@ -102,11 +103,13 @@ void FlatAdam::save(const std::string& path) const {
   archive.save_to(path);
 }
 
-void FlatAdam::load(const std::string& path) {
+void FlatAdam::load(const std::string& path) { load_bytes(read_file(path, "optimizer state"), path); }
+
+void FlatAdam::load_bytes(const std::string& bytes, const std::string& path) {
   torch::serialize::InputArchive archive;
   at::Tensor m, v, step;
   try {
-    archive.load_from(path);
+    archive.load_from(bytes.data(), bytes.size());
     archive.read("exp_avg", m);
     archive.read("exp_avg_sq", v);
     archive.read("step", step);

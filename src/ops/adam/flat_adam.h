@@ -45,6 +45,8 @@ class FlatAdam {
   void save(const std::string& path) const;
   // InputError naming the file when it does not fit these parameters.
   void load(const std::string& path);
+  // The same from save()'s bytes, read elsewhere; `source` names them in errors.
+  void load_bytes(const std::string& bytes, const std::string& source);
 
  private:
   std::vector<at::Tensor> params_;

@@ -1,0 +1,54 @@
+// Reading a checkpoint without writing anything: which folder a command
+// means (the rules live here and nowhere else), and its files read whole,
+// verified against the manifest.
+//
+// Readers (`translate`, `evaluate`, `check-causality`, and the trainer when
+// it reads the checkpoint it resumes from) may run while a trainer saves into
+// the same run folder. They never rename, delete or create anything there:
+// a save cut short is read where it lies and tidied by the next
+// `nmt train --resume` (which holds the run's lock, run_lock.h).
+// Plain C++17 (no LibTorch).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace nmt {
+
+// Which checkpoint of a run folder a command means.
+enum class CheckpointUse {
+  kUse,     // translate, evaluate, check: RUN/best, else RUN/last
+  kResume,  // train --resume: RUN/last, else RUN/best
+};
+
+struct CheckpointFiles {
+  std::string dir;   // the folder read
+  std::string note;  // a line worth logging about what was found, or ""
+  std::map<std::string, std::string> bytes;  // file name -> content, as the manifest lists them
+
+  // The content of `name`; InputError "DIR/NAME: missing from checkpoint".
+  const std::string& at(const std::string& name) const;
+  std::string path(const std::string& name) const { return dir + "/" + name; }
+};
+
+// `dir` is a checkpoint folder, or a run folder holding best/ and last/.
+// Reads manifest.txt and the files in `names` (each must be listed there),
+// all through one open handle on the folder, and checks their sizes and
+// SHA-256 sums. A save that swaps the folder meanwhile (the old files are
+// deleted after the swap) makes the read start over on the new folder, so
+// the result is always one save's files, never a mix of two. InputError
+// naming the file when the checkpoint is missing, incomplete or corrupt.
+CheckpointFiles read_checkpoint(const std::string& dir, CheckpointUse use,
+                                const std::vector<std::string>& names);
+
+// The checkpoint folder `dir` means for `use`, without reading it; "" when
+// there is none. A folder missing after an interrupted save resolves to its
+// complete DIR.tmp or DIR.old; `note` (if given) says so.
+std::string locate_checkpoint(const std::string& dir, CheckpointUse use, std::string* note = nullptr);
+
+// The names of the checkpoints a run folder holds (last, best), counting a
+// save cut short that `nmt train --resume` would recover.
+std::vector<std::string> checkpoints_in(const std::string& run_dir);
+
+}  // namespace nmt

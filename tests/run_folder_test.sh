@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# One writer, any number of readers per run folder:
+# 1. translate / evaluate / check-causality polling a run folder while a
+#    trainer saves every 2 steps never fail, and the trainer never fails;
+# 2. a reader started while the trainer is paused inside a save (last.tmp
+#    complete, not yet swapped in) leaves the folder exactly as it was;
+# 3. a second trainer, or a --resume, while the first runs exits 2 naming it;
+#    a fresh train into a folder with checkpoints exits 2 naming --resume and
+#    --overwrite; --overwrite starts afresh; a SIGKILLed trainer leaves no lock.
+# Usage: run_folder_test.sh NMT_BINARY SOURCE_DIR
+set -u
+nmt=$1
+src=$2
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/tiny_config.sh"
+tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
+head -3 "$src/data/toy/valid.zh" >"$tmp/three.zh"
+head -3 "$src/data/toy/valid.en" >"$tmp/three.en"
+# Entries with inode, size and change time: equal listings mean unchanged.
+listing() { find "$1" -printf '%p %i %s %C@\n' | sort; }
+
+# 1. Readers in a loop while a trainer saves last/ (and best/) every 2 steps.
+run=$tmp/polled
+NMT_TEST_SAVE_DELAY_MS=100 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=60 --set train.eval_every=2 \
+  --set train.checkpoint_dir="$run" >"$tmp/polled.log" 2>&1 &
+trainer=$!
+pids+=("$trainer")
+reads=0 failed=0
+for _ in $(seq 600); do
+  [ -f "$run/last/manifest.txt" ] && break
+  sleep 0.05
+done
+while kill -0 "$trainer" 2>/dev/null; do
+  for cmd in "translate --checkpoint $run --input $tmp/three.zh" \
+             "evaluate --checkpoint $run --src $tmp/three.zh --ref $tmp/three.en" \
+             "check-causality --checkpoint $run --sentences 2"; do
+    kill -0 "$trainer" 2>/dev/null || break
+    # shellcheck disable=SC2086
+    if "$nmt" $cmd >"$tmp/reader.log" 2>&1; then reads=$((reads + 1))
+    else failed=$((failed + 1)); echo "reader failed: nmt $cmd: $(tail -1 "$tmp/reader.log")"; fi
+  done
+done
+wait "$trainer"
+rc=$?
+if [ $rc -eq 0 ] && [ $failed -eq 0 ] && [ $reads -ge 3 ]; then ok
+else bad "trainer exit $rc ($(grep '^nmt:' "$tmp/polled.log" | tail -1)), $failed of $((reads + failed)) reads failed"; fi
+echo "readers: $reads reads during 30 saves, $failed failed; trainer exit $rc"
+
+# 2. A reader during a save paused before its swap: nothing in the folder changes.
+run=$tmp/paused
+NMT_TEST_SAVE_DELAY_MS=4000 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.eval_every=2 \
+  --set train.checkpoint_dir="$run" >"$tmp/paused.log" 2>&1 &
+trainer=$!
+pids+=("$trainer")
+for _ in $(seq 600); do  # the second save (step 4) staged complete, the first in place
+  [ -f "$run/last.tmp/manifest.txt" ] && [ -f "$run/last/manifest.txt" ] && break
+  sleep 0.05
+done
+before=$(listing "$run")
+"$nmt" translate --checkpoint "$run" --input "$tmp/three.zh" >/dev/null 2>"$tmp/paused_reader.log" ||
+  bad "reader during a paused save: $(tail -1 "$tmp/paused_reader.log")"
+"$nmt" evaluate --checkpoint "$run/last" --src "$tmp/three.zh" --ref "$tmp/three.en" >/dev/null 2>&1 ||
+  bad "evaluate during a paused save"
+after=$(listing "$run")
+if [ -n "$before" ] && [ "$before" = "$after" ] && [ -d "$run/last.tmp" ]; then ok
+else bad "a reader changed the run folder during a save:"; diff <(echo "$before") <(echo "$after") | head -5; fi
+
+# 3. A second writer is refused while the first runs, naming it.
+expect_refused() {  # what pattern -- command...
+  local what=$1 pattern=$2
+  shift 3
+  "$@" >"$tmp/second.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$pattern" "$tmp/second.log"; then ok
+  else bad "$what: exit $rc (want 2 and /$pattern/): $(grep '^nmt:' "$tmp/second.log" | tail -1)"; fi
+}
+expect_refused "second trainer" "another nmt train is writing this run folder (pid $trainer on " -- \
+  "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.checkpoint_dir="$run"
+expect_refused "resume while running" "another nmt train is writing this run folder (pid $trainer on " -- \
+  "$nmt" train --resume "$run" --set train.max_steps=8
+wait "$trainer" || bad "the paused trainer failed: $(grep '^nmt:' "$tmp/paused.log" | tail -1)"
+
+# A finished run is not started over by accident; --overwrite does it on purpose.
+expect_refused "fresh train into a used folder" "already holds checkpoints (last/, best/); continue that run with \`nmt train --resume $run\`.*--overwrite" -- \
+  "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.checkpoint_dir="$run"
+expect_refused "--overwrite with --resume" "does not go with --resume" -- "$nmt" train --resume "$run" --overwrite
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=2 --set train.eval_every=2 --set train.checkpoint_dir="$run" \
+  --overwrite >"$tmp/over.log" 2>&1 && grep -q "^step: 2$" "$run/last/state.yaml" && ok ||
+  bad "--overwrite: $(grep '^nmt:' "$tmp/over.log" | tail -1)"
+
+# A trainer killed outright leaves no lock behind.
+"$nmt" train --resume "$run" --set train.max_steps=100000 >"$tmp/killed.log" 2>&1 &
+killed=$!
+pids+=("$killed")
+for _ in $(seq 600); do grep -q "pid $killed" "$run/train.lock" 2>/dev/null && break; sleep 0.05; done
+sleep 1
+kill -KILL "$killed"
+wait "$killed" 2>/dev/null
+"$nmt" train --resume "$run" --set train.max_steps=4 >"$tmp/after_kill.log" 2>&1 && ok ||
+  bad "resume after SIGKILL: $(grep '^nmt:' "$tmp/after_kill.log" | tail -1)"
+
+echo "run folder: $pass passed, $fail failed"
+[ $fail -eq 0 ]
