@@ -22,6 +22,7 @@ struct TrainArgs {
   std::vector<std::string> sets;  // --set key.path=value
   int64_t profile = 0;            // > 0: profile this many steps instead of training
   int64_t nproc = 1;              // > 1: launch this many local ranks (data parallel)
+  int64_t max_restarts = 0;       // > 0: restart a failed group from its last checkpoint
   RuntimeFlags runtime;
 };
 int run_train(const TrainArgs& args);

@@ -19,6 +19,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/errors.h"
+
 extern char** environ;
 
 namespace nmt::cli {
@@ -57,39 +59,21 @@ int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) 
 
 }  // namespace
 
-int launch_local_ranks(int nproc, int argc, char** argv) {
-  // The ranks' command line: ours without --nproc, with --threads cores/N
-  // unless the user chose.
-  std::vector<std::string> args;
-  bool has_threads = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--nproc") {
-      ++i;
-      continue;
-    }
-    if (a.rfind("--nproc=", 0) == 0) continue;
-    if (a == "--threads" || a.rfind("--threads=", 0) == 0) has_threads = true;
-    args.push_back(a);
-  }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!has_threads) args.insert(args.end(), {"--threads", std::to_string(std::max(1, cores / nproc))});
-  std::vector<char*> child_argv;
-  for (auto& a : args) child_argv.push_back(a.data());
-  child_argv.push_back(nullptr);
+namespace {
 
+// How one start of the group ended.
+struct GroupEnd {
+  int code = 0;           // the launcher's exit code for it
+  bool interrupted = false;  // a SIGINT/SIGTERM reached the launcher
+  std::string cause;      // "rank 1 was killed by signal 9 (Killed)", or ""
+};
+
+// Starts the ranks once (restart: TORCHELASTIC_RESTART_COUNT for them) and
+// watches them until every one has ended.
+GroupEnd run_group(int nproc, std::vector<char*>& child_argv, int restart) {
   const int port = free_port();
   spdlog::info("launcher: {} ranks on 127.0.0.1:{}{}", nproc, port,
-               has_threads ? "" : fmt::format(", {} threads each", std::max(1, cores / nproc)));
-
-  // Signals: the ranks run in their own process group, so a Ctrl-C on the
-  // terminal reaches the launcher only, which passes it on once.
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-
+               restart > 0 ? fmt::format(" (restart {})", restart) : "");
   std::vector<pid_t> pids(nproc, -1);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -101,13 +85,14 @@ int launch_local_ranks(int nproc, int argc, char** argv) {
       const std::string kv = *e;
       const std::string key = kv.substr(0, kv.find('='));
       if (key == "MASTER_ADDR" || key == "MASTER_PORT" || key == "WORLD_SIZE" || key == "RANK" ||
-          key == "LOCAL_RANK")
+          key == "LOCAL_RANK" || key == "TORCHELASTIC_RESTART_COUNT")
         continue;
       env.push_back(kv);
     }
     env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
                            "WORLD_SIZE=" + std::to_string(nproc), "RANK=" + std::to_string(r),
-                           "LOCAL_RANK=" + std::to_string(r)});
+                           "LOCAL_RANK=" + std::to_string(r),
+                           "TORCHELASTIC_RESTART_COUNT=" + std::to_string(restart)});
     std::vector<char*> envp;
     for (auto& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
@@ -122,12 +107,14 @@ int launch_local_ranks(int nproc, int argc, char** argv) {
   posix_spawnattr_destroy(&attr);
 
   // Watch: the first failure stops the others (SIGTERM, then SIGKILL after a grace period).
-  int result = 0, running = nproc, forwarded = 0;
+  GroupEnd end;
+  int running = nproc, forwarded = 0;
   bool failed = false;
   std::chrono::steady_clock::time_point kill_at{};
   while (running > 0) {
     if (g_signal && g_signal != forwarded) {
       forwarded = g_signal;
+      end.interrupted = true;
       spdlog::info("launcher: passing {} on to the ranks", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
       for (pid_t p : pids)
         if (p > 0) ::kill(p, g_signal);
@@ -159,14 +146,15 @@ int launch_local_ranks(int nproc, int argc, char** argv) {
       }
       if (cause && !failed) {
         failed = true;
-        result = exit_code(cause->status);
+        end.code = exit_code(cause->status);
+        end.cause = "rank " + std::to_string(cause->rank) + " " + describe(cause->status);
         if (running > 0) {
-          spdlog::error("launcher: rank {} {}; stopping the other ranks", cause->rank, describe(cause->status));
+          spdlog::error("launcher: {}; stopping the other ranks", end.cause);
           for (pid_t p : pids)
             if (p > 0) ::kill(p, SIGTERM);
           kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         } else {
-          spdlog::error("launcher: rank {} {}", cause->rank, describe(cause->status));
+          spdlog::error("launcher: {}", end.cause);
         }
       }
       continue;
@@ -178,7 +166,53 @@ int launch_local_ranks(int nproc, int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return result;
+  return end;
+}
+
+}  // namespace
+
+int launch_local_ranks(int nproc, int max_restarts, int argc, char** argv) {
+  // The ranks' command line: ours without --nproc and --max-restarts, with
+  // --threads cores/N unless the user chose.
+  std::vector<std::string> args;
+  bool has_threads = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--nproc" || a == "--max-restarts") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0 || a.rfind("--max-restarts=", 0) == 0) continue;
+    if (a == "--threads" || a.rfind("--threads=", 0) == 0) has_threads = true;
+    args.push_back(a);
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!has_threads) args.insert(args.end(), {"--threads", std::to_string(std::max(1, cores / nproc))});
+  std::vector<char*> child_argv;
+  for (auto& a : args) child_argv.push_back(a.data());
+  child_argv.push_back(nullptr);
+  if (!has_threads) spdlog::info("launcher: {} threads per rank", std::max(1, cores / nproc));
+
+  // Signals: the ranks run in their own process group, so a Ctrl-C on the
+  // terminal reaches the launcher only, which passes it on once.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  for (int restart = 0;; ++restart) {
+    const GroupEnd end = run_group(nproc, child_argv, restart);
+    // Done, stopped on purpose, or refused for its input (a restart would
+    // only be refused again): the launcher ends as the group did.
+    if (end.code == 0 || end.interrupted || end.code == kExitInput || restart >= max_restarts) {
+      if (end.code != 0 && !end.interrupted && end.code != kExitInput && max_restarts > 0)
+        spdlog::error("launcher: giving up after {} restart{}", restart, restart == 1 ? "" : "s");
+      return end.code;
+    }
+    spdlog::warn("launcher: restart {} of {}: {}; starting {} rank{} again from the last checkpoint",
+                 restart + 1, max_restarts, end.cause, nproc, nproc == 1 ? "" : "s");
+  }
 }
 
 }  // namespace nmt::cli

@@ -96,6 +96,10 @@ int main(int argc, char** argv) {
                         "data-parallel: run N local ranks (one process each, threads = cores/N "
                         "unless --threads); see the README for multi-machine runs")
       ->check(int_range(1, 256));
+  train_cmd->add_option("--max-restarts", train.max_restarts,
+                        "when a rank fails, restart the group from the last checkpoint up to K times "
+                        "(the ranks also honour torchrun's TORCHELASTIC_RESTART_COUNT)")
+      ->check(int_range(0, 1000));
   train_cmd->add_option("--profile", train.profile,
                         "profile N training steps (after 5 warm-up steps), print the top ops, "
                         "save nothing")
@@ -176,8 +180,9 @@ int main(int argc, char** argv) {
 
   try {
     if (train_cmd->parsed()) {
-      if (train.nproc > 1 && !std::getenv("WORLD_SIZE"))
-        return nmt::cli::launch_local_ranks(static_cast<int>(train.nproc), argc, argv);
+      if ((train.nproc > 1 || train.max_restarts > 0) && !std::getenv("WORLD_SIZE"))
+        return nmt::cli::launch_local_ranks(static_cast<int>(train.nproc), static_cast<int>(train.max_restarts),
+                                            argc, argv);
       return nmt::cli::run_train(train);
     }
     if (tr_cmd->parsed()) return nmt::cli::run_translate(translate);

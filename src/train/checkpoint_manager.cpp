@@ -19,15 +19,23 @@ Config resume_config(const std::string& dir) {
   return parse_config(files.at("config.yaml"), files.path("config.yaml"));
 }
 
-void CheckpointManager::prepare_run_folder(const RunStart& start) {
+std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
   lock_ = std::make_unique<RunLock>(run_dir_);
-  if (start.profile) return;
-  if (!start.resume.empty()) {
+  if (start.profile) return "";
+  std::string resume = start.resume;
+  if (start.restart > 0) {
+    const bool saved = !checkpoints_in(run_dir_).empty();
+    spdlog::warn("train: restart {}: {}", start.restart,
+                 saved ? "continuing from " + run_dir_ + "'s last checkpoint"
+                       : (resume.empty() ? "no checkpoint saved yet, starting afresh" : "no checkpoint saved yet, resuming " + resume + " again"));
+    if (saved) resume = run_dir_;
+  }
+  if (!resume.empty()) {
     recover_checkpoints(run_dir_);  // ours to tidy now that we hold the lock
-    return;
+    return resume;
   }
   const std::vector<std::string> held = checkpoints_in(run_dir_);
-  if (held.empty()) return;
+  if (held.empty()) return "";
   std::string names;
   for (const auto& h : held) names += (names.empty() ? "" : ", ") + h + "/";
   if (!start.overwrite)
@@ -42,14 +50,17 @@ void CheckpointManager::prepare_run_folder(const RunStart& start) {
     }
   sync_directory(run_dir_);
   spdlog::info("train: --overwrite: removed {} from {}", names, run_dir_);
+  return "";
 }
 
 CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync)
     : cfg_(cfg), sync_(sync), run_dir_(cfg.train.checkpoint_dir) {
-  const std::string& resume = start.resume;
+  // Rank 0 decides whether the run resumes, and from where; the others follow
+  // (a rank on another host may not even see the run folder).
+  std::string resume = sync.rank() == 0 ? prepare_run_folder(start) : "";
+  if (sync.world_size() > 1) resume = sync.set_and_wait("resume", "from:" + resume).substr(5);
   resume_from_ = resume;
   if (sync.rank() == 0) {
-    prepare_run_folder(start);
     // The checkpoint is read once, whole: the tokenizers, weights and
     // optimizer state all come from one save even if another process is
     // saving into the folder resumed from.

@@ -26,6 +26,10 @@ struct RunStart {
   bool overwrite = false;
   // Nothing will be saved (`--profile`): the folder's checkpoints stay as they are.
   bool profile = false;
+  // Restarts of the group so far (DistributedEnv::restart_count): once
+  // restarted, a run continues from its own folder's last checkpoint when it
+  // has one, whatever `resume` says.
+  int64_t restart = 0;
 };
 
 class CheckpointManager {
@@ -57,7 +61,9 @@ class CheckpointManager {
   const std::string& run_dir() const { return run_dir_; }
 
  private:
-  void prepare_run_folder(const RunStart& start);
+  // Rank 0: takes the lock, decides what the run resumes from ("" for a new
+  // run) and tidies or clears the folder accordingly.
+  std::string prepare_run_folder(const RunStart& start);
 
   Config cfg_;
   GradientSync& sync_;

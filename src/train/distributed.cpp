@@ -56,6 +56,7 @@ DistributedEnv distributed_env_from_environment() {
   e.local_rank = env_int("LOCAL_RANK", e.rank, 0, 4095);
   e.master_port = env_int("MASTER_PORT", 29500, 1, 65535);
   e.timeout = std::chrono::seconds(env_int("NMT_DIST_TIMEOUT", 300, 1, 86400));
+  e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT", 0, 0, 1000000);
   if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) e.master_addr = addr;
   else if (e.world_size > 1 && std::getenv("RANK"))
     spdlog::warn("distributed: MASTER_ADDR unset, using {}", e.master_addr);

@@ -27,6 +27,10 @@ struct DistributedEnv {
   // How long a collective may wait for the other ranks (NMT_DIST_TIMEOUT,
   // seconds) before the job fails naming the ranks that did not arrive.
   std::chrono::seconds timeout{300};
+  // How often the group was restarted after a failure (TORCHELASTIC_RESTART_COUNT,
+  // set by `nmt train --max-restarts` and by torchrun): a restarted group
+  // resumes from its run folder's last checkpoint.
+  int64_t restart_count = 0;
 
   bool active() const { return world_size > 1; }
 };

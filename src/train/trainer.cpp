@@ -51,6 +51,11 @@ Transformer on_device(Transformer model, const c10::Device& device, at::ScalarTy
   return model;
 }
 
+RunStart with_restarts(RunStart start, const DistributedEnv& env) {
+  start.restart = env.restart_count;
+  return start;
+}
+
 // Everything a run is made of, set up (and resumed) in one place.
 struct Session {
   Session(const Config& config, const RunStart& start)
@@ -60,7 +65,7 @@ struct Session {
         device(resolve_device(cfg.attention.device, "attention.device")),
         precision(resolve_precision(cfg.train.precision, device, "train.precision")),
         sync(make_sync(env, device)),
-        checkpoints(cfg, start, *sync),
+        checkpoints(cfg, with_restarts(start, env), *sync),
         src_tok(checkpoints.src_model()),
         tgt_tok(checkpoints.tgt_model()),
         train_data(load_split(cfg, cfg.data.train_src, cfg.data.train_tgt, src_tok, tgt_tok)),
@@ -105,8 +110,10 @@ struct Session {
 };
 
 // Test hook for the fault tests: NMT_TEST_CRASH_AT=RANK:STEP kills that rank
-// (SIGKILL: no cleanup, as a crash or an OOM kill would) when it reaches STEP.
-void crash_if_asked(int64_t rank, int64_t step) {
+// (SIGKILL: no cleanup, as a crash or an OOM kill would) when it reaches STEP,
+// in the group's first attempt only (a restarted group meets no such crash).
+void crash_if_asked(int64_t rank, int64_t step, int64_t restart) {
+  if (restart > 0) return;
   static const auto target = []() -> std::pair<int64_t, int64_t> {
     const char* v = std::getenv("NMT_TEST_CRASH_AT");
     long long r = -1, s = -1;
@@ -235,7 +242,7 @@ TrainResult train(const Config& cfg, const RunStart& start) {
   while (outcome == Evaluation::kContinue) {
     const StepBatch batch = s.source.next();
     ++s.state.step;
-    crash_if_asked(s.env.rank, s.state.step);
+    crash_if_asked(s.env.rank, s.state.step, s.env.restart_count);
     const bool out_of_time = tc.max_minutes > 0 && reporter.wall_minutes() >= tc.max_minutes;
     // Votes every rank takes part in: [time is up, a signal came].
     const StepOutput out = s.step.run(batch, s.state.step, {out_of_time ? 1.0 : 0.0, interrupted() ? 1.0 : 0.0});
