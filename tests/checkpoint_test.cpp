@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.h"
+#include "train/checkpoint_writer.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/run_lock.h"
 #include "model/build.h"

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "checkpoint/checkpoint.h"
+#include "train/checkpoint_writer.h"
 #include "model/build.h"
 #include "data/dataset.h"
 #include "decode/translator.h"

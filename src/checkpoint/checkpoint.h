@@ -1,5 +1,6 @@
 // Checkpoint folders: model.pt, optimizer.pt, state.yaml, config.yaml and the
-// tokenizer models, so a checkpoint alone is enough to translate. No random
+// tokenizer models, so a checkpoint alone is enough to translate. This is the
+// reading side (the inference library); train/checkpoint_writer.h writes them. No random
 // generator state: dropout masks are a function of (seed, step, position)
 // (ops/random/philox.h), so a resumed run draws what it would have drawn.
 #pragma once
@@ -19,15 +20,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace nmt {
-
-// Writes the checkpoint folder DIR crash-safely: every file is staged in
-// DIR.tmp through util/atomic_file.h, manifest.txt (sizes and SHA-256) last,
-// then the folder is swapped in (util/atomic_file.h replace_directory), so
-// that DIR names a complete checkpoint, old or new, at every instant. IoError
-// (exit 1) naming the file when a write fails; the previous DIR stays.
-void save_checkpoint(const std::string& dir, Transformer& model, const ops::FlatAdam* optimizer,
-                     const TrainingState& state, const Config& cfg, const std::string& src_model,
-                     const std::string& tgt_model);
 
 struct LoadedCheckpoint {
   std::string dir;  // the folder actually read (DIR, DIR/best or DIR/last)
@@ -51,11 +43,5 @@ LoadedCheckpoint load_checkpoint(const CheckpointFiles& files, const c10::Device
 std::vector<std::string> checkpoint_files(CheckpointUse use);
 // The optimizer moments a kResume load read along with the weights.
 void load_optimizer(const LoadedCheckpoint& ck, ops::FlatAdam& optimizer);
-
-// The writer's side of an interrupted save, for `nmt train` holding the
-// run's lock only: recover_directory() for DIR, DIR/best and DIR/last
-// (a missing folder is put back from its complete DIR.tmp or DIR.old;
-// leftovers are deleted). Returns what it did, also logged.
-std::string recover_checkpoints(const std::string& run_dir);
 
 }  // namespace nmt

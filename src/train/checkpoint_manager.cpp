@@ -7,6 +7,7 @@
 #include <filesystem>
 #include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
+#include "train/checkpoint_writer.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 

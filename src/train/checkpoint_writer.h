@@ -1,0 +1,27 @@
+// The writing side of checkpoint folders (the training library): a crash-safe
+// save, and the repair of a save cut short, which only a trainer holding the
+// run's lock (checkpoint/run_lock.h) may do. checkpoint/checkpoint.h reads them.
+#pragma once
+
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+
+namespace nmt {
+
+// Writes the checkpoint folder DIR crash-safely: every file is staged in
+// DIR.tmp through util/atomic_file.h, manifest.txt (sizes and SHA-256) last,
+// then the folder is swapped in (util/atomic_file.h replace_directory), so
+// that DIR names a complete checkpoint, old or new, at every instant. IoError
+// (exit 1) naming the file when a write fails; the previous DIR stays.
+void save_checkpoint(const std::string& dir, Transformer& model, const ops::FlatAdam* optimizer,
+                     const TrainingState& state, const Config& cfg, const std::string& src_model,
+                     const std::string& tgt_model);
+
+// The writer's side of an interrupted save, for `nmt train` holding the
+// run's lock only: recover_directory() for DIR, DIR/best and DIR/last
+// (a missing folder is put back from its complete DIR.tmp or DIR.old;
+// leftovers are deleted). Returns what it did, also logged.
+std::string recover_checkpoints(const std::string& run_dir);
+
+}  // namespace nmt
