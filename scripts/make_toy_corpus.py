@@ -5,14 +5,39 @@ Writes data/toy/{train,valid,test}.{zh,en}: one sentence per line, UTF-8,
 Unix newlines, line k of .zh translates to line k of .en.
 
 The corpus comes from a small hand-written grammar over a hand-written
-lexicon (tables below).  Every construction is translated by fixed rules,
-so each Chinese sentence has exactly one English translation and a small
-model can, in principle, reach 100% exact match.  The rules are chosen so
-that the two sides differ in word order (time and place phrases come before
-the verb in Chinese and after the object in English), in morphology
-(agreement, tense, plurals, articles exist only in English) and in function
-words (classifiers, 了, 吗 exist only in Chinese): the model has to learn an
-alignment, not to copy.
+lexicon.  Every construction is translated by fixed rules, so each Chinese
+sentence has exactly one English translation and a small model can, in
+principle, reach 100% exact match.  The rules are chosen so that the two
+sides differ in word order (time and place phrases come before the verb in
+Chinese and after the object in English), in morphology (agreement, tense,
+plurals, articles exist only in English) and in function words (classifiers,
+了, 吗 exist only in Chinese): the model has to learn an alignment, not to
+copy.
+
+Data and engine.  The words and the tunable parts of the grammar are data in
+scripts/toy_corpus/; this script is the engine that loads them and holds the
+translation rules (word order, agreement, tense, articles) as code:
+
+  pronouns.tsv    pronouns: English subject/object/possessive forms, person,
+                  number, and which one (它) refers to animals only
+  nouns.tsv       nouns: English singular/plural, classifier, kind, tags and,
+                  for mass nouns, units (一杯茶 -> "a cup of tea")
+  places.tsv      places: English for 在 + place and for 去 + place
+  verbs.tsv       verbs: English forms, allowed objects, subjects, places,
+                  tenses, and flags (stative, modal, skill, ...)
+  adjectives.tsv  adjectives: English, what they describe, attributive and
+                  predicate use
+  words.yaml      closed classes: numerals, classifiers, time words, function
+                  words, and adjective+noun pairs never combined
+  grammar.yaml    corpus size and seed, the fixed pairs (我爱水课), and how
+                  often each construction and each option is drawn, with the
+                  word lists that restrict them
+
+The .tsv files have a header row naming their columns (checked), '#'
+comment lines, '-' for an empty cell and space-separated lists.  The engine
+draws from every table and list in file order, so reordering rows changes the
+corpus just as changing a word does (tests/toy_corpus_test.sh compares a
+fresh run with data/toy/ byte for byte).
 
 Conventions (see data/README.md):
   * English is lowercase except the pronoun "I"; tokens are separated by one
@@ -20,7 +45,8 @@ Conventions (see data/README.md):
   * Chinese has no spaces; questions end with "吗？"; statements have no final
     punctuation.
 
-Only the standard library is used and all randomness comes from one
+Only the standard library and PyYAML (Debian's python3-yaml, loaded with
+yaml.safe_load) are used, and all randomness comes from one
 random.Random(seed); nothing iterates over a set or relies on hash order, so
 the output is byte-identical on every run (checked with /usr/bin/python3,
 Python 3.11; random's seeded algorithms have been stable across 3.x).
@@ -35,444 +61,268 @@ import random
 import sys
 from collections import Counter, namedtuple
 
-DEFAULT_SEED = 20240611
-N_TEST = 1000
-N_VALID = 500
-N_TRAIN = 26000          # keeps the files well under a few MB
-MAX_ZH_CHARS = 20        # keep sentences short for a small model
-MIN_EN_WORDS, MAX_EN_WORDS = 3, 14
+try:
+    import yaml
+except ImportError:
+    sys.exit("error: make_toy_corpus.py needs PyYAML "
+             "(Debian: apt-get install python3-yaml)")
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "toy_corpus")
 
 # ===========================================================================
-# Lexicon
+# Loading the data files
 # ===========================================================================
-# Every table row is one lexicon entry.  The lexicon size printed in the
-# summary is the number of distinct Chinese strings over all tables (看 "read"
-# and 看 "watch", or 做 "make" and 做 "do", count once).
 
-# --- Pronouns: subject form, object form, possessive, person, plural -------
-Pron = namedtuple("Pron", "zh subj obj poss person plural")
-PRONOUNS = [
-    Pron("我", "I", "me", "my", 1, False),
-    Pron("你", "you", "you", "your", 2, False),
-    Pron("他", "he", "him", "his", 3, False),
-    Pron("她", "she", "her", "her", 3, False),
-    Pron("它", "it", "it", "its", 3, False),   # only for animals
-    Pron("我们", "we", "us", "our", 1, True),
-    Pron("你们", "you", "you", "your", 2, True),
-    Pron("他们", "they", "them", "their", 3, True),
-    Pron("她们", "they", "them", "their", 3, True),
-]
-HUMAN_PRONOUNS = [p for p in PRONOUNS if p.zh != "它"]
-PRON_ZH = [p.zh for p in PRONOUNS]
-IT = PRONOUNS[4]
 
-# --- Nouns -----------------------------------------------------------------
-# zh, English singular, English plural, classifier (count nouns), kind, tags,
-# units (mass nouns only: (classifier, unit singular, unit plural), e.g.
-# 一杯茶 -> "a cup of tea").  Articles are not stored: "a"/"an" is chosen from
-# the first letter of the word that follows it (adjective or noun); the
-# lexicon deliberately avoids words where that rule fails (hour, university).
-# Kinds decide which verbs and adjectives a noun goes with.
+def die(where, msg):
+    sys.exit("error: %s: %s" % (where, msg))
+
+
+def read_tsv(name, columns):
+    """Rows of a .tsv lexicon table: a list of (where, {column: cell}).
+
+    '#' lines and blank lines are skipped; the first other line must name
+    exactly `columns` (a space-separated string), in order, so that a moved
+    column cannot silently shift every entry.  A '-' cell becomes None.
+    """
+    columns = columns.split()
+    path = os.path.join(DATA_DIR, name)
+    rows, header_seen = [], False
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip() or line.startswith("#"):
+                continue
+            where = "%s:%d" % (path, lineno)
+            cells = line.split("\t")
+            if not header_seen:
+                if cells != columns:
+                    die(where, "header must be %s" % "<TAB>".join(columns))
+                header_seen = True
+                continue
+            # An empty or space-padded cell is a typo (two tabs, a stray
+            # space) that would otherwise become a word of its own.
+            if len(cells) != len(columns) or any(
+                    not c or c != c.strip() for c in cells):
+                die(where, "expected %d tab-separated non-empty cells (use "
+                    "'-' for an empty one), got %r" % (len(columns), line))
+            rows.append((where, {k: (None if c == "-" else c)
+                                 for k, c in zip(columns, cells)}))
+    return rows
+
+
+def words(cell):
+    """A space-separated list cell as a tuple ('-' -> empty)."""
+    return tuple(cell.split()) if cell else ()
+
+
+def yes_no(where, cell):
+    if cell not in ("yes", "no"):
+        die(where, "expected yes or no, got %r" % cell)
+    return cell == "yes"
+
+
+def load_yaml(name):
+    """A YAML data file, loaded with yaml.safe_load and checked for the YAML
+    surprises that would otherwise change the corpus without an error."""
+    path = os.path.join(DATA_DIR, name)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+
+    # safe_load silently keeps the last of two equal keys: look at the
+    # parsed (not yet constructed) document first.
+    def no_duplicates(node):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for k, v in node.value:
+                if k.value in seen:
+                    die("%s:%d" % (path, k.start_mark.line + 1),
+                        "duplicate key %r" % k.value)
+                seen.add(k.value)
+                no_duplicates(v)
+        elif isinstance(node, yaml.SequenceNode):
+            for v in node.value:
+                no_duplicates(v)
+    no_duplicates(yaml.compose(text, Loader=yaml.SafeLoader))
+
+    # YAML 1.1 reads unquoted yes/no/on/off as booleans and 2024-06-11 as a
+    # date; no setting is either, so any such value is a quoting mistake.
+    def plain(x, at):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                plain(k, at + " key")
+                plain(v, "%s.%s" % (at, k) if at else k)
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                plain(v, "%s[%d]" % (at, i))
+        elif isinstance(x, bool) or not isinstance(
+                x, (str, int, float, type(None))):
+            die(path, "%s: %r was read as a %s; quote it if it is a word"
+                % (at or "top level", x, type(x).__name__))
+    data = yaml.safe_load(text)
+    plain(data, "")
+    return data
+
+
+# --- Lexicon entry types ---------------------------------------------------
+# The fields are described in the header of each .tsv file.
+Pron = namedtuple("Pron", "zh subj obj poss person plural animal")
 Noun = namedtuple("Noun", "zh sg pl cl kind tags units")
-
-
-def N(zh, sg, pl, cl, kind, tags=(), units=()):
-    return Noun(zh, sg, pl, cl, kind, tuple(tags), tuple(units))
-
-
-NOUNS = [
-    # people (bare subject/object -> "the teacher"; 们 -> "the teachers")
-    # tag "poss": may take a possessive (我的老师 "my teacher"; *我的女孩)
-    N("老师", "teacher", "teachers", "位", "person", ["adult", "poss"]),
-    N("医生", "doctor", "doctors", "位", "person", ["adult", "poss"]),
-    N("学生", "student", "students", "个", "person", ["child", "poss"]),
-    N("护士", "nurse", "nurses", "个", "person", ["adult"]),
-    N("孩子", "child", "children", "个", "person", ["child", "poss"]),
-    # "the friend" / "the neighbor" sound odd: 朋友 and 邻居 are never bare
-    # (only 我的朋友 "my friend", 那个邻居 "that neighbor", 三个朋友 …).
-    N("朋友", "friend", "friends", "个", "person",
-      ["adult", "child", "nobare", "poss"]),
-    N("警察", "police officer", "police officers", "个", "person", ["adult"]),
-    N("男人", "man", "men", "个", "person", ["adult"]),
-    N("女人", "woman", "women", "个", "person", ["adult"]),
-    N("男孩", "boy", "boys", "个", "person", ["child"]),
-    N("女孩", "girl", "girls", "个", "person", ["child"]),
-    N("农民", "farmer", "farmers", "个", "person", ["adult"]),
-    N("司机", "driver", "drivers", "个", "person", ["adult"]),
-    N("厨师", "cook", "cooks", "个", "person", ["adult"]),
-    N("工人", "worker", "workers", "个", "person", ["adult"]),
-    N("邻居", "neighbor", "neighbors", "个", "person",
-      ["adult", "child", "nobare", "poss"]),
-    # 人 only after a numeral: 三个人 -> "three people"
-    N("人", "person", "people", "个", "person", ["adult", "numonly"]),
-    # kinship terms behave like names: no article, no numeral, no plural
-    N("妈妈", "mom", None, None, "kin", ["adult"]),
-    N("爸爸", "dad", None, None, "kin", ["adult"]),
-    N("爷爷", "grandpa", None, None, "kin", ["adult"]),
-    N("奶奶", "grandma", None, None, "kin", ["adult"]),
-    # animals (never bare subjects: 猫很可爱 would mean "cats are cute")
-    N("猫", "cat", "cats", "只", "animal"),
-    N("狗", "dog", "dogs", "只", "animal"),
-    N("鸟", "bird", "birds", "只", "animal"),
-    N("鱼", "fish", "fish", "条", "animal"),
-    N("老鼠", "mouse", "mice", "只", "animal"),
-    N("羊", "sheep", "sheep", "只", "animal"),
-    N("马", "horse", "horses", "匹", "animal"),
-    N("牛", "cow", "cows", "头", "animal"),
-    N("猪", "pig", "pigs", "头", "animal"),
-    N("大象", "elephant", "elephants", "头", "animal"),
-    N("兔子", "rabbit", "rabbits", "只", "animal"),
-    N("鸭子", "duck", "ducks", "只", "animal"),
-    N("熊猫", "panda", "pandas", "只", "animal"),
-    N("老虎", "tiger", "tigers", "只", "animal"),
-    N("猴子", "monkey", "monkeys", "只", "animal"),
-    N("蛇", "snake", "snakes", "条", "animal"),
-    N("鹅", "goose", "geese", "只", "animal"),
-    N("狼", "wolf", "wolves", "只", "animal"),
-    # countable food
-    N("苹果", "apple", "apples", "个", "food", ["fruit"]),
-    N("香蕉", "banana", "bananas", "根", "food", ["fruit"]),
-    N("橘子", "orange", "oranges", "个", "food", ["fruit"]),
-    N("草莓", "strawberry", "strawberries", "颗", "food", ["fruit"]),
-    N("西红柿", "tomato", "tomatoes", "个", "food", ["fruit"]),
-    N("土豆", "potato", "potatoes", "个", "food", ["fruit"]),
-    N("鸡蛋", "egg", "eggs", "个", "food", ["cooked"]),
-    N("蛋糕", "cake", "cakes", "个", "food", ["cooked"]),
-    N("饺子", "dumpling", "dumplings", "个", "food", ["cooked"]),
-    N("包子", "bun", "buns", "个", "food", ["cooked"]),
-    # mass food and drink: generic "rice"; 一碗米饭 -> "a bowl of rice"
-    N("米饭", "rice", None, None, "foodm", units=[("碗", "bowl", "bowls")]),
-    N("面条", "noodles", None, None, "foodm", ["cooked"], [("碗", "bowl", "bowls")]),
-    N("汤", "soup", None, None, "foodm", units=[("碗", "bowl", "bowls")]),
-    N("面包", "bread", None, None, "foodm", units=[("块", "piece", "pieces")]),
-    N("茶", "tea", None, None, "drink", units=[("杯", "cup", "cups")]),
-    N("咖啡", "coffee", None, None, "drink", units=[("杯", "cup", "cups")]),
-    N("水", "water", None, None, "drink",
-      units=[("杯", "glass", "glasses"), ("瓶", "bottle", "bottles")]),
-    N("牛奶", "milk", None, None, "drink",
-      units=[("杯", "glass", "glasses"), ("瓶", "bottle", "bottles")]),
-    N("果汁", "juice", None, None, "drink",
-      units=[("杯", "glass", "glasses"), ("瓶", "bottle", "bottles")]),
-    # things to read, write, watch, listen to
-    N("书", "book", "books", "本", "read"),
-    N("杂志", "magazine", "magazines", "本", "read"),
-    N("报纸", "newspaper", "newspapers", "份", "read"),
-    N("信", "letter", "letters", "封", "letter"),
-    N("歌", "song", "songs", "首", "song"),
-    N("电影", "movie", "movies", "部", "movie"),
-    # everyday objects
-    N("词典", "dictionary", "dictionaries", "本", "thing"),
-    N("笔", "pen", "pens", "支", "thing", ["small"]),
-    N("铅笔", "pencil", "pencils", "支", "thing", ["small"]),
-    N("伞", "umbrella", "umbrellas", "把", "thing", ["small"]),
-    N("钥匙", "key", "keys", "把", "thing", ["small"]),
-    N("刀", "knife", "knives", "把", "thing", ["small"]),
-    N("椅子", "chair", "chairs", "把", "thing", ["furniture"]),
-    N("桌子", "table", "tables", "张", "thing", ["furniture"]),
-    N("床", "bed", "beds", "张", "thing", ["furniture"]),
-    N("照片", "photo", "photos", "张", "thing", ["small"]),
-    N("地图", "map", "maps", "张", "thing", ["small"]),
-    N("票", "ticket", "tickets", "张", "thing", ["small"]),
-    N("手表", "watch", "watches", "块", "thing", ["small"]),
-    N("电脑", "computer", "computers", "台", "thing"),
-    N("手机", "phone", "phones", "个", "thing", ["small"]),
-    N("盒子", "box", "boxes", "个", "thing"),
-    N("杯子", "cup", "cups", "个", "thing", ["dish"]),
-    N("盘子", "plate", "plates", "个", "thing", ["dish"]),
-    N("车", "car", "cars", "辆", "vehicle"),
-    N("自行车", "bike", "bikes", "辆", "vehicle"),
-    N("公共汽车", "bus", "buses", "辆", "vehicle"),
-    N("衬衫", "shirt", "shirts", "件", "clothes"),
-    N("外套", "coat", "coats", "件", "clothes"),
-    N("帽子", "hat", "hats", "顶", "clothes"),
-    # 鞋 is counted in pairs, so it behaves like a mass noun with a unit
-    N("鞋", "shoes", None, None, "clothes", units=[("双", "pair", "pairs")]),
-    N("花", "flower", "flowers", "朵", "plant"),
-    N("树", "tree", "trees", "棵", "plant"),
-    # 水课 (slang): a course that is easy to pass -> "easy course"
-    N("水课", "easy course", "easy courses", "门", "course"),
-    # school subjects and other mass nouns without a unit
-    N("数学", "math", None, None, "subject"),
-    N("历史", "history", None, None, "subject"),
-    N("科学", "science", None, None, "subject"),
-    N("音乐", "music", None, None, "music"),
-    N("作业", "homework", None, None, "homework"),
-    N("问题", "question", "questions", "个", "problem"),
-]
-NOUN = {n.zh: n for n in NOUNS}
+Place = namedtuple("Place", "zh at to")
+Verb = namedtuple("Verb", "zh base s3 past part objs subj places tenses flags")
+Adj = namedtuple("Adj", "zh en applies attr pred state")
+ALL_T = ("pres", "hab", "past", "fut")
 
 
 def is_mass(n):
     return n.cl is None and n.kind != "kin"
 
 
-# --- Places: 在 + place (location) and 去 + place (goal) ---------------------
-Place = namedtuple("Place", "zh at to")
-PLACES = [
-    Place("学校", "at school", "to school"),
-    Place("公园", "in the park", "to the park"),
-    Place("家", "at home", None),          # "go home" is the verb 回家
-    Place("图书馆", "in the library", "to the library"),
-    Place("医院", "in the hospital", "to the hospital"),
-    Place("商店", "in the shop", "to the shop"),
-    Place("超市", "in the supermarket", "to the supermarket"),
-    Place("饭馆", "in the restaurant", "to the restaurant"),
-    Place("教室", "in the classroom", "to the classroom"),
-    Place("厨房", "in the kitchen", "to the kitchen"),
-    Place("办公室", "in the office", "to the office"),
-    Place("动物园", "at the zoo", "to the zoo"),
-    Place("农场", "on the farm", "to the farm"),
-    Place("花园", "in the garden", "to the garden"),
-    Place("海边", "at the beach", "to the beach"),
-    Place("游泳池", "in the pool", "to the pool"),
-]
-PLACE = {p.zh: p for p in PLACES}
-ALL_PLACES = [p.zh for p in PLACES]
+class Lexicon:
+    """Every word the generator knows, read from DATA_DIR."""
 
-# --- Verbs -------------------------------------------------------------------
-# zh, base, 3rd person singular, past, part (words that follow the verb form:
-# a particle before the object, "listen to", or the rest of a fixed phrase,
-# "take a walk"), objs (None: intransitive; else allowed object kinds, noun
-# zh strings, "pron", "place"), subj (allowed subjects: "h" any human,
-# "adult", "a" any animal, or animal zh strings), places (where 在 + place may
-# be added), tenses ("pres" no time word, "hab" 每天, "past" 昨天/今天 + 了,
-# "fut" 明天), flags:
-#   stative   no time words and no numeral objects (like, love, know)
-#   skill     may follow 会 "can"
-#   modal     may follow 喜欢 "like to" / 想 "want to"
-#   nobare    no bare generic non-human object (看见: "I saw dogs" is odd)
-#   daily     a counted object is fine with 每天 (每天吃一个苹果)
-Verb = namedtuple("Verb", "zh base s3 past part objs subj places tenses flags")
-ALL_T = ("pres", "hab", "past", "fut")
-HUM = ("h",)
-EATERS = ("h", "猫", "狗", "猴子", "熊猫", "老鼠", "猪", "兔子", "鸭子")
-DRINKERS = ("h", "猫", "狗", "马", "牛", "羊", "猪")
+    def __init__(self):
+        self.pronouns = []
+        for where, r in read_tsv(
+                "pronouns.tsv", "zh subj obj poss person number refers"):
+            if r["person"] not in ("1", "2", "3") or \
+                    r["number"] not in ("sg", "pl") or \
+                    r["refers"] not in ("h", "a"):
+                die(where, "person must be 1/2/3, number sg/pl, refers h/a")
+            self.pronouns.append(Pron(r["zh"], r["subj"], r["obj"], r["poss"],
+                                      int(r["person"]), r["number"] == "pl",
+                                      r["refers"] == "a"))
+        animal = [p for p in self.pronouns if p.animal]
+        if len(animal) != 1:
+            sys.exit("error: pronouns.tsv: exactly one pronoun must have "
+                     "refers = a (它)")
+        self.it = animal[0]
+        self.human_pronouns = [p for p in self.pronouns if not p.animal]
+        self.pron_zh = [p.zh for p in self.pronouns]
+
+        words_yaml = load_yaml("words.yaml")
+        self.nums = [tuple(x) for x in words_yaml["numerals"]]
+        self.classifiers = words_yaml["classifiers"]
+        self.times = words_yaml["times"]
+        self.function_words = words_yaml["function_words"]
+        self.attr_block = {tuple(x) for x in words_yaml["attr_block"]}
+
+        self.nouns = []
+        for where, r in read_tsv("nouns.tsv", "zh sg pl cl kind tags units"):
+            units = tuple(tuple(u.split()) for u in r["units"].split(";")) \
+                if r["units"] else ()
+            for cl in [r["cl"]] + [u[0] for u in units if u]:
+                if cl is not None and cl not in self.classifiers:
+                    die(where, "classifier %s is not in words.yaml" % cl)
+            if any(len(u) != 3 for u in units):
+                die(where, "units: 'classifier singular plural'; ...")
+            self.nouns.append(Noun(r["zh"], r["sg"], r["pl"], r["cl"],
+                                   r["kind"], words(r["tags"]), units))
+        self.noun = {n.zh: n for n in self.nouns}
+
+        self.places = [Place(r["zh"], r["at"], r["to"]) for _, r in
+                       read_tsv("places.tsv", "zh at to")]
+        self.place = {p.zh: p for p in self.places}
+
+        self.verbs = []
+        for where, r in read_tsv(
+                "verbs.tsv",
+                "zh base s3 past part objs subj places tenses flags"):
+            tenses = ALL_T if r["tenses"] == "all" else words(r["tenses"])
+            places = words(r["places"])
+            if not set(tenses) <= set(ALL_T) or not tenses:
+                die(where, "tenses: 'all' or some of %s" % " ".join(ALL_T))
+            if not set(places) <= set(self.place):
+                die(where, "places must be in places.tsv")
+            self.verbs.append(Verb(
+                r["zh"], r["base"], r["s3"], r["past"], r["part"] or "",
+                # None (not an empty tuple) marks an intransitive verb.
+                words(r["objs"]) or None, words(r["subj"]), places, tenses,
+                words(r["flags"])))
+
+        self.adjs = []
+        for where, r in read_tsv("adjectives.tsv",
+                                 "zh en applies attr pred state"):
+            if r["attr"] not in ("bare", "de", None):
+                die(where, "attr must be bare, de or -")
+            self.adjs.append(Adj(r["zh"], r["en"], words(r["applies"]),
+                                 r["attr"], yes_no(where, r["pred"]),
+                                 yes_no(where, r["state"])))
+
+    def entries(self):
+        """All distinct Chinese lexicon strings, in a fixed order.
+
+        The lexicon size printed in the summary is their number: 看 "read"
+        and 看 "watch", or 做 "make" and 做 "do", count once.
+        """
+        seen = {}
+        for group in ([p.zh for p in self.pronouns],
+                      [n.zh for n in self.nouns],
+                      [p.zh for p in self.places], [v.zh for v in self.verbs],
+                      [a.zh for a in self.adjs], [z for z, _ in self.nums],
+                      list(self.classifiers), list(self.times),
+                      list(self.function_words)):
+            for zh in group:
+                seen.setdefault(zh, True)
+        return list(seen)
 
 
-def V(zh, base, s3, past, part="", objs=None, subj=HUM, places=(),
-      tenses=ALL_T, flags=()):
-    return Verb(zh, base, s3, past, part, objs, subj, tuple(places),
-                tuple(tenses), tuple(flags))
-
-
-HUMAN_OBJ = ("person", "kin", "pron")
-# What an animal subject may eat, drink or like besides people and animals.
-ANIMAL_THINGS = ("鱼", "面包", "苹果", "香蕉", "草莓", "米饭", "水", "牛奶")
-VERBS = [
-    # transitive
-    V("喜欢", "like", "likes", "liked",
-      objs=("animal", "food", "foodm", "drink", "read", "movie", "song",
-            "subject", "music", "plant", "course", "clothes", "vehicle")
-      + HUMAN_OBJ, subj=("h", "a"), tenses=("pres",), flags=("stative",)),
-    V("爱", "love", "loves", "loved",
-      objs=("animal", "food", "foodm", "drink", "subject", "music", "course")
-      + HUMAN_OBJ, tenses=("pres",), flags=("stative",)),
-    V("讨厌", "hate", "hates", "hated",
-      objs=("animal", "food", "foodm", "drink", "subject", "homework",
-            "course"), tenses=("pres",), flags=("stative",)),
-    V("认识", "know", "knows", "knew", objs=("person", "pron"),
-      tenses=("pres",), flags=("stative",)),
-    V("吃", "eat", "eats", "ate", objs=("food", "foodm", "鱼"), subj=EATERS,
-      places=("家", "饭馆", "学校", "厨房", "公园"), flags=("modal", "daily")),
-    V("喝", "drink", "drinks", "drank", objs=("drink",), subj=DRINKERS,
-      places=("家", "饭馆", "办公室", "公园"), flags=("modal", "daily")),
-    V("看", "read", "reads", "read", objs=("read",),
-      places=("图书馆", "家", "教室", "公园"), flags=("modal",)),
-    V("看", "watch", "watches", "watched", objs=("movie",), places=("家",),
-      flags=("modal",)),
-    V("看见", "see", "sees", "saw", objs=("animal", "vehicle", "plant")
-      + HUMAN_OBJ, places=("公园", "学校", "动物园", "商店", "超市", "农场",
-                           "花园", "医院"),
-      tenses=("past",), flags=("nobare",)),
-    V("买", "buy", "buys", "bought",
-      objs=("food", "foodm", "drink", "read", "thing", "clothes", "vehicle",
-            "花", "票"), places=("商店", "超市"), flags=("modal",)),
-    V("卖", "sell", "sells", "sold",
-      objs=("food", "read", "vehicle", "花", "clothes"),
-      places=("商店", "超市"), flags=("modal",)),
-    V("写", "write", "writes", "wrote", objs=("letter", "song", "书"),
-      places=("家", "教室", "办公室", "图书馆"), flags=("modal", "skill")),
-    V("画", "draw", "draws", "drew", objs=("animal", "plant", "车"),
-      places=("家", "教室", "公园", "花园"), flags=("modal", "skill")),
-    V("带", "bring", "brings", "brought",
-      objs=("书", "笔", "铅笔", "伞", "钥匙", "词典", "手机", "地图", "票",
-            "food", "drink"), tenses=("hab", "past", "fut"), flags=("daily",)),
-    V("找到", "find", "finds", "found",
-      objs=("animal", "笔", "伞", "钥匙", "手机", "手表", "票", "书"),
-      places=("公园", "学校", "家", "商店"), tenses=("past",)),
-    V("丢", "lose", "loses", "lost",
-      objs=("笔", "铅笔", "伞", "钥匙", "手机", "手表", "票", "书", "帽子",
-            "地图"), places=("公园", "学校", "商店"), tenses=("past",)),
-    V("做", "make", "makes", "made",
-      objs=("蛋糕", "饺子", "包子", "面条", "汤"), places=("家", "厨房"),
-      flags=("modal", "skill")),
-    V("做", "do", "does", "did", objs=("homework",),
-      places=("家", "图书馆", "教室"), tenses=("pres", "hab", "past", "fut"),
-      flags=("modal",)),
-    V("学", "learn", "learns", "learned", objs=("subject", "music"),
-      places=("学校", "家", "图书馆"), flags=("modal",)),
-    V("教", "teach", "teaches", "taught", objs=("subject", "music", "course"),
-      subj=("adult",), places=("学校",), flags=("modal", "skill")),
-    V("听", "listen", "listens", "listened", "to", objs=("music", "song"),
-      places=("家", "公园"), flags=("modal",)),
-    V("帮助", "help", "helps", "helped", objs=HUMAN_OBJ,
-      places=("学校", "医院", "家", "办公室")),
-    V("等", "wait", "waits", "waited", "for", objs=HUMAN_OBJ,
-      places=("学校", "公园", "商店", "医院")),
-    V("喂", "feed", "feeds", "fed", objs=("animal",),
-      places=("家", "农场", "动物园", "公园")),
-    V("洗", "wash", "washes", "washed",
-      objs=("fruit", "车", "dish", "衬衫", "外套", "鞋"),
-      places=("家", "厨房"), flags=("modal",)),
-    V("去", "go", "goes", "went", objs=("place",), flags=("modal",)),
-    # intransitive
-    V("游泳", "swim", "swims", "swam", subj=("h", "鱼", "鸭子", "狗", "鹅"),
-      places=("游泳池", "海边"), flags=("modal", "skill")),
-    V("跑步", "run", "runs", "ran", places=("公园", "学校", "海边"),
-      flags=("modal",)),
-    V("跑", "run", "runs", "ran",
-      subj=("狗", "猫", "马", "兔子", "羊", "老鼠", "猪", "狼", "老虎"),
-      places=("公园", "花园", "农场")),
-    V("睡觉", "sleep", "sleeps", "slept", subj=("h", "a"), places=("家",),
-      flags=("modal",)),
-    V("唱歌", "sing", "sings", "sang", places=("家", "学校", "公园", "教室"),
-      flags=("modal", "skill")),
-    V("跳舞", "dance", "dances", "danced",
-      places=("家", "学校", "公园", "教室"), flags=("modal", "skill")),
-    V("哭", "cry", "cries", "cried", tenses=("past", "fut")),
-    V("笑", "laugh", "laughs", "laughed", tenses=("past", "fut")),
-    V("散步", "take", "takes", "took", "a walk",
-      places=("公园", "海边", "花园"), flags=("modal",)),
-    V("工作", "work", "works", "worked", subj=("adult",),
-      places=("医院", "学校", "办公室", "商店", "农场", "饭馆"),
-      flags=("modal",)),
-    V("学习", "study", "studies", "studied",
-      places=("图书馆", "学校", "家", "教室"), flags=("modal",)),
-    V("休息", "rest", "rests", "rested", places=("家", "公园", "办公室"),
-      flags=("modal",)),
-    V("回家", "go", "goes", "went", "home", flags=("modal",)),
-    V("做饭", "cook", "cooks", "cooked", places=("家", "厨房"),
-      flags=("modal", "skill")),
-    V("开车", "drive", "drives", "drove", subj=("adult",),
-      flags=("modal", "skill")),
-    V("打篮球", "play", "plays", "played", "basketball",
-      places=("学校", "公园"), flags=("modal", "skill")),
-    V("踢足球", "play", "plays", "played", "football",
-      places=("学校", "公园"), flags=("modal", "skill")),
-    V("飞", "fly", "flies", "flew", subj=("鸟",), places=("花园", "公园")),
-    V("来", "come", "comes", "came", tenses=("hab", "past", "fut")),
-]
-
-# --- Adjectives ----------------------------------------------------------
-# zh, en, applies (what it can describe: "h" humans, "adult", "child", "a"
-# animals, noun kinds/tags or noun zh strings), attr (attributive form: "b"
-# bare, 大狗; "d" with 的, 可爱的猫; None: predicate only), pred (may be a
-# predicate, 他很忙), state (a temporary state, so it may take 昨天/明天/今天/
-# 现在: "he was tired yesterday"; "he was tall yesterday" would be odd).
-Adj = namedtuple("Adj", "zh en applies attr pred state")
-ADJS = [
-    Adj("高", "tall", ("h",), None, True, False),
-    Adj("矮", "short", ("h",), None, True, False),
-    Adj("累", "tired", ("h",), None, True, True),
-    Adj("忙", "busy", ("h",), None, True, True),
-    Adj("饿", "hungry", ("h", "a"), None, True, True),
-    Adj("渴", "thirsty", ("h", "a"), None, True, True),
-    Adj("高兴", "happy", ("h",), None, True, True),
-    Adj("难过", "sad", ("h",), None, True, True),
-    Adj("年轻", "young", ("adult",), None, True, False),
-    Adj("老", "old", ("adult",), None, True, False),
-    Adj("聪明", "smart", ("h", "a"), "d", True, False),
-    Adj("漂亮", "beautiful", ("h", "plant", "clothes"), "d", True, False),
-    Adj("可爱", "cute", ("child", "a"), "d", True, False),
-    Adj("友好", "friendly", ("h", "a"), "d", True, False),
-    Adj("胖", "fat", ("a",), None, True, False),
-    Adj("大", "big", ("a", "thing", "vehicle", "fruit", "clothes"), "b",
-        True, False),
-    Adj("小", "small", ("thing", "vehicle", "fruit", "clothes"), "b",
-        True, False),
-    Adj("新", "new", ("thing", "read", "vehicle", "clothes"), "b", True,
-        False),
-    Adj("旧", "old", ("thing", "read", "vehicle", "clothes"), "b", True,
-        False),
-    Adj("红", "red", ("苹果", "花", "车", "衬衫", "帽子", "伞"), "b", False,
-        False),
-    Adj("白", "white", ("猫", "狗", "兔子", "马", "衬衫", "帽子", "车", "鞋",
-                       "外套", "自行车", "伞", "手机"), "b", False, False),
-    Adj("黑", "black", ("猫", "狗", "兔子", "马", "衬衫", "帽子", "车", "鞋",
-                       "外套", "自行车", "伞", "手机"), "b", False, False),
-    Adj("贵", "expensive", ("thing", "vehicle", "clothes"), None, True, False),
-    Adj("便宜", "cheap", ("thing", "vehicle", "clothes", "read"), None, True,
-        False),
-    Adj("好吃", "delicious", ("cooked", "fruit", "米饭", "面包"), "d", True,
-        False),
-    Adj("好喝", "tasty", ("drink",), "d", True, False),
-    Adj("有趣", "interesting", ("read", "movie", "subject", "问题"), "d",
-        True, False),
-    Adj("容易", "easy", ("subject", "problem", "homework"), None, True, False),
-    Adj("难", "difficult", ("subject", "problem", "homework"), None, True,
-        False),
-    Adj("热", "hot", ("drink", "汤"), "b", False, False),
-    Adj("冷", "cold", ("水", "牛奶", "果汁"), "b", False, False),
-    Adj("好", "good", ("person", "read", "movie", "song"), "b", False, False),
-    Adj("干净", "clean", ("dish", "furniture", "clothes"), None, True, False),
-    Adj("脏", "dirty", ("dish", "furniture", "clothes"), None, True, False),
-    Adj("重", "heavy", ("盒子", "电脑", "桌子", "椅子", "词典", "书",
-                     "自行车"), None, True, False),
-]
-# Adjectives never put in front of a noun they would fuse with (大大象).
-ATTR_BLOCK = {("大", "大象")}
-
-# --- Numerals 1-10 (两, not 二, before a classifier) -----------------------
-NUMS = [("一", None), ("两", "two"), ("三", "three"), ("四", "four"),
-        ("五", "five"), ("六", "six"), ("七", "seven"), ("八", "eight"),
-        ("九", "nine"), ("十", "ten")]
-
-# --- Classifiers (which noun takes which is stored on the noun) ----------
-CLASSIFIERS = {
-    "个": "general", "位": "polite, people", "只": "animals", "条": "long animals",
-    "匹": "horses", "头": "large animals", "根": "long thin things",
-    "颗": "small round things", "本": "bound volumes", "份": "copies",
-    "封": "letters", "首": "songs", "部": "films", "支": "pens",
-    "把": "things with a handle", "张": "flat things", "块": "pieces, watches",
-    "台": "machines", "辆": "vehicles", "件": "garments", "顶": "hats",
-    "双": "pairs", "朵": "flowers", "棵": "trees", "门": "courses",
-    "碗": "bowl", "杯": "cup, glass", "瓶": "bottle",
-}
-
-# --- Time words: zh -> en ----------------------------------------------------
-TIMES = {"今天": "today", "昨天": "yesterday", "明天": "tomorrow",
-         "每天": "every day", "现在": "now"}
-
-# --- Function words --------------------------------------------------------
-FUNCTION_WORDS = {
-    "不": "not (present, future, adjectives, 在)",
-    "没": "not (past actions; 没 + verb, no 了)",
-    "没有": "do not have",
-    "有": "have",
-    "吗": "yes/no question particle",
-    "在": "at / in (location)",
-    "和": "and",
-    "很": "degree word before a predicate adjective (not translated)",
-    "非常": "very",
-    "了": "completed action (past)",
-    "的": "possessive / attributive marker",
-    "这": "this", "那": "that",
-    "们": "plural of people nouns",
-    "会": "can (before a verb); will (明天会 + adjective)",
-    "想": "want to (before a verb)",
+# The option names of grammar.yaml's weight tables that the engine knows: a
+# misspelt one would otherwise be drawn and then fall into the wrong branch.
+SUBJECT_ANIMAL = ("it", "dem_animal", "poss_animal")
+OPTIONS = {
+    "constructions": ("action", "adjective", "location", "have", "modal"),
+    "subject.human": ("pron", "person", "kin", "plural", "poss_person",
+                      "dem_person", "coord"),
+    "subject.animal_beside_human": SUBJECT_ANIMAL,
+    "subject.animal_only": SUBJECT_ANIMAL,
+    "object.human_forms": ("dem", "poss", "person", "numeral"),
+    "object.thing_forms": ("generic", "numeral", "dem", "poss"),
+    "action.tenses": ALL_T,
+    "adjective.subjects": ("human", "animal", "thing", "mass"),
+    "have.modes": ("positive", "negative", "question"),
+    "modal.verbs": ("喜欢", "想", "会"),
 }
 
 
-def lexicon_entries():
-    """All distinct Chinese lexicon strings, in a fixed order."""
-    seen = {}
-    for group in ([p.zh for p in PRONOUNS], [n.zh for n in NOUNS],
-                  [p.zh for p in PLACES], [v.zh for v in VERBS],
-                  [a.zh for a in ADJS], [z for z, _ in NUMS],
-                  list(CLASSIFIERS), list(TIMES), list(FUNCTION_WORDS)):
-        for zh in group:
-            seen.setdefault(zh, True)
-    return list(seen)
+def load_grammar(lex):
+    """grammar.yaml, with its option names and word lists checked."""
+    g = load_yaml("grammar.yaml")
+    where = os.path.join(DATA_DIR, "grammar.yaml")
+
+    def at(dotted):
+        x = g
+        for part in dotted.split("."):
+            x = x[part]
+        return x
+    for dotted, known in OPTIONS.items():
+        for name in at(dotted):
+            if name not in known:
+                die(where, "%s: %r is not one of %s"
+                    % (dotted, name, ", ".join(known)))
+    for dotted in ("adjective.times", "location.times"):
+        for zh in at(dotted):
+            if zh not in lex.times:
+                die(where, "%s: %r is not a time word in words.yaml"
+                    % (dotted, zh))
+    for dotted in ("object.animal_things", "adjective.possessive_only",
+                   "have.object_nouns"):
+        for zh in at(dotted):
+            if zh not in lex.noun:
+                die(where, "%s: %r is not in nouns.tsv"
+                    % (dotted, zh))
+    for zh in at("location.animal_places"):
+        if zh not in lex.place:
+            die(where, "location.animal_places: %r is not in "
+                "places.tsv" % zh)
+    return g
+
+
+def weights(mapping):
+    """A grammar.yaml weight table {option: weight} as [(weight, option)] in
+    file order, the form Generator.weighted draws from."""
+    return [(w, k) for k, w in mapping.items()]
 
 
 # ===========================================================================
@@ -480,7 +330,7 @@ def lexicon_entries():
 # ===========================================================================
 
 def article(next_word):
-    # The lexicon avoids exceptions to this rule (see the Noun comment).
+    # The lexicon avoids exceptions to this rule (see nouns.tsv).
     return "an" if next_word[0] in "aeiou" else "a"
 
 
@@ -528,8 +378,19 @@ def be_past(s):
 # ===========================================================================
 
 class Generator:
-    def __init__(self, seed):
+    """Draws sentence pairs from the lexicon with the rules below.
+
+    Each construction (action, adjective, location, have, modal) is one
+    method; grammar.yaml says how often each is drawn and gives the
+    probabilities and weights of its options (self.g).  Every random draw
+    goes through self.rng in a fixed order, so the same seed and data give
+    the same corpus.
+    """
+
+    def __init__(self, seed, lex, grammar):
         self.rng = random.Random(seed)
+        self.lex = lex
+        self.g = grammar
         # Lexicon usage so far; choices are weighted towards rarely used
         # entries so that every entry is seen often enough in train.
         self.used = Counter()
@@ -544,7 +405,7 @@ class Generator:
         return self.rng.choices(items, weights=weights, k=1)[0]
 
     def weighted(self, table):
-        """table: list of (weight, value)."""
+        """table: list of (weight, value); one random() walks it in order."""
         total = sum(w for w, _ in table)
         r = self.rng.random() * total
         for w, v in table:
@@ -572,7 +433,7 @@ class Generator:
     def adj_for(self, target, attr=None, pred=None):
         """Adjectives that can describe target (a Subj or a Noun)."""
         out = []
-        for a in ADJS:
+        for a in self.lex.adjs:
             if attr is not None and (a.attr is not None) != attr:
                 continue
             if pred is not None and a.pred != pred:
@@ -584,13 +445,14 @@ class Generator:
                     ok = "a" in a.applies or any(k in a.applies
                                                  for k in target.keys)
                 else:
-                    ok = self.noun_matches(NOUN[target.keys[-1]], a.applies)
+                    ok = self.noun_matches(self.lex.noun[target.keys[-1]],
+                                           a.applies)
             elif target.kind in ("person", "kin"):
                 ok = (self.human_matches(target.tags, a.applies)
                       or "person" in a.applies)
             else:
                 ok = (self.noun_matches(target, a.applies)
-                      and (a.zh, target.zh) not in ATTR_BLOCK)
+                      and (a.zh, target.zh) not in self.lex.attr_block)
             if ok:
                 out.append(a)
         return out
@@ -612,9 +474,9 @@ class Generator:
     def zh_attr(adj, zh_noun):
         if adj is None:
             return zh_noun
-        return adj.zh + ("的" if adj.attr == "d" else "") + zh_noun
+        return adj.zh + ("的" if adj.attr == "de" else "") + zh_noun
 
-    def np_generic(self, n, adj_p=0.15):
+    def np_generic(self, n, adj_p):
         """Bare noun = generic: plural for count nouns, bare mass noun.
 
         我喜欢猫 -> "I like cats", 他喝茶 -> "he drinks tea".
@@ -625,36 +487,41 @@ class Generator:
         if adj:
             en = [adj.en] + en
             keys.append(adj.zh)
-            if adj.attr == "d":
+            if adj.attr == "de":
                 keys.append("的")
         return Phrase(self.zh_attr(adj, n.zh), en, keys)
 
-    def np_indef_sg(self, n, adj_p=0.15):
+    def np_indef_sg(self, n, adj_p):
         """Bare noun after 没有/有…吗: "a cat" (count) or "water" (mass)."""
         if is_mass(n):
             return self.np_generic(n, adj_p)
         adj = self.attr_adj(n, adj_p)
-        words = n.sg.split()
+        en = n.sg.split()
         keys = [n.zh]
         if adj:
-            words = [adj.en] + words
+            en = [adj.en] + en
             keys.append(adj.zh)
-            if adj.attr == "d":
+            if adj.attr == "de":
                 keys.append("的")
-        return Phrase(self.zh_attr(adj, n.zh), [article(words[0])] + words,
-                      keys)
+        return Phrase(self.zh_attr(adj, n.zh), [article(en[0])] + en, keys)
 
-    def np_numeral(self, n, adj_p=0.15, one_p=0.45, most=10):
-        """Numeral + classifier + noun: 三本书 -> "three books"."""
-        if n.kind in ("food", "foodm", "drink"):
-            most = min(most, 3)       # nobody eats eight bowls of rice
-        i = 0 if self.chance(one_p) else self.rng.randrange(1, most)
-        num_zh, num_en = NUMS[i]
+    def np_numeral(self, n, adj_p, most=None):
+        """Numeral + classifier + noun: 三本书 -> "three books".
+
+        most: the largest numeral (default: the largest there is).
+        """
+        g = self.g["numeral"]
+        most = most or len(self.lex.nums)
+        if n.kind in g["food_kinds"]:
+            most = min(most, g["food_most"])   # no eight bowls of rice
+        # randrange(1, most) is an index: two .. the most-th numeral.
+        i = 0 if self.chance(g["one"]) else self.rng.randrange(1, most)
+        num_zh, num_en = self.lex.nums[i]
         adj = self.attr_adj(n, adj_p)
         keys = [n.zh, num_zh]
         if adj:
             keys.append(adj.zh)
-            if adj.attr == "d":
+            if adj.attr == "de":
                 keys.append("的")
         if is_mass(n):
             cl, unit_sg, unit_pl = self.rng.choice(n.units)
@@ -682,24 +549,23 @@ class Generator:
 
     def np_possessive(self, n):
         """Pronoun + 的 + noun: 我的猫 -> "my cat"."""
-        p = self.pick(HUMAN_PRONOUNS, key=lambda q: q.zh)
+        p = self.pick(self.lex.human_pronouns, key=lambda q: q.zh)
         return Phrase(p.zh + "的" + n.zh, [p.poss] + n.sg.split(),
                       [p.zh, "的", n.zh])
 
     # --- subjects -------------------------------------------------------------
     def subject(self, spec, allow_first=True):
         """A subject allowed by spec ("h", "adult", "a", animal zh)."""
-        animals_ok = "a" in spec or any(z in NOUN for z in spec)
+        g = self.g["subject"]
+        animals_ok = "a" in spec or any(z in self.lex.noun for z in spec)
         humans_ok = "h" in spec or "adult" in spec
         table = []
         if humans_ok:
-            table += [(34, "pron"), (18, "person"), (9, "kin"), (6, "plural"),
-                      (6, "poss_person"), (4, "dem_person"), (8, "coord")]
+            table += weights(g["human"])
         if animals_ok:
-            table += [(4 if humans_ok else 12, "it"),
-                      (8 if humans_ok else 30, "dem_animal"),
-                      (6 if humans_ok else 24, "poss_animal")]
-        for _ in range(50):
+            table += weights(g["animal_beside_human" if humans_ok
+                               else "animal_only"])
+        for _ in range(g["tries"]):
             s = self._subject(self.weighted(table), spec)
             if s is None or not self.subj_allowed(s, spec):
                 continue
@@ -709,13 +575,13 @@ class Generator:
         return None
 
     def _subject(self, how, spec):
-        people = [n for n in NOUNS if n.kind == "person"
+        people = [n for n in self.lex.nouns if n.kind == "person"
                   and "numonly" not in n.tags]
-        kin = [n for n in NOUNS if n.kind == "kin"]
-        animals = [n for n in NOUNS if n.kind == "animal"
+        kin = [n for n in self.lex.nouns if n.kind == "kin"]
+        animals = [n for n in self.lex.nouns if n.kind == "animal"
                    and ("a" in spec or n.zh in spec)]
         if how == "pron":
-            p = self.pick(HUMAN_PRONOUNS, key=lambda q: q.zh)
+            p = self.pick(self.lex.human_pronouns, key=lambda q: q.zh)
             return Subj(p.zh, [p.subj], [p.zh], p.person, p.plural, "h",
                         ("adult",), p.person == 1)
         bare_people = [n for n in people if "nobare" not in n.tags]
@@ -745,8 +611,8 @@ class Generator:
         if not animals:
             return None
         if how == "it":
-            return Subj(IT.zh, [IT.subj], [IT.zh], animate="a",
-                        tags=("it",))
+            it = self.lex.it
+            return Subj(it.zh, [it.subj], [it.zh], animate="a", tags=("it",))
         n = self.pick(animals, key=lambda q: q.zh)
         if how == "dem_animal":
             ph = self.np_demonstrative(n)
@@ -760,17 +626,19 @@ class Generator:
 
         我和妈妈 -> "mom and I"; 老师和学生 -> "the teacher and the student".
         """
+        g = self.g["subject"]
+
         def one():
             r = self.rng.random()
-            if r < 0.35:
-                p = self.pick([q for q in HUMAN_PRONOUNS if not q.plural],
-                              key=lambda q: q.zh)
+            if r < g["coord_pron_below"]:
+                p = self.pick([q for q in self.lex.human_pronouns
+                               if not q.plural], key=lambda q: q.zh)
                 return (p.zh, [p.subj], [p.zh], p.zh == "我", ("adult",))
-            if r < 0.55:
-                n = self.pick([n for n in NOUNS if n.kind == "kin"],
+            if r < g["coord_kin_below"]:
+                n = self.pick([n for n in self.lex.nouns if n.kind == "kin"],
                               key=lambda q: q.zh)
                 return (n.zh, [n.sg], [n.zh], False, n.tags)
-            n = self.pick([n for n in NOUNS if n.kind == "person"
+            n = self.pick([n for n in self.lex.nouns if n.kind == "person"
                            and "numonly" not in n.tags
                            and "nobare" not in n.tags], key=lambda q: q.zh)
             return (n.zh, ["the"] + n.sg.split(), [n.zh], False, n.tags)
@@ -782,7 +650,7 @@ class Generator:
         # you first, then nouns, "I" last (我和妈妈 -> "mom and I", 妈妈和他
         # -> "he and mom"; "mom and he" is correct but stilted).
         def rank(c):
-            return 2 if c[3] else (0 if c[2][0] in PRON_ZH else 1)
+            return 2 if c[3] else (0 if c[2][0] in self.lex.pron_zh else 1)
         x, y = sorted([a, b], key=rank)   # stable: ties keep Chinese order
         en = x[1] + ["and"] + y[1]
         first = a[3] or b[3]
@@ -796,7 +664,7 @@ class Generator:
     # --- objects ----------------------------------------------------------------
     def object_candidates(self, verb):
         out = []
-        for n in NOUNS:
+        for n in self.lex.nouns:
             if verb.objs and self.noun_matches_obj(n, verb.objs):
                 out.append(n)
         return out
@@ -808,26 +676,30 @@ class Generator:
         return (n.kind in objs or n.zh in objs
                 or any(t in objs for t in n.tags))
 
-    def obj(self, verb, subj, forms, most=10):
+    def obj(self, verb, subj, forms, most=None):
         """An object for verb.  forms: allowed NP forms, a subset of
         generic, numeral, dem, poss, person, pron; most: largest numeral."""
+        g = self.g["object"]
         cands = self.object_candidates(verb)
         if subj.animate == "a":
             # Animals eat, drink and like only animal things ("my dog
             # likes bread", not "my sheep drinks hot tea").
-            cands = [n for n in cands if n.zh in ANIMAL_THINGS
+            cands = [n for n in cands if n.zh in g["animal_things"]
                      or n.kind in ("animal", "person", "kin")]
             if not cands:
                 return None
         use_pron = "pron" in verb.objs and "pron" in forms
-        for _ in range(40):
-            if use_pron and self.chance(0.25):
+        hw, tw = g["human_forms"], g["thing_forms"]
+        # Animal subjects get plain objects ("my dog likes bread").
+        adj_p = 0 if subj.animate == "a" else g["adjective"]
+        for _ in range(g["tries"]):
+            if use_pron and self.chance(g["pronoun"]):
                 ex = set(subj.keys)
                 if subj.person == 1:
                     ex |= {"我", "我们"}
                 if subj.person == 2:
                     ex |= {"你", "你们"}
-                pool = [p for p in HUMAN_PRONOUNS if p.zh not in ex]
+                pool = [p for p in self.lex.human_pronouns if p.zh not in ex]
                 p = self.pick(pool, key=lambda q: q.zh)
                 return Phrase(p.zh, [p.obj], [p.zh])
             n = self.pick(cands, key=lambda q: q.zh)
@@ -837,22 +709,22 @@ class Generator:
             opts = []
             if human:
                 if "numonly" not in n.tags and n.kind == "person":
-                    opts += [(1.5, "dem")]
+                    opts += [(hw["dem"], "dem")]
                     if "poss" in n.tags:
-                        opts += [(2, "poss")]
+                        opts += [(hw["poss"], "poss")]
                     if "nobare" not in n.tags:
-                        opts += [(5, "person")]
+                        opts += [(hw["person"], "person")]
                 if n.kind == "kin":
-                    opts += [(5, "person")]
+                    opts += [(hw["person"], "person")]
                 if n.kind == "person":
-                    opts += [(2, "numeral")]
+                    opts += [(hw["numeral"], "numeral")]
             else:
                 if "nobare" not in verb.flags:
-                    opts += [(6, "generic")]
+                    opts += [(tw["generic"], "generic")]
                 if n.cl or n.units:          # 数学, 音乐: no numeral
-                    opts += [(5, "numeral")]
+                    opts += [(tw["numeral"], "numeral")]
                 if not is_mass(n):
-                    opts += [(1.2, "dem"), (1.2, "poss")]
+                    opts += [(tw["dem"], "dem"), (tw["poss"], "poss")]
             opts = [(w, f) for w, f in opts if f in forms]
             if not opts:
                 continue
@@ -860,10 +732,9 @@ class Generator:
                 continue
             f = self.weighted(opts)
             if f == "generic":
-                ph = self.np_generic(n, 0 if subj.animate == "a" else 0.15)
+                ph = self.np_generic(n, adj_p)
             elif f == "numeral":
-                ph = self.np_numeral(n, adj_p=0 if subj.animate == "a"
-                                     else 0.15, most=most)
+                ph = self.np_numeral(n, adj_p, most=most)
             elif f == "dem":
                 ph = self.np_demonstrative(n)
             elif f == "poss":
@@ -872,7 +743,7 @@ class Generator:
                 ph = self.np_person_def(n)
             # Occasionally coordinate two objects of the same form:
             # 猫和狗 -> "cats and dogs"; 一本书和两支笔 -> "a book and two pens".
-            if f in ("generic", "numeral") and self.chance(0.08):
+            if f in ("generic", "numeral") and self.chance(g["coordinate"]):
                 others = [m for m in cands if m.zh != n.zh
                           and m.kind not in ("person", "kin")
                           and (f == "generic" or m.cl or m.units)]
@@ -880,7 +751,8 @@ class Generator:
                     m = self.pick(others, key=lambda q: q.zh)
                     ph2 = (self.np_generic(m, 0) if f == "generic"
                            else self.np_numeral(m, 0, most=most))
-                    ph = Phrase(ph.zh + "和" + ph2.zh, ph.en + ["and"] + ph2.en,
+                    ph = Phrase(ph.zh + "和" + ph2.zh,
+                                ph.en + ["and"] + ph2.en,
                                 ph.keys + ["和"] + ph2.keys)
             return ph
         return None
@@ -893,7 +765,8 @@ class Generator:
 
     def front_time(self, subj_zh, time_zh, rest_zh):
         """Chinese time word after the subject, sometimes before it."""
-        if time_zh in ("昨天", "明天", "今天") and self.chance(0.15):
+        if time_zh in ("昨天", "明天", "今天") and \
+                self.chance(self.g["time_first"]):
             return time_zh + subj_zh + rest_zh
         return subj_zh + time_zh + rest_zh
 
@@ -904,23 +777,28 @@ class Generator:
         intransitive verb phrase, after the verb if there is an object)
         English: S (AUX) V O PLACE TIME
         """
-        verb = self.pick([v for v in VERBS if v.objs != ("place",)] +
-                         [v for v in VERBS if v.objs == ("place",)] * 3,
-                         key=lambda v: v.zh)
-        tense = self.weighted([(w, t) for w, t in
-                               ((14, "pres"), (16, "hab"), (32, "past"),
-                                (28, "fut")) if t in verb.tenses])
+        g = self.g["action"]
+        verbs = self.lex.verbs
+        # 去 + place is one verb but has many objects: draw it more often.
+        verb = self.pick([v for v in verbs if v.objs != ("place",)] +
+                         [v for v in verbs if v.objs == ("place",)]
+                         * g["go_copies"], key=lambda v: v.zh)
+        tense = self.weighted([(w, t) for w, t in weights(g["tenses"])
+                               if t in verb.tenses])
         if tense == "pres" and verb.objs is None and \
-                "stative" not in verb.flags and self.chance(0.5):
+                "stative" not in verb.flags and \
+                self.chance(g["intransitive_habit"]):
             tense = "hab" if "hab" in verb.tenses else tense
-        question = self.chance(0.28)
+        question = self.chance(g["question"])
         # 每天不… would mean "never", not "not every day": no negated 每天.
-        neg = not question and tense != "hab" and self.chance(0.3)
+        neg = not question and tense != "hab" and self.chance(g["negative"])
         subj = self.subject(verb.subj, allow_first=not question)
         if subj is None:
             return None
+        # The 今天 draw happens whatever the tense (the dict is built
+        # first); keep it that way, or every later draw shifts.
         time_zh = {"pres": "", "hab": "每天", "fut": "明天",
-                   "past": "今天" if self.chance(0.2) else "昨天"}[tense]
+                   "past": "今天" if self.chance(g["today"]) else "昨天"}[tense]
         keys = list(subj.keys)
         if time_zh:
             keys.append(time_zh)
@@ -928,7 +806,8 @@ class Generator:
         # object
         ozh, oen = "", []
         if verb.objs == ("place",):
-            pl = self.pick([p for p in PLACES if p.to], key=lambda p: p.zh)
+            pl = self.pick([p for p in self.lex.places if p.to],
+                           key=lambda p: p.zh)
             ozh, oen = pl.zh, pl.to.split()
             keys.append(pl.zh)
         elif verb.objs:
@@ -956,7 +835,8 @@ class Generator:
                 forms |= {"generic", "dem", "poss"}
                 if not neg:
                     forms.add("numeral")
-            o = self.obj(verb, subj, forms, most=3 if tense == "hab" else 10)
+            o = self.obj(verb, subj, forms,
+                         most=g["habit_most"] if tense == "hab" else None)
             if o is None:
                 return None
             ozh, oen = o.zh, o.en
@@ -964,8 +844,9 @@ class Generator:
 
         # place
         place = None
-        if verb.places and verb.objs != ("place",) and self.chance(0.5):
-            place = PLACE[self.pick(list(verb.places))]
+        if verb.places and verb.objs != ("place",) and \
+                self.chance(g["place"]):
+            place = self.lex.place[self.pick(list(verb.places))]
             keys += ["在", place.zh]
 
         # Chinese
@@ -989,7 +870,7 @@ class Generator:
         # English
         part = verb.part.split()
         tail = oen + (place.at.split() if place else []) + \
-            (TIMES[time_zh].split() if time_zh else [])
+            (self.lex.times[time_zh].split() if time_zh else [])
         if tense in ("pres", "hab"):
             aux, finite = do_aux(subj), (verb.s3 if subj.sg3 else verb.base)
         elif tense == "past":
@@ -1012,29 +893,33 @@ class Generator:
         Positive statements need 很 (not translated) or 非常 ("very");
         negation is 不 + adjective even in the past; questions drop 很.
         """
-        kind = self.weighted([(58, "h"), (16, "a"), (16, "o"), (10, "m")])
-        question = self.chance(0.28)
-        neg = not question and self.chance(0.3)
-        if kind == "h":
+        g = self.g["adjective"]
+        kind = self.weighted(weights(g["subjects"]))
+        question = self.chance(g["question"])
+        neg = not question and self.chance(g["negative"])
+        if kind == "human":
             s = self.subject(("h",), allow_first=not question)
-        elif kind == "a":
+        elif kind == "animal":
             s = self.subject(("a",), allow_first=not question)
-        elif kind == "o":
-            n = self.pick([n for n in NOUNS if (n.cl or n.zh == "作业")
+        elif kind == "thing":
+            n = self.pick([n for n in self.lex.nouns
+                           if (n.cl or n.zh in g["possessive_only"])
                            and n.kind not in ("person", "kin", "animal")],
                           key=lambda q: q.zh)
             # 作业 has no classifier: only 我的作业 -> "my homework".
-            ph = (self.np_demonstrative(n) if n.cl and self.chance(0.6)
+            ph = (self.np_demonstrative(n)
+                  if n.cl and self.chance(g["demonstrative"])
                   else self.np_possessive(n))
             s = Subj(ph.zh, ph.en, ph.keys, animate="o",
                      first=ph.keys[0] in ("我", "我们"))
             if s.first and question:
                 return None
         else:   # bare mass subject = generic: 数学很难 -> "math is difficult"
-            n = self.pick([n for n in NOUNS if n.kind in
-                           ("subject", "foodm", "drink")], key=lambda q: q.zh)
+            n = self.pick([n for n in self.lex.nouns
+                           if n.kind in g["mass_kinds"]], key=lambda q: q.zh)
+            # Tag "plural": an English plural mass noun ("noodles are").
             s = Subj(n.zh, n.sg.split(), [n.zh], animate="o",
-                     plural=(n.sg == "noodles"))
+                     plural="plural" in n.tags)
         if s is None:
             return None
         cands = self.adj_for(s, pred=True)
@@ -1043,14 +928,13 @@ class Generator:
         adj = self.pick(cands, key=lambda a: a.zh)
         keys = s.keys + [adj.zh]
         time_zh = ""
-        if adj.state and self.chance(0.6):
-            time_zh = self.weighted([(3, "昨天"), (3, "明天"), (2, "今天"),
-                                     (2, "现在")])
+        if adj.state and self.chance(g["time"]):
+            time_zh = self.weighted(weights(g["times"]))
             keys.append(time_zh)
         if time_zh == "明天" and neg:
             return None   # 不会很忙 reads as "not very busy"; leave it out
-        t_en = TIMES[time_zh].split() if time_zh else []
-        very = not neg and not question and self.chance(0.25)
+        t_en = self.lex.times[time_zh].split() if time_zh else []
+        very = not neg and not question and self.chance(g["very"])
 
         if time_zh == "明天":
             keys.append("会")
@@ -1079,24 +963,25 @@ class Generator:
 
     def location(self):
         """在 + place as the predicate: 他在学校 -> "he is at school"."""
-        question = self.chance(0.3)
-        neg = not question and self.chance(0.3)
+        g = self.g["location"]
+        question = self.chance(g["question"])
+        neg = not question and self.chance(g["negative"])
         s = self.subject(("h", "a"), allow_first=not question)
         if s is None:
             return None
         if s.animate == "a":
-            pl = PLACE[self.pick(["家", "公园", "花园", "农场", "动物园"])]
+            pl = self.lex.place[self.pick(list(g["animal_places"]))]
         else:
-            pl = self.pick(PLACES, key=lambda p: p.zh)
+            pl = self.pick(self.lex.places, key=lambda p: p.zh)
         time_zh = ""
-        if self.chance(0.7):
-            time_zh = self.weighted([(3, "昨天"), (3, "明天"), (2, "今天"),
-                                     (2, "现在")])
+        if self.chance(g["time"]):
+            time_zh = self.weighted(weights(g["times"]))
         keys = s.keys + ["在", pl.zh] + ([time_zh] if time_zh else [])
         if neg:
             keys.append("不")
-        t_en = TIMES[time_zh].split() if time_zh else []
-        zh = self.front_time(s.zh, time_zh, ("不" if neg else "") + "在" + pl.zh)
+        t_en = self.lex.times[time_zh].split() if time_zh else []
+        zh = self.front_time(s.zh, time_zh,
+                             ("不" if neg else "") + "在" + pl.zh)
         at = pl.at.split()
         if time_zh == "明天":
             if question:
@@ -1115,20 +1000,18 @@ class Generator:
     def have(self):
         """有: 我有三本书 -> "I have three books"; 他没有车 -> "he does not
         have a car"; 你有笔吗？ -> "do you have a pen ?"."""
-        mode = self.weighted([(5, "pos"), (3, "neg"), (3, "q")])
-        s = self.subject(("h",), allow_first=mode != "q")
+        g = self.g["have"]
+        mode = self.weighted(weights(g["modes"]))
+        s = self.subject(("h",), allow_first=mode != "question")
         if s is None:
             return None
-        cands = [n for n in NOUNS if n.kind in
-                 ("animal", "thing", "read", "vehicle", "clothes", "food",
-                  "drink", "plant")
-                 or n.zh == "问题"
-                 or (n.kind == "person" and n.zh in ("朋友", "孩子"))]
+        cands = [n for n in self.lex.nouns if n.kind in g["object_kinds"]
+                 or n.zh in g["object_nouns"]]
         n = self.pick(cands, key=lambda q: q.zh)
         keys = list(s.keys)
-        if mode == "pos":
-            o = self.np_numeral(n, adj_p=0.2)
-            if self.chance(0.1):
+        if mode == "positive":
+            o = self.np_numeral(n, adj_p=g["adjective"])
+            if self.chance(g["coordinate"]):
                 m = self.pick([c for c in cands if c.zh != n.zh
                                and c.kind != "person"], key=lambda q: q.zh)
                 o2 = self.np_numeral(m, adj_p=0)
@@ -1140,9 +1023,9 @@ class Generator:
             return zh, en, keys
         if n.kind == "person":
             return None
-        o = self.np_indef_sg(n, adj_p=0.15)
+        o = self.np_indef_sg(n, adj_p=g["indef_adjective"])
         keys += o.keys
-        if mode == "neg":
+        if mode == "negative":
             zh = s.zh + "没有" + o.zh
             en = s.en + [do_aux(s), "not", "have"] + o.en
             keys += ["没有", "没", "有"]
@@ -1157,19 +1040,21 @@ class Generator:
 
         喜欢 -> "like to", 想 -> "want to", 会 -> "can" (negative "cannot").
         """
-        m = self.weighted([(4, "喜欢"), (4, "想"), (3, "会")])
+        g = self.g["modal"]
+        m = self.weighted(weights(g["verbs"]))
         flag = "skill" if m == "会" else "modal"
-        verb = self.pick([v for v in VERBS if flag in v.flags],
+        verb = self.pick([v for v in self.lex.verbs if flag in v.flags],
                          key=lambda v: v.zh)
-        question = self.chance(0.28)
-        neg = not question and self.chance(0.3)
+        question = self.chance(g["question"])
+        neg = not question and self.chance(g["negative"])
         subj = self.subject(verb.subj, allow_first=not question)
         if subj is None:
             return None
         keys = subj.keys + [m, verb.zh]
         ozh, oen = "", []
         if verb.objs == ("place",):
-            pl = self.pick([p for p in PLACES if p.to], key=lambda p: p.zh)
+            pl = self.pick([p for p in self.lex.places if p.to],
+                           key=lambda p: p.zh)
             ozh, oen = pl.zh, pl.to.split()
             keys.append(pl.zh)
         elif verb.objs:
@@ -1181,8 +1066,8 @@ class Generator:
             keys += o.keys
         place = None
         if m != "会" and verb.places and verb.objs != ("place",) and \
-                self.chance(0.45):
-            place = PLACE[self.pick(list(verb.places))]
+                self.chance(g["place"]):
+            place = self.lex.place[self.pick(list(verb.places))]
             keys += ["在", place.zh]
         zh = subj.zh + ("不" if neg else "") + m + \
             ("在" + place.zh if place else "") + verb.zh + ozh
@@ -1205,18 +1090,22 @@ class Generator:
                 en = subj.en + [word[1] if subj.sg3 else word[0], "to"] + vp
         return self.finish(zh, en, keys, question)
 
-    TEMPLATES = [(46, "action"), (16, "adjective"), (9, "location"),
-                 (9, "have"), (20, "modal")]
-
     def sentence(self):
+        """One pair: (zh, en, lexicon keys used, construction name).
+
+        A construction that finds no fitting words returns None and is
+        redrawn, as is a sentence outside the length limits.
+        """
+        c = self.g["corpus"]
         while True:
-            how = self.weighted(self.TEMPLATES)
+            how = self.weighted(weights(self.g["constructions"]))
             r = getattr(self, how)()
             if r is None:
                 continue
             zh, en, keys = r
             n_words = len([w for w in en if w != "?"])
-            if len(zh) > MAX_ZH_CHARS or not MIN_EN_WORDS <= n_words <= MAX_EN_WORDS:
+            if len(zh) > c["max_zh_chars"] or \
+                    not c["min_en_words"] <= n_words <= c["max_en_words"]:
                 continue
             return zh, " ".join(en), keys, how
 
@@ -1225,28 +1114,22 @@ class Generator:
 # Corpus
 # ===========================================================================
 
-# Required pair (kept in train) and a few related variants.
-FIXED = [
-    ("我爱水课", "I love easy courses"),
-    ("他爱水课", "he loves easy courses"),
-    ("她爱水课", "she loves easy courses"),
-    ("我们爱水课", "we love easy courses"),
-    ("学生们爱水课", "the students love easy courses"),
-    ("你爱水课吗？", "do you love easy courses ?"),
-    ("我不爱水课", "I do not love easy courses"),
-]
-REQUIRED_TRAIN = "我爱水课"
+def build(seed, lex, grammar):
+    """Generate unique pairs and split them: ({split: pairs}, keys, kinds).
 
-
-def build(seed):
-    gen = Generator(seed)
-    total = N_TEST + N_VALID + N_TRAIN
+    The fixed pairs (grammar.yaml) come first, then generated ones until
+    there are enough; one shuffle then decides the split of each pair.
+    """
+    gen = Generator(seed, lex, grammar)
+    c, fixed = grammar["corpus"], grammar["fixed"]
+    n_test, n_valid = c["test"], c["valid"]
+    total = n_test + n_valid + c["train"]
     pool = {}          # zh -> en (insertion ordered: deterministic)
     pool_keys = {}
     kinds = Counter()
-    for zh, en in FIXED:
+    for zh, en in fixed["pairs"]:
         pool[zh] = en
-        pool_keys[zh] = ["爱", "水课"]
+        pool_keys[zh] = list(fixed["keys"])
     attempts = 0
     while len(pool) < total:
         attempts += 1
@@ -1266,13 +1149,13 @@ def build(seed):
     items = list(pool.items())
     gen.rng.shuffle(items)
     # The required pair goes to train whatever the shuffle did.
-    items.sort(key=lambda kv: kv[0] == REQUIRED_TRAIN)
-    test, valid, train = (items[:N_TEST], items[N_TEST:N_TEST + N_VALID],
-                          items[N_TEST + N_VALID:])
+    items.sort(key=lambda kv: kv[0] == fixed["required"])
+    test, valid, train = (items[:n_test], items[n_test:n_test + n_valid],
+                          items[n_test + n_valid:])
     return {"train": train, "valid": valid, "test": test}, pool_keys, kinds
 
 
-def check(splits, pool_keys):
+def check(splits, pool_keys, lex, grammar):
     """Sanity checks; exit with an error if any fails."""
     errors = []
     seen = {}
@@ -1287,7 +1170,8 @@ def check(splits, pool_keys):
                 errors.append("casing: %r" % en)
             if en.endswith("?") != zh.endswith("吗？"):
                 errors.append("question mismatch: %s / %s" % (zh, en))
-    if dict(splits["train"]).get(REQUIRED_TRAIN) != "I love easy courses":
+    fixed = grammar["fixed"]
+    if dict(splits["train"]).get(fixed["required"]) != fixed["required_en"]:
         errors.append("required pair missing from train")
     # Valid/test may only use lexicon entries, characters and English words
     # that occur in train.
@@ -1301,10 +1185,11 @@ def check(splits, pool_keys):
         for zh, en in splits[name]:
             if not set(zh) <= train_chars or not set(en.split()) <= train_words:
                 errors.append("unseen token in %s: %s / %s" % (name, zh, en))
-    lex = lexicon_entries()
-    rare = [(k, train_keys[k]) for k in lex if train_keys[k] < 20]
+    least = grammar["corpus"]["min_train_count"]
+    rare = [(k, train_keys[k]) for k in lex.entries() if train_keys[k] < least]
     if rare:
-        errors.append("lexicon entries seen < 20 times in train: %s" % rare)
+        errors.append("lexicon entries seen < %d times in train: %s"
+                      % (least, rare))
     if errors:
         sys.exit("error:\n  " + "\n  ".join(errors[:30]))
     return train_keys
@@ -1313,15 +1198,17 @@ def check(splits, pool_keys):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
+    lex = Lexicon()
+    grammar = load_grammar(lex)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(repo, "data", "toy"),
                     help="output directory (default: data/toy in the repo)")
-    ap.add_argument("--seed", type=int, default=DEFAULT_SEED,
+    ap.add_argument("--seed", type=int, default=grammar["corpus"]["seed"],
                     help="random seed (default: %(default)s)")
     args = ap.parse_args()
 
-    splits, pool_keys, kinds = build(args.seed)
-    train_keys = check(splits, pool_keys)
+    splits, pool_keys, kinds = build(args.seed, lex, grammar)
+    train_keys = check(splits, pool_keys, lex, grammar)
 
     os.makedirs(args.out, exist_ok=True)
     digests = []
@@ -1334,7 +1221,7 @@ def main():
             digests.append("%s.%s %s" % (name, lang,
                                          hashlib.sha256(data).hexdigest()[:16]))
 
-    lex = lexicon_entries()
+    entries = lex.entries()
     print("toy corpus written to %s (seed %d)" % (args.out, args.seed))
     for name, pairs in splits.items():
         en_len = sum(len([w for w in en.split() if w != "?"])
@@ -1351,9 +1238,9 @@ def main():
           % (min(all_en), max(all_en), min(all_zh), max(all_zh)))
     print("  lexicon: %d distinct Chinese entries (%d nouns, %d verbs, "
           "%d adjectives, %d places, %d classifiers)"
-          % (len(lex), len(NOUNS), len({v.zh for v in VERBS}), len(ADJS),
-             len(PLACES), len(CLASSIFIERS)))
-    rarest = sorted(lex, key=lambda k: (train_keys[k], k))[:5]
+          % (len(entries), len(lex.nouns), len({v.zh for v in lex.verbs}),
+             len(lex.adjs), len(lex.places), len(lex.classifiers)))
+    rarest = sorted(entries, key=lambda k: (train_keys[k], k))[:5]
     print("  rarest lexicon entries in train: %s"
           % ", ".join("%s %d" % (k, train_keys[k]) for k in rarest))
     total = sum(kinds.values())
