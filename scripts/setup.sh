@@ -10,6 +10,7 @@ packages=(
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev
   python3 python3-nltk python3-yaml
   clang libclang-rt-dev
+  iproute2 nftables
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -25,6 +25,9 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "util/errors.h"
 
@@ -251,7 +254,7 @@ void C10dGradientSync::after_backward() {
   try {
     group_->wait_all();
   } catch (const std::exception& e) {
-    fail("gradient all-reduce", e);
+    fail("gradient all-reduce", e, t0);
   }
   stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.bytes += static_cast<double>(flat_grad_.numel() * flat_grad_.element_size());
@@ -263,11 +266,12 @@ void C10dGradientSync::sum(std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> flat;
   for (const auto& t : tensors) flat.push_back(t.reshape({-1}).to(at::kDouble));
   at::Tensor all = at::cat(flat);
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     group_->allreduce_async(all);
     group_->wait_all();
   } catch (const std::exception& e) {
-    fail("all-reduce of the loss", e);
+    fail("all-reduce of the loss", e, t0);
   }
   int64_t at = 0;
   for (auto& t : tensors) {
@@ -277,54 +281,96 @@ void C10dGradientSync::sum(std::vector<at::Tensor>& tensors) {
 }
 
 void C10dGradientSync::broadcast(at::Tensor& t, int64_t root) {
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     group_->broadcast_async(t, root);
     group_->wait_all();
   } catch (const std::exception& e) {
-    fail("broadcast from rank " + std::to_string(root), e);
+    fail("broadcast from rank " + std::to_string(root), e, t0);
   }
 }
 
 void C10dGradientSync::note_step(int64_t step) {
   step_ = step;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     group_->store().set("step/" + std::to_string(env_.rank), bytes_of(std::to_string(step)));
   } catch (const std::exception& e) {
-    fail("reporting progress to the rank 0 store", e);
+    fail("reporting progress to the rank 0 store", e, t0);
   }
 }
 
-void C10dGradientSync::barrier(const std::string& name, std::chrono::seconds timeout) {
+namespace {
+
+// The store's client keeps the timeout of its last wait as its socket's
+// receive timeout (LibTorch 1.13 and 2.x), and a check or add after a long
+// wait would inherit it: a wait on a key that exists returns at once and
+// bounds every later round trip on this connection by `t`. Without it, a
+// partitioned link leaves a rank blocked in recv() for as long as the last
+// wait allowed.
+void bound_round_trips(c10d::Store& store, int64_t rank, std::chrono::milliseconds t) {
+  const std::string key = "alive/" + std::to_string(rank);
+  store.set(key, bytes_of("1"));
+  store.wait({key}, t);
+}
+
+}  // namespace
+
+void C10dGradientSync::finish() {
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     c10d::Store& store = group_->store();
-    const int64_t arrived = store.add("barrier/" + name, 1);
-    if (arrived == env_.world_size) store.set("barrier/" + name + "/done", bytes_of("1"));
-    store.wait({"barrier/" + name + "/done"}, timeout);
+    if (store.add("finished", 1) == env_.world_size) store.set("finished/all", bytes_of("1"));
+    if (env_.rank != 0) return;
+    // Rank 0 hosts the store: leaving now would cut off a rank still reading
+    // the last outcome from it (it would fail with a broken pipe although the
+    // run ended well). So it stays until every rank has said it is done.
+    store.wait({"finished/all"}, env_.timeout);
   } catch (const std::exception& e) {
-    fail("waiting for all ranks (" + name + ")", e);
+    // The run is complete and saved; a rank that cannot confirm it fails on its own.
+    std::string msg = e.what();
+    spdlog::warn("distributed: rank {}: not every rank confirmed the end of the run within {} s: {}",
+                 env_.rank, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 msg.substr(0, msg.find('\n')));
   }
 }
 
 std::string C10dGradientSync::set_and_wait(const std::string& key, const std::string& value) {
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     c10d::Store& store = group_->store();
     if (env_.rank == 0) {
       store.set("value/" + key, bytes_of(value));
       return value;
     }
-    // Rank 0 may be evaluating for a while: a long wait, ended early if it dies.
-    store.wait({"value/" + key}, std::max(env_.timeout, std::chrono::seconds(6 * 3600)));
-    return string_of(store.get("value/" + key));
+    // Rank 0 may evaluate or save for longer than the timeout. A single long
+    // wait would also wait that long on a dead link, so the key is polled
+    // instead: every poll is a round trip bounded by the timeout, which ends
+    // the wait once rank 0's host stops answering (killed: at once; cut off:
+    // after the timeout), while a busy but reachable rank 0 is waited for.
+    bound_round_trips(store, env_.rank, env_.timeout);
+    const std::string k = "value/" + key;
+    auto pause = std::chrono::milliseconds(5);
+    while (!store.check({k})) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    }
+    return string_of(store.get(k));
   } catch (const std::exception& e) {
-    fail("waiting for rank 0 (" + key + ")", e);
+    fail("waiting for rank 0 (" + key + ")", e, t0);
   }
 }
 
-void C10dGradientSync::fail(const std::string& what, const std::exception& e) {
-  // Name the ranks that fell behind or vanished, from the steps they reported.
+void C10dGradientSync::fail(const std::string& what, const std::exception& e,
+                            std::chrono::steady_clock::time_point since) {
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  // Name the ranks that fell behind or vanished, from the steps they
+  // reported; a second at most, so the rank still exits soon after the
+  // timeout when the store is cut off too.
   std::string ranks;
   try {
     c10d::Store& store = group_->store();
+    bound_round_trips(store, env_.rank, std::min<std::chrono::milliseconds>(env_.timeout, std::chrono::seconds(1)));
     for (int64_t r = 0; r < env_.world_size; ++r) {
       if (r == env_.rank) continue;
       const std::string key = "step/" + std::to_string(r);
@@ -333,14 +379,13 @@ void C10dGradientSync::fail(const std::string& what, const std::exception& e) {
       ranks += (ranks.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " " + at);
     }
   } catch (const std::exception&) {
-    ranks = "the rank 0 store is unreachable (rank 0 stopped?)";
+    ranks = "the rank 0 store is unreachable (rank 0 stopped or cut off?)";
   }
   std::string msg = e.what();
   msg = msg.substr(0, msg.find('\n'));
-  throw std::runtime_error("distributed: rank " + std::to_string(env_.rank) + " at step " +
-                           std::to_string(step_) + ": " + what + " failed within " +
-                           std::to_string(env_.timeout.count()) + " s (" + ranks +
-                           "): a rank died or hung; " + msg);
+  throw std::runtime_error(fmt::format("distributed: rank {} at step {}: {} failed after {:.1f} s (NMT_DIST_TIMEOUT "
+                                       "{} s; {}): a rank died, hung or was cut off; {}",
+                                       env_.rank, step_, what, took, env_.timeout.count(), ranks, msg));
 }
 
 }  // namespace nmt

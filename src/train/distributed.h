@@ -62,7 +62,7 @@ class C10dGradientSync final : public GradientSync {
   void sum(std::vector<at::Tensor>& tensors) override;
   void broadcast(at::Tensor& t, int64_t root) override;
   void note_step(int64_t step) override;
-  void barrier(const std::string& name, std::chrono::seconds timeout) override;
+  void finish() override;
   std::string set_and_wait(const std::string& key, const std::string& value) override;
   SyncStats stats() const override { return stats_; }
 
@@ -76,7 +76,10 @@ class C10dGradientSync final : public GradientSync {
     int64_t params = 0;
   };
   void launch_ready_buckets();
-  [[noreturn]] void fail(const std::string& what, const std::exception& e);
+  // Throws the one line that says what failed, after how long, and where the
+  // other ranks were.
+  [[noreturn]] void fail(const std::string& what, const std::exception& e,
+                         std::chrono::steady_clock::time_point since);
 
   DistributedEnv env_;
   std::unique_ptr<ProcessGroupHandle> group_;

@@ -37,8 +37,9 @@ class GradientSync {
   virtual void broadcast(at::Tensor& t, int64_t root) {}
   // The step this rank is at (named in failure messages).
   virtual void note_step(int64_t step) {}
-  // Waits until every rank has arrived (outside collectives: e.g. while rank 0 evaluates).
-  virtual void barrier(const std::string& name, std::chrono::seconds timeout) {}
+  // The run has ended on this rank. Rank 0, which hosts what the others
+  // read, stays until every rank has said so (or the timeout passes).
+  virtual void finish() {}
   // Rank 0 publishes value under key; every rank returns it (rank 0 at once,
   // the others once it is there).
   virtual std::string set_and_wait(const std::string& key, const std::string& value) { return value; }

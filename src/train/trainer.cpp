@@ -260,6 +260,7 @@ TrainResult train(const Config& cfg, const RunStart& start) {
     outcome = evaluation.run();
     if (done && outcome == Evaluation::kContinue) outcome = Evaluation::kFinished;
   }
+  s.sync->finish();
   TrainResult result = reporter.finish(s.state);
   // A rank stopped by another rank's signal exits as interrupted too.
   if (outcome == Evaluation::kInterrupted) result.interrupted = interrupted() ? interrupt_signal() : SIGINT;
