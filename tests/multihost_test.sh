@@ -6,6 +6,9 @@
 #                 as distributed_cli_test.sh);
 #   slow link:    a tbf-throttled link with 2% random loss (nft/iptables),
 #                 still the 1-process losses;
+#   link flap:    both veth ends down for 3 s mid-run, then up: still the
+#                 1-process losses (this kernel has no netem; tbf, nft and
+#                 link-down stand in for its delay, loss and outages);
 #   partition:    everything between the hosts dropped while they exchange
 #                 gradients: both ranks exit non-zero within NMT_DIST_TIMEOUT
 #                 + 5 s with one `nmt: ` line naming the other rank;
@@ -241,7 +244,7 @@ two_hosts() {  # NAME PORT [--set ...]
     outcome="rank 0 exit $r0, rank 1 exit $r1"
     bad "$name: $outcome: $(tail -1 "$tmp/$name.0.log") / $(tail -1 "$tmp/$name.1.log")"
   fi
-  if summary=$(losses_match "$tmp/one/metrics.jsonl" "$tmp/$name/metrics.jsonl" $steps "$name: 2 hosts vs 1 process"); then ok
+  if summary=$(losses_match "$tmp/${ref:-one}/metrics.jsonl" "$tmp/$name/metrics.jsonl" "${ref_steps:-$steps}" "$name: 2 hosts vs 1 process"); then ok
   else bad "$summary"; fi
   summary="$summary, $outcome, ${took} s"
   echo "$summary"
@@ -264,6 +267,28 @@ echo "fault: slow link ($faults) -> ${summary#*: }"
 if [ $have_tbf = yes ]; then tc -n "$nsa" qdisc del dev "$deva" root; tc -n "$nsb" qdisc del dev "$devb" root; fi
 fw_unloss "$nsa" "$deva" 2>/dev/null
 fw_unloss "$nsb" "$devb" 2>/dev/null
+
+# c. Link flap: both veth ends down for 3 s while the ranks train (shorter
+# than the ranks' 30 s timeout), then up: TCP retransmits, training goes on
+# with the same losses (against a 60-step run of one process: 20 steps end
+# before the flap would).
+ip netns exec "$nsa" "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/one60" --threads 1 \
+  "${short[@]}" --set train.max_steps=60 >"$tmp/one60.log" 2>&1 || bad "1 process, 60 steps: $(tail -2 "$tmp/one60.log")"
+flap_log=$tmp/flap.txt
+( sleep 1
+  ip -n "$nsa" link set "$deva" down; ip -n "$nsb" link set "$devb" down
+  echo "down $(now)" >"$flap_log"
+  sleep 3
+  ip -n "$nsa" link set "$deva" up; ip -n "$nsb" link set "$devb" up
+  echo "up $(now)" >>"$flap_log" ) &
+flapper=$!
+ref=one60 ref_steps=60 two_hosts link_flap 29507 --set train.max_steps=60
+wait $flapper
+# The flap happened while the ranks ran: both ends came back up before they ended.
+up_at=$(sed -n 's/^up //p' "$flap_log")
+if [ -n "$up_at" ] && awk -v u="$up_at" -v e="$t_end" 'BEGIN { exit !(u < e) }'; then ok
+else bad "link flap: the link was not down while the ranks trained ($(tr '\n' ' ' <"$flap_log"), ended $t_end)"; fi
+echo "fault: link down for 3 s, 1 s after the start -> ${summary#*: }"
 
 # The checks after a fault: RANK exited non-zero within the timeout + margin
 # (from T_FAULT), with one `nmt: ` line naming PEER; rank 0's last/ translates.
