@@ -7,7 +7,7 @@ Usage: plot_metrics.py METRICS.jsonl [MORE.jsonl ...] -o OUT.svg
 Each line of a metrics file is an object such as
   {"step": 500, "epoch": 1, "train_loss": 2.31, "train_seconds": 61.2}
   {"step": 500, "valid_loss": 1.9, "valid_bleu": 45.2, "train_seconds": 61.2}
-as `nmt train` (and scripts/torch_reference.py) write them. Any key may be
+as `nmt train` (and bench/torch_reference.py) write them. Any key may be
 missing on a line; lines without the x key are skipped; null (a non-finite
 value) breaks a line. Losses go on the left axis, BLEU/chrF/exact match on the
 right. --x minutes plots against training time (train_seconds / 60), so runs

@@ -6,7 +6,7 @@
 
 #include <iostream>
 
-#include "bench/bench_attention.h"
+#include "bench_attention.h"
 #include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "cli/launcher.h"

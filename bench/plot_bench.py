@@ -2,7 +2,7 @@
 """Draws an `nmt bench-attention` CSV: time and peak memory against sequence
 length, plus a markdown table, next to the CSV.
 
-    scripts/plot_bench.py docs/bench/cpu.csv
+    bench/plot_bench.py docs/bench/cpu.csv
       -> docs/bench/cpu_time.svg, docs/bench/cpu_memory.svg, docs/bench/cpu.md
 
 Uses matplotlib when this Python has it; otherwise writes the SVG by hand, so

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Summarizes scripts/bench_train.sh's CSV: median tokens/s per trainer and
+"""Summarizes bench/bench_train.sh's CSV: median tokens/s per trainer and
 precision, and nmt's ratios over the PyTorch script measured in the same run.
 
 Usage: bench_train_summary.py TRAIN.csv [--minutes M]   (Markdown on stdout)

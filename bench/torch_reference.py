@@ -5,7 +5,7 @@ Used only by benchmarks, to compare nmt's tokens/s and time-to-BLEU with plain
 PyTorch on the same data, token ids, model sizes and hyperparameters.
 
 Run (from the repository root, with nmt's trained tokenizers):
-    scripts/torch_reference.py --config configs/toy.yaml \
+    bench/torch_reference.py --config configs/toy.yaml \
         --src-model checkpoints/toy/tokenizer/src.model \
         --tgt-model checkpoints/toy/tokenizer/tgt.model \
         --threads 2 --max-minutes 5 --eval-minutes 1 \

@@ -7,7 +7,7 @@
 # must give byte-identical output to the baseline: the speed-up without
 # changing a single translation. Writes OUT/decode.md.
 #
-# Usage: scripts/bench_decode.sh CHECKPOINT [--input FILE] [--lines N] [--beam-lines N] [--baseline NMT] [--out DIR]
+# Usage: bench/bench_decode.sh CHECKPOINT [--input FILE] [--lines N] [--beam-lines N] [--baseline NMT] [--out DIR]
 #   defaults: data/real/test.zh, 300 lines at batch 1, all lines for beam 4
 #   at batch 64 (--beam-lines: the first N only), docs/bench
 set -euo pipefail

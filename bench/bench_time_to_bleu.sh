@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Time to quality: BLEU against training time, nmt vs the PyTorch reference
-# script (scripts/torch_reference.py: same config, data, tokenizer models,
+# script (bench/torch_reference.py: same config, data, tokenizer models,
 # batching, threads), one after the other on the same machine.
 #
 #  1. nmt trains CONFIG for M/2 minutes of wall time (evaluations included,
@@ -13,7 +13,7 @@
 #     by nmt too) go into one chart against training minutes.
 # Writes OUT/time_to_bleu.md, OUT/time_to_bleu.svg and the metrics files.
 #
-# Usage: scripts/bench_time_to_bleu.sh [--minutes M] [--precision P] [--out DIR] [CONFIG]
+# Usage: bench/bench_time_to_bleu.sh [--minutes M] [--precision P] [--out DIR] [CONFIG]
 #   defaults: 30 minutes, nmt at train.precision (PyTorch in float32, as a
 #   user runs it), docs/bench, configs/real.yaml
 set -euo pipefail
@@ -65,7 +65,7 @@ echo "nmt after $w2 s wall ($t2 s training, $s2 steps): test BLEU $b2"
 cp "$work/nmt/metrics.jsonl" "$out/time_to_bleu_nmt.jsonl"
 
 echo "== PyTorch script: $minutes minutes of training"
-$python scripts/torch_reference.py --config "$config" --src-model "$work/nmt/last/src.model" \
+$python bench/torch_reference.py --config "$config" --src-model "$work/nmt/last/src.model" \
   --tgt-model "$work/nmt/last/tgt.model" --max-minutes "$minutes" --eval-minutes 5 \
   --hyp-dir "$work/ref_hyps" --hyp-out "$work/ref_test.en" --final-src "$test_src" \
   --metrics "$work/ref_metrics.jsonl" >"$work/ref.log" 2>&1

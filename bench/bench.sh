@@ -3,8 +3,8 @@
 # results: docs/bench/<device>.csv, <device>_time.svg, <device>_memory.svg and
 # <device>.md (a --quick run writes <device>_quick.* instead, so that it never
 # overwrites the full run). Extra arguments go to bench-attention, e.g.
-#   scripts/bench.sh --device cuda        # -> docs/bench/cuda.*
-#   scripts/bench.sh --quick              # the reduced CI set, under a minute
+#   bench/bench.sh --device cuda          # -> docs/bench/cuda.*
+#   bench/bench.sh --quick                # the reduced CI set, under a minute
 # NMT_SKIP_SETUP=1 skips scripts/setup.sh (when the build is known current).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,5 +39,5 @@ status=0
 # 1 = some case failed: the CSV still holds the others, so draw them (and
 # still fail). Draw only a CSV this run wrote, never an older one.
 if [ "$status" -ne 0 ] && [ ! "$csv" -nt "$started" ]; then exit "$status"; fi
-/usr/bin/python3 scripts/plot_bench.py "$csv"
+/usr/bin/python3 bench/plot_bench.py "$csv"
 exit "$status"

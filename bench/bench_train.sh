@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Training speed of nmt against the PyTorch reference script
-# (scripts/torch_reference.py: same config, data, tokenizer models, batching
+# (bench/torch_reference.py: same config, data, tokenizer models, batching
 # and threads), interleaved in one run so that both see the same machine.
 # Prints tokens/s (non-pad source + target tokens per second of training,
 # the first logged window left out as warm-up) and the ratios, and writes
 # OUT/train.csv (every run) and OUT/train.md (medians and ratios).
 #
-# Usage: scripts/bench_train.sh [--minutes M] [--repeats R] [--threads N] [--out DIR] [CONFIG ...]
+# Usage: bench/bench_train.sh [--minutes M] [--repeats R] [--threads N] [--out DIR] [CONFIG ...]
 #   defaults: 2 minutes a run, 2 repeats, train.threads (0 = all cores),
 #   docs/bench, configs/toy.yaml configs/real.yaml
 #
@@ -72,7 +72,7 @@ run_torch() {  # config precision env(default|tuned) repeat models_dir
   [ "$3" = tuned ] && envs=(env OMP_WAIT_POLICY=PASSIVE OPENBLAS_THREAD_TIMEOUT=4)
   local t=()
   [ -n "$threads" ] && t=(--threads "$threads")
-  "${envs[@]}" $python scripts/torch_reference.py --config "$1" --src-model "$5/src.model" \
+  "${envs[@]}" $python bench/torch_reference.py --config "$1" --src-model "$5/src.model" \
     --tgt-model "$5/tgt.model" "${t[@]}" --max-minutes "$minutes" --log-every 10 --precision "$2" \
     >"$log" 2>&1 || { echo "bench_train: torch_reference.py failed, see:" >&2; tail -5 "$log" >&2; exit 1; }
   sed -n 's/^RESULT tokens_per_s=\([0-9.]*\) steps=\([0-9]*\) train_seconds=\([0-9.]*\).*/\1,\2,\3/p' "$log"
@@ -103,6 +103,6 @@ for config in "${configs[@]}"; do
 done
 
 cp "$csv" "$out/train.csv"
-$python scripts/bench_train_summary.py "$out/train.csv" --minutes "$minutes" | tee "$out/train.md"
+$python bench/bench_train_summary.py "$out/train.csv" --minutes "$minutes" | tee "$out/train.md"
 [ $bf16 = no ] && echo "(this CPU has neither AVX512-BF16 nor AMX-BF16: bf16 rows skipped)"
 exit 0

@@ -6,7 +6,7 @@
 # pass (the part not hidden behind the backward), and from those an estimate
 # for 8 GPUs with NCCL. Writes OUT/ddp.md.
 #
-# Usage: scripts/bench_ddp.sh [--minutes M] [--nproc N] [--out DIR] [CONFIG]
+# Usage: bench/bench_ddp.sh [--minutes M] [--nproc N] [--out DIR] [CONFIG]
 #   defaults: 1.5 minutes a run, N = 2, docs/bench, configs/toy.yaml
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +61,7 @@ bus = 150e9
 ring_ms = 1e3 * 2 * 7 / 8 * mb * 1e6 / bus
 last_bucket_ms = 1e3 * 2 * 7 / 8 * min(mb, 4.0) * 1e6 / bus
 lines = [f"# Data-parallel training: {config}, {minutes}-minute runs, {cores} cores", "",
-         f"Command: `scripts/bench_ddp.sh --minutes {minutes} --nproc {nproc} {config}`", "",
+         f"Command: `bench/bench_ddp.sh --minutes {minutes} --nproc {nproc} {config}`", "",
          "| layout | steps | tokens/s | ms/step | gradients all-reduced per step | waiting for them after the backward |",
          "|---|--:|--:|--:|--:|--:|",
          f"| 1 process × {cores} threads | {s1} | {k1:,.0f} | {1e3 * t1 / s1:.1f} | — | — |",
