@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# CTranslate2 and the scorers from PyPI (pinned, seconds, once per machine):
+# the export round-trip test runs CTranslate2 on what `nmt export` writes.
+bench/peers_env.sh --light >/dev/null
 build_dir=${NMT_BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" "$@"
 # The whole suite (no ctest arguments) includes the libFuzzer harnesses over

@@ -34,6 +34,8 @@ LoadedCheckpoint load_checkpoint(const CheckpointFiles& files, const c10::Device
   ck.state = parse_training_state(files.at("state.yaml"), files.path("state.yaml"));
   ck.src_tok = std::make_unique<Tokenizer>(Tokenizer::from_bytes(files.at("src.model"), files.path("src.model")));
   ck.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::from_bytes(files.at("tgt.model"), files.path("tgt.model")));
+  ck.src_model = files.at("src.model");
+  ck.tgt_model = files.at("tgt.model");
   ck.model = build_model(ck.cfg, ck.src_tok->vocab_size(), ck.tgt_tok->vocab_size());
   // torch::load resizes parameters silently; a checkpoint whose weights do not
   // fit its own config and tokenizers is corrupt, not something to run.

@@ -27,6 +27,7 @@ struct LoadedCheckpoint {
   TrainingState state;
   Transformer model{nullptr};
   std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+  std::string src_model, tgt_model;  // the tokenizers' files, as read with the rest (export copies them)
   std::string optimizer_state;  // optimizer.pt's bytes, read with the rest for kResume
 };
 

@@ -16,6 +16,7 @@
 #include "decode/translator.h"
 #include "eval/bleu.h"
 #include "eval/placeholders.h"
+#include "export/ctranslate2_export.h"
 #include "ops/attention/attention.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
@@ -232,6 +233,19 @@ int run_evaluate(const EvaluateArgs& args) {
   std::printf("sentences %zu (beam %lld, %.1f sentences/s)\n", src.size(),
               static_cast<long long>(opts.beam), src.size() / std::max(seconds, 1e-9));
   print_scores(hyp, ref, src);
+  return kExitOk;
+}
+
+int run_export(const ExportArgs& args) {
+  install_interrupt_handlers();
+  // Weights are exported as trained (float32, CPU); CTranslate2 quantizes at
+  // load time if asked (compute_type).
+  const LoadedCheckpoint ck = load_checkpoint(args.checkpoint, c10::Device(c10::kCPU));
+  const ExportSummary s = export_ctranslate2(ck, args.output, args.overwrite);
+  spdlog::info("export: {} (step {}) -> {}: CTranslate2 TransformerSpec, {} variables ({} aliased), {:.1f} MB, "
+               "vocabularies {} / {} pieces; load with ctranslate2.Translator(\"{}\"), tokenize with its src.model",
+               ck.dir, ck.state.step, args.output, s.variables, s.aliases, s.bytes / 1e6, s.src_vocab, s.tgt_vocab,
+               args.output);
   return kExitOk;
 }
 

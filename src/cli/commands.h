@@ -63,4 +63,12 @@ struct ScoreArgs {
 };
 int run_score(const ScoreArgs& args);
 
+// `nmt export`: a checkpoint as a CTranslate2 model directory.
+struct ExportArgs {
+  std::string checkpoint, output;
+  std::string format = "ctranslate2";
+  bool overwrite = false;
+};
+int run_export(const ExportArgs& args);
+
 }  // namespace nmt::cli

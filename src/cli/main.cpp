@@ -10,6 +10,7 @@
 #include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "cli/launcher.h"
+#include "export/ctranslate2_export.h"
 #include "ops/attention/backend.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
@@ -148,6 +149,14 @@ int main(int argc, char** argv) {
                    "drop the decoder's causal mask, to see the check fail");
   add_runtime_flags(cc_cmd, causality.runtime);
 
+  nmt::cli::ExportArgs exp;
+  auto* ex_cmd = app.add_subcommand("export", "write a checkpoint as a CTranslate2 model directory");
+  ex_cmd->add_option("--checkpoint", exp.checkpoint, "checkpoint or run folder (its best/, else last/)")->required();
+  ex_cmd->add_option("--format", exp.format, "target format: ctranslate2")
+      ->check(CLI::IsMember({"ctranslate2"}));
+  ex_cmd->add_option("--output", exp.output, "model folder to create")->required();
+  ex_cmd->add_flag("--overwrite", exp.overwrite, "replace --output if it exists");
+
   nmt::bench::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand(
       "bench-attention",
@@ -189,9 +198,13 @@ int main(int argc, char** argv) {
     if (ev_cmd->parsed()) return nmt::cli::run_evaluate(eval);
     if (sc_cmd->parsed()) return nmt::cli::run_score(score);
     if (cc_cmd->parsed()) return nmt::cli::run_check_causality(causality);
+    if (ex_cmd->parsed()) return nmt::cli::run_export(exp);
     if (bench_cmd->parsed()) return nmt::bench::run_bench_attention(bench);
   } catch (const nmt::InputError& e) {
     std::cerr << "nmt: error: " << e.what() << "\n";
+    return nmt::kExitInput;
+  } catch (const nmt::ExportError& e) {
+    std::cerr << "nmt: error: cannot export: " << e.what() << "\n";
     return nmt::kExitInput;
   } catch (const nmt::Interrupted& e) {
     std::cerr << "nmt: " << e.what() << "\n";

@@ -1,0 +1,308 @@
+#include "export/ctranslate2_export.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "tokenizer/special_ids.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/interrupt.h"
+
+namespace nmt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "model.bin is little-endian; this writer copies host-order integers"
+#endif
+
+// CTranslate2's model.bin: the layout its Python converters write and its
+// C++ loader reads (binary version 6).
+//   u32 version | string spec | u32 revision | u32 n
+//   n × (string name | u8 rank | rank × u32 dim | u8 dtype | u32 bytes | data)
+//   u32 m | m × (string alias | string variable)
+// where a string is u16 (length + 1), the bytes, and a NUL.
+constexpr uint32_t kBinaryVersion = 6;
+constexpr const char* kSpecName = "TransformerSpec";
+constexpr uint32_t kSpecRevision = 7;
+enum class Ct2Type : uint8_t { kFloat32 = 0, kInt8 = 1, kInt16 = 2 };
+constexpr int8_t kActivationRelu = 0;
+constexpr int8_t kEmbeddingsMergeConcat = 0;
+
+class ModelBin {
+ public:
+  // t: any shape, written as float32 row-major.
+  void tensor(const std::string& name, const at::Tensor& t) {
+    const at::Tensor c = t.detach().to(at::kCPU, at::kFloat).contiguous();
+    Variable v;
+    for (int64_t d : c.sizes()) v.shape.push_back(static_cast<uint32_t>(d));
+    v.type = Ct2Type::kFloat32;
+    v.data.assign(static_cast<const char*>(c.data_ptr()), c.numel() * sizeof(float));
+    add(name, std::move(v));
+  }
+  void flag(const std::string& name, bool value) { scalar<int8_t>(name, value ? 1 : 0, Ct2Type::kInt8); }
+  void int8(const std::string& name, int8_t value) { scalar<int8_t>(name, value, Ct2Type::kInt8); }
+  void int16(const std::string& name, int16_t value) { scalar<int16_t>(name, value, Ct2Type::kInt16); }
+  // `alias` reads the variable `target` (stored once).
+  void alias(const std::string& alias, const std::string& target) { aliases_[alias] = target; }
+
+  size_t variables() const { return variables_.size(); }
+  size_t aliases() const { return aliases_.size(); }
+
+  std::string bytes() const {
+    std::string out;
+    put<uint32_t>(out, kBinaryVersion);
+    put_string(out, kSpecName);
+    put<uint32_t>(out, kSpecRevision);
+    put<uint32_t>(out, static_cast<uint32_t>(variables_.size()));
+    for (const auto& [name, v] : variables_) {  // sorted by name, as the converters write them
+      put_string(out, name);
+      put<uint8_t>(out, static_cast<uint8_t>(v.shape.size()));
+      for (uint32_t d : v.shape) put<uint32_t>(out, d);
+      put<uint8_t>(out, static_cast<uint8_t>(v.type));
+      put<uint32_t>(out, static_cast<uint32_t>(v.data.size()));
+      out += v.data;
+    }
+    put<uint32_t>(out, static_cast<uint32_t>(aliases_.size()));
+    for (const auto& [alias, target] : aliases_) {
+      put_string(out, alias);
+      put_string(out, target);
+    }
+    return out;
+  }
+
+ private:
+  struct Variable {
+    std::vector<uint32_t> shape;  // empty: a scalar
+    Ct2Type type = Ct2Type::kFloat32;
+    std::string data;
+  };
+  template <typename T>
+  void scalar(const std::string& name, T value, Ct2Type type) {
+    Variable v;
+    v.type = type;
+    v.data.assign(reinterpret_cast<const char*>(&value), sizeof value);
+    add(name, std::move(v));
+  }
+  void add(const std::string& name, Variable v) {
+    if (!variables_.emplace(name, std::move(v)).second)
+      throw std::logic_error("ctranslate2 export: variable " + name + " written twice");
+  }
+  template <typename T>
+  static void put(std::string& out, T value) {
+    out.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  static void put_string(std::string& out, const std::string& s) {
+    if (s.size() + 1 > 0xffff) throw std::logic_error("ctranslate2 export: name too long: " + s);
+    put<uint16_t>(out, static_cast<uint16_t>(s.size() + 1));
+    out += s;
+    out += '\0';
+  }
+
+  std::map<std::string, Variable> variables_;
+  std::map<std::string, std::string> aliases_;
+};
+
+// Which of the model's tensors the mapping wrote: every parameter and buffer
+// must be, or the exported model would differ from ours.
+class Coverage {
+ public:
+  const at::Tensor& use(const at::Tensor& t) {
+    used_.insert(t.unsafeGetTensorImpl());
+    return t;
+  }
+  void check(const torch::nn::Module& model) const {
+    for (const auto& p : model.named_parameters(/*recurse=*/true))
+      if (!used_.count(p.value().unsafeGetTensorImpl()))
+        throw ExportError("model parameter '" + p.key() +
+                          "' has no counterpart in CTranslate2's TransformerSpec: export refuses rather "
+                          "than write a model that computes something else");
+    for (const auto& b : model.named_buffers(/*recurse=*/true))
+      if (!used_.count(b.value().unsafeGetTensorImpl()))
+        throw ExportError("model buffer '" + b.key() + "' has no counterpart in CTranslate2's TransformerSpec");
+  }
+
+ private:
+  std::set<const c10::TensorImpl*> used_;
+};
+
+// Our Dense layers keep weight as [in, out]; CTranslate2's Linear is [out, in].
+void linear(ModelBin& bin, Coverage& cov, const std::string& scope, const Dense& d) {
+  bin.tensor(scope + "/weight", cov.use(d->weight).t());
+  if (d->bias.defined()) bin.tensor(scope + "/bias", cov.use(d->bias));
+}
+
+void layer_norm(ModelBin& bin, Coverage& cov, const std::string& scope, const torch::nn::LayerNorm& n) {
+  bin.tensor(scope + "/gamma", cov.use(n->weight));
+  bin.tensor(scope + "/beta", cov.use(n->bias));
+}
+
+void stack_attributes(ModelBin& bin, const std::string& scope, int64_t heads) {
+  bin.int16(scope + "/num_heads", static_cast<int16_t>(heads));
+  bin.flag(scope + "/pre_norm", true);
+  bin.int8(scope + "/activation", kActivationRelu);
+  // The embedding is multiplied by sqrt(d_model) before the positions are added.
+  bin.flag(scope + "/scale_embeddings", true);
+}
+
+ModelBin model_bin(const TransformerImpl& m, const at::Tensor& positions, Coverage& cov) {
+  const TransformerOptions& o = m.options();
+  if (o.heads() > 0x7fff) throw ExportError("model.heads " + std::to_string(o.heads()) + " does not fit CTranslate2's int16");
+  ModelBin bin;
+
+  // Encoder: pre-norm layers [self-attention, feed-forward], then a final norm.
+  stack_attributes(bin, "encoder", o.heads());
+  bin.flag("encoder/multi_query_attention", false);
+  bin.int8("encoder/embeddings_merge", kEmbeddingsMergeConcat);
+  bin.tensor("encoder/embeddings_0/weight", cov.use(m.src_embed->weight));
+  bin.tensor("encoder/position_encodings/encodings", positions);
+  for (size_t i = 0; i < m.encoder_layers->size(); ++i) {
+    const auto& l = *m.encoder_layers->ptr<EncoderLayerImpl>(i);
+    const std::string s = "encoder/layer_" + std::to_string(i);
+    layer_norm(bin, cov, s + "/self_attention/layer_norm", l.norm1);
+    linear(bin, cov, s + "/self_attention/linear_0", l.self_attn->qkv);  // [Wq | Wk | Wv]
+    linear(bin, cov, s + "/self_attention/linear_1", l.self_attn->out);
+    layer_norm(bin, cov, s + "/ffn/layer_norm", l.norm2);
+    linear(bin, cov, s + "/ffn/linear_0", l.ff1);
+    linear(bin, cov, s + "/ffn/linear_1", l.ff2);
+  }
+  layer_norm(bin, cov, "encoder/layer_norm", m.encoder_norm);
+
+  // Decoder: pre-norm layers [causal self-attention, cross-attention, feed-forward].
+  stack_attributes(bin, "decoder", o.heads());
+  bin.int16("decoder/alignment_layer", -1);
+  bin.int16("decoder/alignment_heads", 1);
+  bin.flag("decoder/alibi", false);
+  bin.flag("decoder/alibi_use_positive_positions", false);
+  bin.flag("decoder/scale_alibi", false);
+  bin.flag("decoder/start_from_zero_embedding", false);
+  bin.tensor("decoder/embeddings/weight", cov.use(m.tgt_embed->weight));
+  bin.tensor("decoder/position_encodings/encodings", positions);
+  for (size_t i = 0; i < m.decoder_layers->size(); ++i) {
+    const auto& l = *m.decoder_layers->ptr<DecoderLayerImpl>(i);
+    const std::string s = "decoder/layer_" + std::to_string(i);
+    layer_norm(bin, cov, s + "/self_attention/layer_norm", l.norm1);
+    linear(bin, cov, s + "/self_attention/linear_0", l.self_attn->qkv);
+    linear(bin, cov, s + "/self_attention/linear_1", l.self_attn->out);
+    layer_norm(bin, cov, s + "/attention/layer_norm", l.norm2);
+    linear(bin, cov, s + "/attention/linear_0", l.cross_attn->q);
+    linear(bin, cov, s + "/attention/linear_1", l.cross_attn->kv);  // [Wk | Wv]
+    linear(bin, cov, s + "/attention/linear_2", l.cross_attn->out);
+    layer_norm(bin, cov, s + "/ffn/layer_norm", l.norm3);
+    linear(bin, cov, s + "/ffn/linear_0", l.ff1);
+    linear(bin, cov, s + "/ffn/linear_1", l.ff2);
+  }
+  layer_norm(bin, cov, "decoder/layer_norm", m.decoder_norm);
+  if (o.tie_embeddings()) {
+    bin.alias("decoder/projection/weight", "decoder/embeddings/weight");
+  } else {
+    bin.tensor("decoder/projection/weight", cov.use(m.out_proj_weight));  // [V, C]
+    bin.tensor("decoder/projection/bias", cov.use(m.out_proj_bias));
+  }
+  return bin;
+}
+
+// Token strings by id; CTranslate2 maps strings back to ids, so they must be unique.
+std::vector<std::string> vocabulary(const Tokenizer& tok, const std::string& side) {
+  std::vector<int64_t> ids(tok.vocab_size());
+  for (int64_t i = 0; i < tok.vocab_size(); ++i) ids[i] = i;
+  std::vector<std::string> pieces = tok.pieces(ids);
+  std::map<std::string, int64_t> seen;
+  for (int64_t i = 0; i < static_cast<int64_t>(pieces.size()); ++i) {
+    const auto [it, fresh] = seen.emplace(pieces[i], i);
+    if (!fresh)
+      throw ExportError(side + " vocabulary: ids " + std::to_string(it->second) + " and " + std::to_string(i) +
+                        " are both the piece '" + pieces[i] + "'; CTranslate2 looks tokens up by their string");
+  }
+  return pieces;
+}
+
+std::string json_text(const nlohmann::json& j) {
+  try {
+    return j.dump(2) + "\n";
+  } catch (const nlohmann::json::exception& e) {  // e.g. a piece that is not UTF-8
+    throw ExportError(std::string("cannot write JSON: ") + e.what());
+  }
+}
+
+// Removes the staging folder unless it was moved into place.
+struct StagingFolder {
+  explicit StagingFolder(std::string p) : path(std::move(p)) {
+    std::error_code ec;
+    fs::remove_all(path, ec);  // left by an export that was killed
+    if (!fs::create_directories(path, ec) || ec)
+      throw IoError(path + ": cannot create: " + ec.message());
+  }
+  ~StagingFolder() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+}  // namespace
+
+ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& output, bool overwrite) {
+  std::error_code ec;
+  if (fs::exists(output, ec) && !overwrite)
+    throw InputError(output + ": exists; choose another --output or pass --overwrite to replace it");
+  if (fs::exists(output, ec) && !fs::is_directory(output, ec))
+    throw InputError(output + ": exists and is not a folder");
+  const fs::path parent = fs::absolute(output).parent_path();
+  if (!fs::is_directory(parent, ec)) throw InputError(output + ": parent folder " + parent.string() + " does not exist");
+
+  const TransformerImpl& m = *ck.model;
+  // The positions the model adds, row t for position t (from 0), as a table.
+  const at::Tensor positions = m.named_buffers(/*recurse=*/false)["positions"];
+  Coverage cov;
+  cov.use(positions);
+  const ModelBin bin = model_bin(m, positions, cov);
+  cov.check(m);
+
+  const std::vector<std::string> src_vocab = vocabulary(*ck.src_tok, "source");
+  const std::vector<std::string> tgt_vocab = vocabulary(*ck.tgt_tok, "target");
+  const std::string unk = tgt_vocab.at(kUnkId), start = tgt_vocab.at(kStartId), end = tgt_vocab.at(kEndId);
+  if (src_vocab.at(kUnkId) != unk)
+    throw ExportError("the source and target vocabularies name <unk> differently ('" + src_vocab[kUnkId] + "', '" +
+                      unk + "'); CTranslate2 has one unk_token");
+  // Sources carry no <start>/<end> (data/dataset.cpp); the decoder starts from <start>.
+  const nlohmann::json config = {
+      {"add_source_bos", false},   {"add_source_eos", false},
+      {"bos_token", start},        {"decoder_start_token", start},
+      {"eos_token", end},          {"unk_token", unk},
+      {"layer_norm_epsilon", m.encoder_norm->options.eps()},
+      {"multi_query_attention", false},
+  };
+
+  StagingFolder staged(output + ".export-tmp");
+  const std::string model_bytes = bin.bytes();
+  write_file_atomic(staged.path + "/model.bin", model_bytes);
+  write_file_atomic(staged.path + "/config.json", json_text(config));
+  write_file_atomic(staged.path + "/source_vocabulary.json", json_text(src_vocab));
+  write_file_atomic(staged.path + "/target_vocabulary.json", json_text(tgt_vocab));
+  // CTranslate2 takes pieces in and gives pieces out: the tokenizers go along.
+  write_file_atomic(staged.path + "/src.model", ck.src_model);
+  write_file_atomic(staged.path + "/tgt.model", ck.tgt_model);
+  throw_if_interrupted();
+  replace_directory(staged.path, output);
+  staged.path.clear();
+
+  ExportSummary s;
+  s.variables = static_cast<int64_t>(bin.variables());
+  s.aliases = static_cast<int64_t>(bin.aliases());
+  s.bytes = static_cast<int64_t>(model_bytes.size());
+  s.src_vocab = static_cast<int64_t>(src_vocab.size());
+  s.tgt_vocab = static_cast<int64_t>(tgt_vocab.size());
+  return s;
+}
+
+}  // namespace nmt

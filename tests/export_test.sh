@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `nmt export --format ctranslate2` on tiny models trained here (tied and
+# separate output embeddings).
+#   export_test.sh NMT SRC            the folder's files and model.bin's
+#                                     header; bad input exits 2 and leaves
+#                                     nothing behind; --overwrite replaces.
+#   export_test.sh NMT SRC --roundtrip LOGPROBS
+#                                     CTranslate2 loads each export as it is,
+#                                     translates 100 test lines exactly as
+#                                     `nmt translate` does (greedy, beam 4) and
+#                                     scores them as the model does (LOGPROBS:
+#                                     tests/teacher_forced_logprobs.cpp).
+#                                     Needs the light peers environment
+#                                     (bench/peers_env.sh --light; scripts/test.sh
+#                                     makes it); exits 77 (skipped) without it.
+set -u
+nmt=$1
+src=$2
+mode=${3:-}
+logprobs=${4:-}
+. "$(dirname "$0")/tiny_config.sh"
+
+if [ "$mode" = --roundtrip ]; then
+  py=$("$src/bench/peers_env.sh" --light --check 2>/dev/null) ||
+    { echo "SKIP: no CTranslate2 here (run bench/peers_env.sh --light)"; exit 77; }
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
+for tie in true false; do
+  "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/run_$tie" \
+    --set model.tie_embeddings=$tie >"$tmp/train_$tie.log" 2>&1 || { bad "train (tie $tie): $(tail -2 "$tmp/train_$tie.log")"; }
+  "$nmt" export --checkpoint "$tmp/run_$tie" --format ctranslate2 --output "$tmp/ct2_$tie" \
+    >"$tmp/export_$tie.log" 2>&1 || bad "export (tie $tie): $(tail -2 "$tmp/export_$tie.log")"
+done
+
+if [ "$mode" = --roundtrip ]; then
+  head -100 "$src/data/toy/test.zh" >"$tmp/src.zh"
+  max_len=64
+  for tie in true false; do
+    for beam in 0 4; do
+      "$nmt" translate --checkpoint "$tmp/run_$tie" --input "$tmp/src.zh" --output "$tmp/nmt_${tie}_$beam.en" \
+        --beam $beam --max-len $max_len --max-len-factor 0 --threads 1 2>"$tmp/translate.log" ||
+        bad "translate: $(tail -1 "$tmp/translate.log")"
+    done
+    "$logprobs" "$tmp/run_$tie" "$tmp/src.zh" "$tmp/nmt_${tie}_0.en" >"$tmp/logp_$tie.txt" ||
+      bad "teacher_forced_logprobs failed"
+    echo "tied output embeddings: $tie"
+    if "$py" "$(dirname "$0")/ctranslate2_roundtrip.py" "$tmp/ct2_$tie" "$tmp/src.zh" \
+         "$tmp/nmt_${tie}_0.en" "$tmp/nmt_${tie}_4.en" $max_len "$tmp/logp_$tie.txt"; then ok
+    else bad "CTranslate2 translates the export (tie $tie) differently"; fi
+  done
+  echo "export round trip: $pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+  exit
+fi
+
+# The folder: what CTranslate2 reads, and the tokenizers.
+for f in model.bin config.json source_vocabulary.json target_vocabulary.json src.model tgt.model; do
+  [ -s "$tmp/ct2_true/$f" ] && ok || bad "export: $f missing or empty"
+done
+cmp -s "$tmp/ct2_true/src.model" "$tmp/run_true/best/src.model" && ok || bad "export: src.model differs from the checkpoint's"
+# model.bin: binary version 6, spec TransformerSpec revision 7; tied
+# embeddings stored once and aliased, separate ones stored twice.
+header() { /usr/bin/python3 - "$1" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+version, = struct.unpack_from("<I", b, 0)
+n, = struct.unpack_from("<H", b, 4)
+name = b[6:6 + n - 1].decode()
+revision, = struct.unpack_from("<I", b, 6 + n)
+print(version, name, revision)
+PY
+}
+[ "$(header "$tmp/ct2_true/model.bin")" = "6 TransformerSpec 7" ] && ok || bad "model.bin header: $(header "$tmp/ct2_true/model.bin")"
+grep -q "(1 aliased)" "$tmp/export_true.log" && ok || bad "tied export: $(tail -1 "$tmp/export_true.log")"
+grep -q "(0 aliased)" "$tmp/export_false.log" && ok || bad "untied export: $(tail -1 "$tmp/export_false.log")"
+grep -q '"decoder_start_token": "<start>"' "$tmp/ct2_true/config.json" && ok || bad "config.json: $(tr -d '\n' <"$tmp/ct2_true/config.json")"
+
+# Bad input: exit 2, one line naming what is wrong, nothing left behind.
+expect2() {  # LABEL PATTERN ARGS...
+  local label=$1 pattern=$2 out rc
+  shift 2
+  out=$("$nmt" export "$@" 2>&1); rc=$?
+  if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | grep -c '^nmt: error')" -eq 1 ] &&
+     [[ $out == *"$pattern"* ]]; then ok
+  else bad "$label: exit $rc: $out"; fi
+  echo "$label -> exit $rc: $(printf '%s\n' "$out" | grep '^nmt: ')"
+}
+before=$(ls "$tmp")
+expect2 "existing output" "exists; choose another --output or pass --overwrite" \
+  --checkpoint "$tmp/run_true" --output "$tmp/ct2_true"
+expect2 "no checkpoint" "$tmp/nowhere" --checkpoint "$tmp/nowhere" --output "$tmp/out1"
+expect2 "unknown format" "--format" --checkpoint "$tmp/run_true" --format onnx --output "$tmp/out2"
+expect2 "missing parent" "does not exist" --checkpoint "$tmp/run_true" --output "$tmp/no/such/dir"
+echo x >"$tmp/a_file"
+before="$before
+a_file"
+expect2 "output is a file" "is not a folder" --checkpoint "$tmp/run_true" --output "$tmp/a_file" --overwrite
+[ "$(ls "$tmp")" = "$(printf '%s\n' $before | sort)" ] && ok || bad "bad exports left files: $(ls "$tmp" | tr '\n' ' ')"
+
+# --overwrite replaces the folder as a whole (stale files go).
+touch "$tmp/ct2_true/stale"
+"$nmt" export --checkpoint "$tmp/run_false" --output "$tmp/ct2_true" --overwrite >"$tmp/over.log" 2>&1 &&
+  [ ! -e "$tmp/ct2_true/stale" ] && cmp -s "$tmp/ct2_true/model.bin" "$tmp/ct2_false/model.bin" && ok ||
+  bad "--overwrite: $(tail -1 "$tmp/over.log"); $(ls "$tmp/ct2_true" | tr '\n' ' ')"
+[ ! -e "$tmp/ct2_true.export-tmp" ] && ok || bad "staging folder left behind"
+
+echo "export: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
