@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# Training speed of nmt against the PyTorch reference script
+# Training speed of nmt against PyTorch running the same recipe
 # (bench/torch_reference.py: same config, data, tokenizer models, batching
-# and threads), interleaved in one run so that both see the same machine.
+# rule, model shape, init scale, optimizer, schedule, dropout, label smoothing
+# and threads), interleaved in one run so that all see the same machine.
 # Prints tokens/s (non-pad source + target tokens per second of training,
-# the first logged window left out as warm-up) and the ratios, and writes
-# OUT/train.csv (every run) and OUT/train.md (medians and ratios).
+# warm-up left out) and the ratios, and writes OUT/train.csv (every run) and
+# OUT/train.md (medians and ratios).
 #
 # Usage: bench/bench_train.sh [--minutes M] [--repeats R] [--threads N] [--out DIR] [CONFIG ...]
 #   defaults: 2 minutes a run, 2 repeats, train.threads (0 = all cores),
 #   docs/bench, configs/toy.yaml configs/real.yaml
 #
-# Each repeat runs, in this order: nmt float32, PyTorch float32 as a user
-# would run it, PyTorch float32 with the thread settings nmt uses
-# (OMP_WAIT_POLICY=PASSIVE OPENBLAS_THREAD_TIMEOUT=4, see
-# src/util/thread_env.h), nmt bf16, PyTorch bf16 (torch.autocast). bf16 rows
-# are skipped on CPUs without AVX512-BF16/AMX. nmt runs with --attention flash.
+# Each repeat runs, in this order:
+#   nmt float32, nmt bf16 (--attention flash);
+#   PyTorch 2.15 (bench/peers_env.sh's venv, made if missing): eager float32 as
+#   a user would start it; then tuned: eager float32, eager bf16
+#   (torch.autocast), torch.compile float32, torch.compile bf16;
+#   PyTorch 1.13 (Debian's python3-torch) eager float32, tuned.
+# "Tuned" is what a competent user sets on a CPU: OMP_WAIT_POLICY=PASSIVE
+# (no spinning threads between ops), jemalloc (LD_PRELOAD) when installed,
+# and the fused Adam the script picks on PyTorch >= 2.4. Compiled runs leave
+# out their first 10 steps (compilation) instead of 3. bf16 rows are skipped
+# on CPUs without AVX512-BF16/AMX.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +44,9 @@ for c in "${configs[@]}"; do [ -f "$c" ] || { echo "bench_train: $c: no such con
 python=/usr/bin/python3
 $python -c 'import torch, sentencepiece, yaml' 2>/dev/null ||
   { echo "bench_train: $python needs python3-torch, python3-sentencepiece, python3-yaml (apt-get install ...)" >&2; exit 2; }
+peer_python=$(bench/peers_env.sh)
+jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+[ -f $jemalloc ] || jemalloc=
 
 scripts/setup.sh >/dev/null
 nmt=${NMT_BUILD_DIR:-build}/nmt
@@ -66,15 +76,17 @@ print(f"{tokens / seconds:.1f},{w[-1]['step'] if w else 0},{seconds:.1f}")
 PY
 }
 
-# The PyTorch script: its RESULT line (first 3 steps left out).
-run_torch() {  # config precision env(default|tuned) repeat models_dir
-  local log=$work/torch_$2_$3_$4.log envs=(env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT)
-  [ "$3" = tuned ] && envs=(env OMP_WAIT_POLICY=PASSIVE OPENBLAS_THREAD_TIMEOUT=4)
-  local t=()
+# The PyTorch script: its RESULT line.
+run_torch() {  # config precision env(default|tuned) repeat models_dir python compile(yes|no)
+  local log=$work/torch_$2_$3_$4_$(basename "$(dirname "$(dirname "$6")")")_$7.log
+  local envs=(env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT -u LD_PRELOAD)
+  [ "$3" = tuned ] && envs=(env OMP_WAIT_POLICY=PASSIVE ${jemalloc:+LD_PRELOAD=$jemalloc})
+  local t=() c=(--warmup-steps-excluded 3)
   [ -n "$threads" ] && t=(--threads "$threads")
-  "${envs[@]}" $python bench/torch_reference.py --config "$1" --src-model "$5/src.model" \
-    --tgt-model "$5/tgt.model" "${t[@]}" --max-minutes "$minutes" --log-every 10 --precision "$2" \
-    >"$log" 2>&1 || { echo "bench_train: torch_reference.py failed, see:" >&2; tail -5 "$log" >&2; exit 1; }
+  [ "$7" = yes ] && c=(--compile --warmup-steps-excluded 10)
+  "${envs[@]}" "$6" bench/torch_reference.py --config "$1" --src-model "$5/src.model" \
+    --tgt-model "$5/tgt.model" "${t[@]}" "${c[@]}" --max-minutes "$minutes" --log-every 10 --precision "$2" \
+    >"$log" 2>&1 || { echo "bench_train: torch_reference.py failed, see:" >&2; tail -5 "$log" >&2; return 1; }
   sed -n 's/^RESULT tokens_per_s=\([0-9.]*\) steps=\([0-9]*\) train_seconds=\([0-9.]*\).*/\1,\2,\3/p' "$log"
 }
 
@@ -87,22 +99,31 @@ for config in "${configs[@]}"; do
     { echo "bench_train: $config does not train:" >&2; tail -3 "$work/prep_$name.log" >&2; exit 1; }
   models=$work/prep_$name/tokenizer
   for ((r = 1; r <= repeats; ++r)); do
-    for variant in "nmt float32 -" "torch float32 default" "torch float32 tuned" "nmt bf16 -" "torch bf16 default"; do
+    for variant in "nmt float32 nmt" "nmt bf16 nmt" "torch2.15 float32 default" "torch2.15 float32 tuned" \
+                   "torch2.15 bf16 tuned" "torch2.15-compile float32 tuned" "torch2.15-compile bf16 tuned" \
+                   "torch1.13 float32 tuned"; do
       read -r trainer precision env <<<"$variant"
       [ "$precision" = bf16 ] && [ $bf16 = no ] && continue
-      echo "bench_train: $name repeat $r/$repeats: $trainer $precision ${env/-/}" >&2
-      if [ "$trainer" = nmt ]; then
-        row=$(run_nmt "$config" "$precision" "$r")
-        env=nmt
-      else
-        row=$(run_torch "$config" "$precision" "$env" "$r" "$models")
-      fi
+      echo "bench_train: $name repeat $r/$repeats: $trainer $precision $env" >&2
+      case $trainer in
+        nmt) row=$(run_nmt "$config" "$precision" "$r") ;;
+        torch2.15) row=$(run_torch "$config" "$precision" "$env" "$r" "$models" "$peer_python" no) || row="nan,0,0" ;;
+        torch2.15-compile) row=$(run_torch "$config" "$precision" "$env" "$r" "$models" "$peer_python" yes) || row="nan,0,0" ;;
+        torch1.13) row=$(run_torch "$config" "$precision" "$env" "$r" "$models" "$python" no) || row="nan,0,0" ;;
+      esac
       echo "$name,$trainer,$precision,$env,$r,$row" >>"$csv"
     done
   done
 done
 
 cp "$csv" "$out/train.csv"
-$python bench/bench_train_summary.py "$out/train.csv" --minutes "$minutes" | tee "$out/train.md"
+{
+  $python bench/bench_train_summary.py "$out/train.csv" --minutes "$minutes"
+  echo
+  echo "Peers: $("$peer_python" -c 'import torch; print("PyTorch", torch.__version__)') (bench/peers-requirements.txt) and"
+  echo "$($python -c 'import torch; print("PyTorch", torch.__version__)') (Debian python3-torch); tuned: OMP_WAIT_POLICY=PASSIVE${jemalloc:+, LD_PRELOAD=$jemalloc},"
+  echo "fused Adam on 2.15; threads ${threads:-from train.threads}. CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores."
+  echo "Command: bench/bench_train.sh --minutes $minutes --repeats $repeats${threads:+ --threads $threads} ${configs[*]}"
+} | tee "$out/train.md"
 [ $bf16 = no ] && echo "(this CPU has neither AVX512-BF16 nor AMX-BF16: bf16 rows skipped)"
 exit 0

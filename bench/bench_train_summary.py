@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Summarizes bench/bench_train.sh's CSV: median tokens/s per trainer and
-precision, and nmt's ratios over the PyTorch script measured in the same run.
+"""Summarizes bench/bench_train.sh's CSV: median tokens/s per trainer, mode
+and precision, and nmt's ratios over the PyTorch runs measured in the same
+run, with the goals (nmt bf16 >= 2.0x the best PyTorch 2.15 mode, nmt
+float32 >= 1.2x PyTorch 2.15 eager float32).
 
 Usage: bench_train_summary.py TRAIN.csv [--minutes M]   (Markdown on stdout)
 """
 import argparse
 import collections
 import csv
+import math
 import statistics
 import sys
 
@@ -21,30 +24,46 @@ def main():
         for row in csv.DictReader(f):
             runs[(row["config"], row["trainer"], row["precision"], row["threads_env"])].append(
                 float(row["tokens_per_s"]))
-    med = {k: statistics.median(v) for k, v in runs.items()}
-    names = {("nmt", "nmt"): "nmt", ("torch", "default"): "PyTorch script",
-             ("torch", "tuned"): "PyTorch script, nmt's thread settings"}
+    med = {k: statistics.median(v) for k, v in runs.items() if not any(math.isnan(x) for x in v)}
+    names = {
+        ("nmt", "nmt"): "nmt",
+        ("torch2.15", "default"): "PyTorch 2.15 eager, as started",
+        ("torch2.15", "tuned"): "PyTorch 2.15 eager, tuned",
+        ("torch2.15-compile", "tuned"): "PyTorch 2.15 torch.compile, tuned",
+        ("torch1.13", "tuned"): "PyTorch 1.13 eager, tuned",
+        # older CSVs (PyTorch 1.13 only)
+        ("torch", "default"): "PyTorch script", ("torch", "tuned"): "PyTorch script, nmt's thread settings",
+    }
     out = [f"Training tokens/s (non-pad source + target tokens per second of training; "
            f"median of the repeats, {a.minutes}-minute runs interleaved in one run):", ""]
-    for config in sorted({k[0] for k in med}):
+    for config in sorted({k[0] for k in runs}):
         out += [f"### {config}", "", "| trainer | precision | runs | tokens/s (median) | all runs |",
                 "|---|---|--:|--:|---|"]
-        for k in sorted(k for k in med if k[0] == config):
-            out.append(f"| {names[(k[1], k[3])]} | {k[2]} | {len(runs[k])} | {med[k]:.0f} | "
+        for k in sorted((k for k in runs if k[0] == config), key=lambda k: -med.get(k, 0)):
+            shown = f"{med[k]:.0f}" if k in med else "failed"
+            out.append(f"| {names.get((k[1], k[3]), k[1] + ' ' + k[3])} | {k[2]} | {len(runs[k])} | {shown} | "
                        + ", ".join(f"{x:.0f}" for x in runs[k]) + " |")
-        base = med.get((config, "torch", "float32", "default"))
-        tuned = med.get((config, "torch", "float32", "tuned"))
-        out += ["", "| ratio | value | bar |", "|---|--:|--:|"]
-        for prec, bar in (("float32", 1.5), ("bf16", 2.5)):
-            ours = med.get((config, "nmt", prec, "nmt"))
-            if ours and base:
-                verdict = "met" if ours / base >= bar else "MISSED"
-                out.append(f"| nmt {prec} / PyTorch float32 | {ours / base:.2f}x | >= {bar}x ({verdict}) |")
-            if ours and tuned:
-                out.append(f"| nmt {prec} / PyTorch float32 with nmt's thread settings | {ours / tuned:.2f}x | |")
-        ours, torch_bf16 = med.get((config, "nmt", "bf16", "nmt")), med.get((config, "torch", "bf16", "default"))
-        if ours and torch_bf16:
-            out.append(f"| nmt bf16 / PyTorch bf16 (autocast) | {ours / torch_bf16:.2f}x | |")
+        peers = {k: v for k, v in med.items() if k[0] == config and k[1].startswith("torch2")}
+        eager32 = max((v for k, v in peers.items() if k[1] == "torch2.15" and k[2] == "float32"), default=None)
+        best = max(peers.items(), key=lambda kv: kv[1], default=None)
+        t113 = med.get((config, "torch1.13", "float32", "tuned"))
+        n32, n16 = med.get((config, "nmt", "float32", "nmt")), med.get((config, "nmt", "bf16", "nmt"))
+        out += ["", "| ratio | value | goal |", "|---|--:|--:|"]
+        if n16 and best:
+            (_, tr, prec, env), v = best
+            verdict = "met" if n16 / v >= 2.0 else f"MISSED by {100 * (1 - n16 / v / 2.0):.0f}%"
+            out.append(f"| nmt bf16 / best PyTorch 2.15 mode ({names[(tr, env)]}, {prec}) | {n16 / v:.2f}x | "
+                       f">= 2.0x ({verdict}) |")
+        if n32 and eager32:
+            verdict = "met" if n32 / eager32 >= 1.2 else f"MISSED by {100 * (1 - n32 / eager32 / 1.2):.0f}%"
+            out.append(f"| nmt float32 / PyTorch 2.15 eager float32 (the better of as started and tuned) | "
+                       f"{n32 / eager32:.2f}x | >= 1.2x ({verdict}) |")
+        for k, v in sorted(peers.items()):
+            ours = n16 if k[2] == "bf16" else n32
+            if ours:
+                out.append(f"| nmt {k[2]} / {names[(k[1], k[3])]} {k[2]} | {ours / v:.2f}x | |")
+        if n32 and t113:
+            out.append(f"| nmt float32 / PyTorch 1.13 eager float32, tuned | {n32 / t113:.2f}x | |")
         out.append("")
     print("\n".join(out))
     return 0

@@ -1,0 +1,152 @@
+"""Decoding side by side: `nmt translate` (float32) against CTranslate2 on the
+same model exported with `nmt export --format ctranslate2` (float32 and int8),
+CPU, the same threads, greedy and beam 4, batch 32 and batch 1.
+
+For each case: sentences/s and target tokens/s (median of --repeats runs,
+each timed around tokenize + translate + detokenize, model load excluded:
+nmt by its own "translated N lines in S s" log line), BLEU and chrF2 against
+the references (sacreBLEU), the ratio nmt / CTranslate2, and the share of
+lines nmt float32 and CTranslate2 float32 translate identically, with every
+differing line listed in the report's appendix.
+
+Both stop at the same length: nmt with --max-len L --max-len-factor 0,
+CTranslate2 with max_decoding_length L; no length penalty on either side.
+CTranslate2 is tuned as its documentation suggests for a CPU: intra_threads =
+threads, inter_threads = 1, and for batch 32 also inter_threads = threads
+with intra_threads = 1 (parallel batches); the faster setting is reported.
+
+Usage: decode_peers.py NMT CHECKPOINT EXPORT_DIR SRC REF OUT_MD
+       [--threads N] [--repeats R] [--max-len L] [--lines greedy32,greedy1,beam32,beam1]
+Run it through bench/bench_decode_peers.sh, which exports the model and
+picks the environment.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+
+import ctranslate2
+import sacrebleu
+import sentencepiece as spm
+
+ap = argparse.ArgumentParser()
+ap.add_argument("nmt")
+ap.add_argument("checkpoint")
+ap.add_argument("export_dir")
+ap.add_argument("src")
+ap.add_argument("ref")
+ap.add_argument("out_md")
+ap.add_argument("--threads", type=int, default=os.cpu_count())
+ap.add_argument("--repeats", type=int, default=3)
+ap.add_argument("--max-len", type=int, default=160)
+ap.add_argument("--lines", default="2000,300,500,100",
+                help="lines for greedy b32, greedy b1, beam4 b32, beam4 b1")
+args = ap.parse_args()
+
+src_all = [l.rstrip("\n") for l in open(args.src, encoding="utf-8")]
+ref_all = [l.rstrip("\n") for l in open(args.ref, encoding="utf-8")]
+n_g32, n_g1, n_b32, n_b1 = (int(x) for x in args.lines.split(","))
+cases = [("greedy", 1, 32, n_g32), ("greedy", 1, 1, n_g1), ("beam 4", 4, 32, n_b32), ("beam 4", 4, 1, n_b1)]
+
+src_sp = spm.SentencePieceProcessor(model_file=f"{args.export_dir}/src.model")
+tgt_sp = spm.SentencePieceProcessor(model_file=f"{args.export_dir}/tgt.model")
+specials = {tgt_sp.id_to_piece(i) for i in range(4)}
+tmp = tempfile.mkdtemp()
+
+
+def pieces_out(lines):
+    return sum(len(tgt_sp.encode(l)) for l in lines)
+
+
+def run_nmt(lines, beam, batch):
+    inp = os.path.join(tmp, "in.zh")
+    out = os.path.join(tmp, "out.en")
+    open(inp, "w", encoding="utf-8").write("".join(l + "\n" for l in lines))
+    times = []
+    for _ in range(args.repeats):
+        p = subprocess.run([args.nmt, "translate", "--checkpoint", args.checkpoint, "--input", inp,
+                            "--output", out, "--beam", str(beam if beam > 1 else 0), "--batch-size", str(batch),
+                            "--max-len", str(args.max_len), "--max-len-factor", "0",
+                            "--threads", str(args.threads)], capture_output=True, text=True, check=True)
+        times.append(float(re.search(r"translated \d+ lines in ([0-9.]+) s", p.stderr).group(1)))
+    return [l.rstrip("\n") for l in open(out, encoding="utf-8")], statistics.median(times)
+
+
+translators = {}
+
+
+def translator(compute_type, inter, intra):
+    key = (compute_type, inter, intra)
+    if key not in translators:
+        translators[key] = ctranslate2.Translator(args.export_dir, device="cpu", compute_type=compute_type,
+                                                  inter_threads=inter, intra_threads=intra)
+    return translators[key]
+
+
+def run_ct2(lines, beam, batch, compute_type, inter, intra):
+    t = translator(compute_type, inter, intra)
+    times, out = [], None
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        toks = [src_sp.encode(l, out_type=str) for l in lines]
+        res = t.translate_batch(toks, beam_size=beam, max_batch_size=batch, batch_type="examples",
+                                max_decoding_length=args.max_len, length_penalty=0)
+        out = [tgt_sp.decode([p for p in r.hypotheses[0] if p not in specials]) for r in res]
+        times.append(time.perf_counter() - t0)
+    return out, statistics.median(times)
+
+
+rows, diffs = [], []
+for label, beam, batch, n in cases:
+    lines, refs = src_all[:n], ref_all[:n]
+    results = {}
+    results["nmt float32"] = run_nmt(lines, beam, batch)
+    for ct in ("float32", "int8"):
+        settings = [(1, args.threads)]
+        if batch > 1 and args.threads > 1:
+            settings.append((args.threads, 1))
+        best = None
+        for inter, intra in settings:
+            out, sec = run_ct2(lines, beam, batch, ct, inter, intra)
+            if best is None or sec < best[1]:
+                best = (out, sec, f"inter {inter} × intra {intra}")
+        results[f"CTranslate2 {ct}"] = best
+    base = results["nmt float32"]
+    same = sum(a == b for a, b in zip(base[0], results["CTranslate2 float32"][0]))
+    for i, (a, b) in enumerate(zip(base[0], results["CTranslate2 float32"][0])):
+        if a != b:
+            diffs.append((f"{label}, batch {batch}", i + 1, lines[i], a, b))
+    for name, r in results.items():
+        out, sec = r[0], r[1]
+        rows.append({
+            "case": f"{label}, batch {batch} ({n} lines)", "system": name,
+            "setting": r[2] if len(r) > 2 else f"--threads {args.threads}",
+            "sent_s": n / sec, "tok_s": pieces_out(out) / sec,
+            "bleu": sacrebleu.corpus_bleu(out, [refs]).score, "chrf": sacrebleu.corpus_chrf(out, [refs]).score,
+            "same": same / n if name != "nmt float32" and name.endswith("float32") else None,
+            "ratio": (n / base[1]) / (n / sec) if name != "nmt float32" else None,
+        })
+    print(f"{label} batch {batch}: nmt {n / base[1]:.1f} sentences/s, "
+          + ", ".join(f"{k} {n / v[1]:.1f}" for k, v in results.items() if k != "nmt float32")
+          + f"; identical to CTranslate2 float32: {same}/{n}", flush=True)
+
+with open(args.out_md, "w", encoding="utf-8") as f:
+    f.write("# Decoding: nmt against CTranslate2 on the same model\n\n")
+    f.write(f"Command: `bench/bench_decode_peers.sh {args.checkpoint}` "
+            f"(threads {args.threads}, median of {args.repeats} runs, max length {args.max_len}, "
+            f"no length penalty; ctranslate2 {ctranslate2.__version__}, sacrebleu {sacrebleu.__version__}).\n")
+    f.write("Ratio: nmt's sentences/s over the row's; above 1 means nmt is faster.\n\n")
+    f.write("| case | system | setting | sentences/s | tokens/s | BLEU | chrF2 | nmt ÷ this | identical to nmt |\n")
+    f.write("|---|---|---|--:|--:|--:|--:|--:|--:|\n")
+    for r in rows:
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+        same = "" if r["same"] is None else f"{100 * r['same']:.1f}%"
+        f.write(f"| {r['case']} | {r['system']} | {r['setting']} | {r['sent_s']:.1f} | {r['tok_s']:,.0f} | "
+                f"{r['bleu']:.2f} | {r['chrf']:.2f} | {ratio} | {same} |\n")
+    f.write(f"\n## Lines where nmt float32 and CTranslate2 float32 differ ({len(diffs)})\n\n")
+    for case, i, s, a, b in diffs:
+        f.write(f"- {case}, line {i}: `{s}`\n  - nmt: `{a}`\n  - CTranslate2: `{b}`\n")
+print(open(args.out_md, encoding="utf-8").read())
