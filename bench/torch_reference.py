@@ -271,6 +271,9 @@ def main():
     ap.add_argument("--hyp-dir", help="also write each evaluation's hypotheses here, as "
                                       "SECONDS.txt (training seconds), to score them with nmt score")
     ap.add_argument("--metrics", help="JSON lines of log and eval records")
+    ap.add_argument("--test-minutes", default="",
+                    help="comma-separated training minutes at which --final-src is also translated, into "
+                         "--hyp-dir as test_SECONDS.txt (time-to-BLEU budgets)")
     ap.add_argument("--precision", choices=["float32", "bf16"], default="float32",
                     help="bf16: torch.autocast(cpu, bfloat16) around forward and loss")
     ap.add_argument("--compile", action="store_true",
@@ -327,6 +330,17 @@ def main():
                 f.write("".join(h + "\n" for h in hyps))
         return hyps
 
+    test_at = sorted(float(x) * 60 for x in a.test_minutes.split(",") if x)
+
+    def translate_test(train_s):
+        final = read_lines(a.final_src) if a.final_src else eval_src
+        hyps = translate(model, sp_src, sp_tgt, final, cfg["decode"]["max_len"],
+                         cfg["decode"]["batch_size"], m["max_positions"], cfg["decode"]["max_len_factor"])
+        os.makedirs(a.hyp_dir, exist_ok=True)
+        with open(os.path.join(a.hyp_dir, f"test_{train_s:08.1f}.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(h + "\n" for h in hyps))
+        print(f"test: translated at train_seconds {train_s:.1f}", flush=True)
+
     step, epoch, train_s, next_eval = 0, 0, 0.0, a.eval_minutes * 60
     counted_tokens, counted_s, win_tokens, win_s, win_loss, loss_v = 0, 0.0, 0, 0.0, [], float("nan")
     done = False
@@ -370,6 +384,9 @@ def main():
             if a.eval_minutes > 0 and train_s >= next_eval:
                 evaluate(train_s, step)
                 next_eval += a.eval_minutes * 60
+            while test_at and train_s >= test_at[0] and a.hyp_dir:
+                test_at.pop(0)
+                translate_test(train_s)
         epoch += 1
     if a.eval_minutes > 0:
         evaluate(train_s, step)
