@@ -18,6 +18,14 @@
 // buffer it is copied into dq (cudaMemcpyAsync). If dq_accum is null, dq
 // itself is zeroed and accumulated into, which skips step (3).
 //
+// Structure: tile sizes, threads, register patches and the shared-memory
+// layout come from FlashFwdTraits / FlashBwdTraits (flash_kernel_traits.h),
+// one instantiation per (padded head dim, float, arch). Every matrix product
+// below is one of three tile primitives (flash_tile.cuh): mma_abt (S = Q K^T,
+// dP = dO V^T), mma_ab (O += P V, dQ += dS K) and mma_atb_x2 (dV += P^T dO
+// with dK += dS^T Q). The kernels add what is attention-specific: masking,
+// the online softmax, the gradient algebra and the pipelining of the copies.
+//
 // Masking (see attention_params.h): key blocks entirely above the causal
 // diagonal or entirely past key_lengths[b] are never visited; blocks that
 // straddle a boundary are masked element-wise; all other blocks run without
@@ -33,9 +41,11 @@
 // falls back to element-wise loads (same kernels, slower copies).
 //
 // Shared memory: 72 to 108 KB per block (D = 64: 104 KB forward and
-// backward), opted into with cudaFuncSetAttribute. Fine on sm_80 / sm_90; on
-// GPUs with a 99 KB per-block limit (sm_86 / sm_89) the D = 64 and D > 128
-// paths return the cudaFuncSetAttribute error from the entry point.
+// backward), all of it dynamic and above the 48 KB default, so every launch
+// first opts in with cudaFuncSetAttribute. The traits static_assert that each
+// layout fits the per-block opt-in limit of sm_80 (163 KB) and sm_90
+// (227 KB); on GPUs with a 99 KB per-block limit (sm_86 / sm_89) the D = 64
+// and D > 128 paths return the cudaFuncSetAttribute error from the entry point.
 #include "ops/attention/cuda/attention_cuda.h"
 
 #include <cuda_runtime.h>
@@ -43,210 +53,45 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/attention/cuda/flash_kernel_traits.h"
+#include "ops/attention/cuda/flash_tile.cuh"
+
 namespace nmt::ops::cuda {
 namespace {
+
+using flash::cp_async_commit;
+using flash::cp_async_wait;
+using flash::load_tile;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kMaxHeadDim = 256;
 constexpr int kWarpSize = 32;
-constexpr int kColGroups = 8;  // lanes sharing one row group (adjacent lanes of a warp)
-constexpr int kTilePad = 4;    // floats of padding per Q/K/V/dO smem row (bank spread)
-constexpr int kProbPad = 8;    // floats of padding per P/dS smem row (bank spread)
 
-// ---------------------------------------------------------------------------
-// Tile configurations. Threads form kThreads / 8 row groups x 8 column
-// groups; with 4 row groups per warp, every shared-memory read below is
-// either a broadcast or a conflict-free 128-byte access (the paddings make
-// row r start at bank 4r (Q/K/V) or 8r (P/dS)).
-// ---------------------------------------------------------------------------
+// The shapes of this compilation pass (see flash::kTargetArch).
 template <int kD>
-struct FwdConfig;
-// D <= 64: 128 queries x 64 keys, 8 warps; 106 KB smem at D = 64 -> 2 blocks / SM on H100.
-template <>
-struct FwdConfig<32> {
-  static constexpr int kBr = 128, kBc = 64, kThreads = 256, kMinBlocks = 2;
-};
-template <>
-struct FwdConfig<64> {
-  static constexpr int kBr = 128, kBc = 64, kThreads = 256, kMinBlocks = 2;
-};
-// D = 128: 64 queries x 32 keys, 4 warps; the O patch alone is 64 registers.
-template <>
-struct FwdConfig<128> {
-  static constexpr int kBr = 64, kBc = 32, kThreads = 128, kMinBlocks = 2;
-};
-template <>
-struct FwdConfig<192> {
-  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 1;
-};
-template <>
-struct FwdConfig<256> {
-  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 1;
-};
-
+using FwdTraits = flash::FlashFwdTraits<kD, float, flash::kTargetArch>;
 template <int kD>
-struct BwdConfig;
-// The backward keeps dK and dV patches (2 * kBc * kD / kThreads registers)
-// plus S and dP patches live, so its tiles are smaller than the forward's.
-template <>
-struct BwdConfig<32> {
-  static constexpr int kBr = 64, kBc = 64, kThreads = 128, kMinBlocks = 2;
-};
-template <>
-struct BwdConfig<64> {
-  static constexpr int kBr = 64, kBc = 64, kThreads = 128, kMinBlocks = 2;
-};
-template <>
-struct BwdConfig<128> {
-  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 2;
-};
-template <>
-struct BwdConfig<192> {
-  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 1;
-};
-// D = 256: 16 keys per block keeps the dK / dV patches at 32 registers each
-// (32 keys spill).
-template <>
-struct BwdConfig<256> {
-  static constexpr int kBr = 32, kBc = 16, kThreads = 128, kMinBlocks = 1;
-};
-
-// Shared-memory floats of each kernel (also used by the host for the launch).
-template <int kD>
-constexpr int fwd_smem_floats() {
-  using Cfg = FwdConfig<kD>;
-  return (Cfg::kBr + 2 * Cfg::kBc) * (kD + kTilePad) + Cfg::kBr * (Cfg::kBc + kProbPad);
-}
-template <int kD>
-constexpr int bwd_smem_floats() {
-  using Cfg = BwdConfig<kD>;
-  return (2 * Cfg::kBr + 2 * Cfg::kBc) * (kD + kTilePad) + 2 * Cfg::kBr * (Cfg::kBc + kProbPad);
-}
-
-// Blocks per SM that __launch_bounds__ asks the register allocator to allow:
-// the config's wish, capped by how many blocks the SM's shared memory can
-// hold (1 KB is reserved per block). On A100 (164 KB) the D = 64 forward fits
-// one block, so capping its registers at 128 would only cause spills.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-constexpr int kSmemPerSm = 164 * 1024;
-#else
-constexpr int kSmemPerSm = 228 * 1024;
-#endif
-constexpr int min_blocks(int wanted, int smem_floats) {
-  const int fit = kSmemPerSm / (smem_floats * 4 + 1024);
-  return fit < 1 ? 1 : (fit < wanted ? fit : wanted);
-}
+using BwdTraits = flash::FlashBwdTraits<kD, float, flash::kTargetArch>;
 
 // ---------------------------------------------------------------------------
 // Small device helpers.
 // ---------------------------------------------------------------------------
 
-// 16-byte global -> shared copy that bypasses registers. src_bytes = 0 zero-
-// fills the destination without reading (used for out-of-range rows/columns).
-__device__ __forceinline__ void cp_async_16(float* smem_dst, const float* gmem_src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  const size_t src = __cvta_generic_to_global(gmem_src);
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-#else
-  *reinterpret_cast<float4*>(smem_dst) =
-      valid ? *reinterpret_cast<const float4*>(gmem_src) : make_float4(0.f, 0.f, 0.f, 0.f);
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-// Waits until at most kPending of this thread's committed groups are still
-// in flight. A __syncthreads() must follow before reading other threads' data.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
-
-// Copies rows [row0, row0 + kRows) of one head's [T, D] matrix (row stride
-// stride_t, D contiguous) into the shared tile [kRows][kD + kTilePad].
-// Rows >= row_limit and columns >= head_dim are zero-filled: zeros add
-// nothing to dot products and keep 0 * garbage = NaN out of P V.
-// vec_ok: rows are 16-byte aligned, so 16-byte cp.async is legal.
-template <int kRows, int kD, int kThreads>
-__device__ __forceinline__ void load_tile(float* tile, const float* src, int64_t stride_t, int row0,
-                                          int row_limit, int head_dim, bool vec_ok) {
-  constexpr int kStride = kD + kTilePad;
-  if (vec_ok) {
-    constexpr int kChunksPerRow = kD / 4;
-    constexpr int kChunks = kRows * kChunksPerRow;
-#pragma unroll
-    for (int c0 = 0; c0 < kChunks; c0 += kThreads) {
-      const int c = c0 + static_cast<int>(threadIdx.x);
-      if (kChunks % kThreads != 0 && c >= kChunks) break;
-      const int r = c / kChunksPerRow;
-      const int d = (c % kChunksPerRow) * 4;
-      const bool valid = row0 + r < row_limit && d < head_dim;
-      const float* g = valid ? src + static_cast<int64_t>(row0 + r) * stride_t + d : src;
-      cp_async_16(tile + r * kStride + d, g, valid);
-    }
-  } else {
-    for (int e = threadIdx.x; e < kRows * kD; e += kThreads) {
-      const int r = e / kD;
-      const int d = e % kD;
-      const bool valid = row0 + r < row_limit && d < head_dim;
-      tile[r * kStride + d] = valid ? src[static_cast<int64_t>(row0 + r) * stride_t + d] : 0.0f;
-    }
-  }
-}
-
-// Sum / max over the 8 adjacent lanes that share a row group.
+// Sum / max over the kColGroups adjacent lanes that share a row group.
+template <class Tr>
 __device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
-  for (int offset = 1; offset < kColGroups; offset *= 2)
+  for (int offset = 1; offset < Tr::kColGroups; offset *= 2)
     x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;
 }
+template <class Tr>
 __device__ __forceinline__ float group_max(float x) {
 #pragma unroll
-  for (int offset = 1; offset < kColGroups; offset *= 2)
+  for (int offset = 1; offset < Tr::kColGroups; offset *= 2)
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
   return x;
-}
-
-__device__ __forceinline__ float4 lds4(const float* p) {
-  return *reinterpret_cast<const float4*>(p);
-}
-
-__device__ __forceinline__ float dot4(const float4 a, const float4 b, float acc) {
-  acc = fmaf(a.x, b.x, acc);
-  acc = fmaf(a.y, b.y, acc);
-  acc = fmaf(a.z, b.z, acc);
-  return fmaf(a.w, b.w, acc);
-}
-
-__device__ __forceinline__ float get(const float4 v, int c) {
-  return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;  // c is unrolled: no branch
-}
-
-// Reads kN consecutive shared floats (16- or 8-byte aligned when kN is 4 or 2).
-template <int kN>
-__device__ __forceinline__ void load_row_patch(const float* src, float (&dst)[kN]) {
-  if constexpr (kN == 4) {
-    const float4 v = *reinterpret_cast<const float4*>(src);
-    dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
-  } else if constexpr (kN == 2) {
-    const float2 v = *reinterpret_cast<const float2*>(src);
-    dst[0] = v.x, dst[1] = v.y;
-  } else {
-#pragma unroll
-    for (int n = 0; n < kN; ++n) dst[n] = src[n];
-  }
 }
 
 // Writes 4 consecutive floats of a contiguous row (columns d .. d+3),
@@ -265,29 +110,25 @@ __device__ __forceinline__ void store4(float* row, int d, int head_dim, const fl
 // ---------------------------------------------------------------------------
 // Forward.
 // grid.x = B * H * n_qblocks (query block fastest, so blocks resident at the
-// same time share one head's K/V in L2); block = kThreads.
+// same time share one head's K/V in L2); block = Tr::kThreads.
 // ---------------------------------------------------------------------------
 template <int kD>
-__global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
-                                  min_blocks(FwdConfig<kD>::kMinBlocks, fwd_smem_floats<kD>()))
+__global__ void __launch_bounds__(FwdTraits<kD>::kThreads, FwdTraits<kD>::kMinBlocksPerSm)
     flash_forward_kernel(const AttentionForwardParams<float> p, int n_qblocks, bool vec_ok) {
-  using Cfg = FwdConfig<kD>;
-  constexpr int kBr = Cfg::kBr;
-  constexpr int kBc = Cfg::kBc;
-  constexpr int kThreads = Cfg::kThreads;
-  constexpr int kRowGroups = kThreads / kColGroups;
-  constexpr int kTm = kBr / kRowGroups;  // query rows per thread: rg + kRowGroups * t
-  constexpr int kTn = kBc / kColGroups;  // key columns per thread: cg + 8 * u
-  constexpr int kTd = kD / 32;           // O column chunks per thread: 4 * cg + 32 * e + [0, 4)
-  constexpr int kStride = kD + kTilePad;
-  constexpr int kPStride = kBc + kProbPad;
-  static_assert(kBr % kRowGroups == 0 && kBc % kColGroups == 0 && kBc % 4 == 0, "tile shape");
+  using Tr = FwdTraits<kD>;
+  constexpr int kBr = Tr::kBr;
+  constexpr int kBc = Tr::kBc;
+  constexpr int kTm = Tr::kTm;  // query rows per thread: Tr::row_of(rg, t)
+  constexpr int kTn = Tr::kTn;  // key columns per thread: Tr::key_of(cg, u)
+  constexpr int kTd = Tr::kTd;  // O column vectors per thread: Tr::dcol_of(cg, e) + [0, 4)
+  constexpr int kPStride = Tr::kPStride;
 
   extern __shared__ float4 smem_f4[];
-  float* q_s = reinterpret_cast<float*>(smem_f4);  // q_s: [kBr][kStride]
-  float* k_s = q_s + kBr * kStride;                // k_s: [kBc][kStride]
-  float* v_s = k_s + kBc * kStride;                // v_s: [kBc][kStride]
-  float* p_s = v_s + kBc * kStride;                // p_s: [kBr][kPStride]
+  float* smem = reinterpret_cast<float*>(smem_f4);
+  float* q_s = smem + Tr::kSmemQ;  // q_s: [kBr][kStride]
+  float* k_s = smem + Tr::kSmemK;  // k_s: [kBc][kStride]
+  float* v_s = smem + Tr::kSmemV;  // v_s: [kBc][kStride]
+  float* p_s = smem + Tr::kSmemP;  // p_s: [kBr][kPStride]
 
   const int64_t bh = blockIdx.x / n_qblocks;
   int qb = static_cast<int>(blockIdx.x % n_qblocks);
@@ -317,16 +158,16 @@ __global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
   const int n_kblocks = (kv_end + kBc - 1) / kBc;
 
   const int tid = threadIdx.x;
-  const int rg = tid / kColGroups;  // row group
-  const int cg = tid % kColGroups;  // column group
+  const int rg = tid / Tr::kColGroups;  // row group
+  const int cg = tid % Tr::kColGroups;  // column group
 
   // Prologue: group 0 = {Q, K_0}, group 1 = {V_0}.
-  load_tile<kBr, kD, kThreads>(q_s, q_head, p.q_stride_t, q0, tq, head_dim, vec_ok);
+  load_tile<kBr, Tr>(q_s, q_head, p.q_stride_t, q0, tq, head_dim, vec_ok, tid);
   if (n_kblocks > 0)
-    load_tile<kBc, kD, kThreads>(k_s, k_head, p.k_stride_t, 0, key_len, head_dim, vec_ok);
+    load_tile<kBc, Tr>(k_s, k_head, p.k_stride_t, 0, key_len, head_dim, vec_ok, tid);
   cp_async_commit();
   if (n_kblocks > 0)
-    load_tile<kBc, kD, kThreads>(v_s, v_head, p.v_stride_t, 0, key_len, head_dim, vec_ok);
+    load_tile<kBc, Tr>(v_s, v_head, p.v_stride_t, 0, key_len, head_dim, vec_ok, tid);
   cp_async_commit();
 
   float o_acc[kTm][kTd][4];
@@ -336,10 +177,7 @@ __global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
   for (int t = 0; t < kTm; ++t) {
     row_max[t] = -INFINITY;
     row_sum[t] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kTd; ++e)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) o_acc[t][e][c] = 0.0f;
+    flash::zero(o_acc[t]);
   }
   const float score_scale = p.scale * kLog2e;
 
@@ -350,46 +188,29 @@ __global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
     cp_async_wait<1>();
     __syncthreads();
 
-    // pass 1: scores S = Q K^T for this thread's kTm x kTn patch. The d loop
-    // is not unrolled: each step already has kTm * kTn * 4 independent FMAs,
-    // and unrolling lets the scheduler hoist the next step's loads, which
-    // spills under the 128-register cap of the 256-thread configs.
+    // pass 1: scores S = Q K^T for this thread's kTm x kTn patch.
     float s[kTm][kTn];
-#pragma unroll
-    for (int t = 0; t < kTm; ++t)
-#pragma unroll
-      for (int u = 0; u < kTn; ++u) s[t][u] = 0.0f;
-#pragma unroll 1
-    for (int d = 0; d < kD; d += 4) {
-      float4 qa[kTm];
-#pragma unroll
-      for (int t = 0; t < kTm; ++t) qa[t] = lds4(q_s + (rg + kRowGroups * t) * kStride + d);
-#pragma unroll
-      for (int u = 0; u < kTn; ++u) {
-        const float4 kv = lds4(k_s + (cg + kColGroups * u) * kStride + d);
-#pragma unroll
-        for (int t = 0; t < kTm; ++t) s[t][u] = dot4(qa[t], kv, s[t][u]);
-      }
-    }
+    flash::zero(s);
+    flash::mma_abt<Tr, Tr::kUnrollQK>(s, q_s, k_s, rg, cg);
 
     // pass 2: mask + online softmax. Only blocks straddling the causal
     // diagonal or the key length need the per-element test.
     const bool need_mask = k0 + kBc > key_len || (causal && k0 + kBc - 1 > q0);
 #pragma unroll
     for (int t = 0; t < kTm; ++t) {
-      const int i = q0 + rg + kRowGroups * t;
+      const int i = q0 + Tr::row_of(rg, t);
       float tile_max = -INFINITY;
 #pragma unroll
       for (int u = 0; u < kTn; ++u) {
         float x = s[t][u] * score_scale;
         if (need_mask) {
-          const int j = k0 + cg + kColGroups * u;
+          const int j = k0 + Tr::key_of(cg, u);
           if (j >= key_len || (causal && j > i)) x = -INFINITY;
         }
         s[t][u] = x;
         tile_max = fmaxf(tile_max, x);
       }
-      const float new_max = fmaxf(row_max[t], group_max(tile_max));
+      const float new_max = fmaxf(row_max[t], group_max<Tr>(tile_max));
       // A row with nothing visible yet keeps max = -inf; subtracting 0 instead
       // of -inf keeps exp2 at exp2(-inf) = 0 rather than NaN.
       const float ref = new_max == -INFINITY ? 0.0f : new_max;
@@ -406,9 +227,10 @@ __global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
       for (int e = 0; e < kTd; ++e)
 #pragma unroll
         for (int c = 0; c < 4; ++c) o_acc[t][e][c] *= correction;
+      // P goes through shared memory: P V needs whole rows of P, which are
+      // spread over the kColGroups lanes of the row group.
 #pragma unroll
-      for (int u = 0; u < kTn; ++u)
-        p_s[(rg + kRowGroups * t) * kPStride + cg + kColGroups * u] = s[t][u];
+      for (int u = 0; u < kTn; ++u) p_s[Tr::row_of(rg, t) * kPStride + Tr::key_of(cg, u)] = s[t][u];
     }
 
     // V_kb has landed, P is complete, and every thread is done with k_s:
@@ -416,37 +238,17 @@ __global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
     cp_async_wait<0>();
     __syncthreads();
     if (kb + 1 < n_kblocks)
-      load_tile<kBc, kD, kThreads>(k_s, k_head, p.k_stride_t, k0 + kBc, key_len, head_dim, vec_ok);
+      load_tile<kBc, Tr>(k_s, k_head, p.k_stride_t, k0 + kBc, key_len, head_dim, vec_ok, tid);
     cp_async_commit();
 
     // pass 3: O += P V for this thread's kTm x (4 * kTd) patch.
-#pragma unroll 2
-    for (int j = 0; j < kBc; j += 4) {
-      float4 pa[kTm];
-#pragma unroll
-      for (int t = 0; t < kTm; ++t) pa[t] = lds4(p_s + (rg + kRowGroups * t) * kPStride + j);
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-#pragma unroll
-        for (int e = 0; e < kTd; ++e) {
-          const float4 vv = lds4(v_s + (j + jj) * kStride + 4 * cg + 32 * e);
-#pragma unroll
-          for (int t = 0; t < kTm; ++t) {
-            const float pj = get(pa[t], jj);
-            o_acc[t][e][0] = fmaf(pj, vv.x, o_acc[t][e][0]);
-            o_acc[t][e][1] = fmaf(pj, vv.y, o_acc[t][e][1]);
-            o_acc[t][e][2] = fmaf(pj, vv.z, o_acc[t][e][2]);
-            o_acc[t][e][3] = fmaf(pj, vv.w, o_acc[t][e][3]);
-          }
-        }
-      }
-    }
+    flash::mma_ab<Tr, Tr::kUnrollPV>(o_acc, p_s, v_s, rg, cg);
 
     // Every thread is done with v_s and p_s: start loading V_{kb+1} so it
     // overlaps with the next Q K^T.
     __syncthreads();
     if (kb + 1 < n_kblocks)
-      load_tile<kBc, kD, kThreads>(v_s, v_head, p.v_stride_t, k0 + kBc, key_len, head_dim, vec_ok);
+      load_tile<kBc, Tr>(v_s, v_head, p.v_stride_t, k0 + kBc, key_len, head_dim, vec_ok, tid);
     cp_async_commit();
   }
   cp_async_wait<0>();  // nothing may be left in flight when the block exits
@@ -455,8 +257,8 @@ __global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
   // o: [B, H, Tq, D] contiguous; lse: [B, H, Tq] contiguous.
 #pragma unroll
   for (int t = 0; t < kTm; ++t) {
-    const int i = q0 + rg + kRowGroups * t;
-    const float total = group_sum(row_sum[t]);
+    const int i = q0 + Tr::row_of(rg, t);
+    const float total = group_sum<Tr>(row_sum[t]);
     const float inv = total > 0.0f ? 1.0f / total : 0.0f;  // empty row -> o = 0
     if (i < tq) {
       float* o_row = p.o + (bh * tq + i) * head_dim;
@@ -464,7 +266,7 @@ __global__ void __launch_bounds__(FwdConfig<kD>::kThreads,
       for (int e = 0; e < kTd; ++e) {
         const float out[4] = {o_acc[t][e][0] * inv, o_acc[t][e][1] * inv, o_acc[t][e][2] * inv,
                               o_acc[t][e][3] * inv};
-        store4(o_row, 4 * cg + 32 * e, head_dim, out, vec_ok);
+        store4(o_row, Tr::dcol_of(cg, e), head_dim, out, vec_ok);
       }
       if (p.lse != nullptr && cg == 0)
         p.lse[bh * tq + i] = total > 0.0f ? (row_max[t] + log2f(total)) * kLn2 : -INFINITY;
@@ -501,37 +303,32 @@ __global__ void flash_backward_prep_kernel(const float* o, const float* d_o, flo
 
 // ---------------------------------------------------------------------------
 // Backward main kernel.
-// grid.x = B * H * n_kblocks; block = kThreads (= 128).
-// Thread patches: S / dP and the dQ partial use rows rg + 16 t (as in the
-// forward); dK / dV use key rows rg * kJn + r and columns 4 cg + 32 e.
+// grid.x = B * H * n_kblocks; block = Tr::kThreads (= 128).
+// Thread patches: S / dP and the dQ partial use query rows Tr::row_of(rg, t)
+// (as in the forward); dK / dV use key rows Tr::key_row_of(rg, r) and
+// head-dim columns Tr::dcol_of(cg, e).
 // ---------------------------------------------------------------------------
 template <int kD>
-__global__ void __launch_bounds__(BwdConfig<kD>::kThreads,
-                                  min_blocks(BwdConfig<kD>::kMinBlocks, bwd_smem_floats<kD>()))
+__global__ void __launch_bounds__(BwdTraits<kD>::kThreads, BwdTraits<kD>::kMinBlocksPerSm)
     flash_backward_kernel(const AttentionBackwardParams<float> p, const float* delta,
                           float* dq_accum, int n_kblocks, bool vec_ok, bool vec_atomic) {
-  using Cfg = BwdConfig<kD>;
-  constexpr int kBr = Cfg::kBr;
-  constexpr int kBc = Cfg::kBc;
-  constexpr int kThreads = Cfg::kThreads;
-  constexpr int kRowGroups = kThreads / kColGroups;
-  constexpr int kTm = kBr / kRowGroups;  // query rows per thread (S, dP, dQ)
-  constexpr int kTn = kBc / kColGroups;  // key columns per thread (S, dP)
-  constexpr int kJn = kBc / kRowGroups;  // key rows per thread (dK, dV)
-  constexpr int kTd = kD / 32;           // head-dim chunks of 4 per thread
-  constexpr int kStride = kD + kTilePad;
-  constexpr int kPStride = kBc + kProbPad;
-  static_assert(kBr % kRowGroups == 0 && kBc % kRowGroups == 0 && kBc % kColGroups == 0 &&
-                    kBc % 4 == 0 && kBr % 4 == 0,
-                "tile shape");
+  using Tr = BwdTraits<kD>;
+  constexpr int kBr = Tr::kBr;
+  constexpr int kBc = Tr::kBc;
+  constexpr int kTm = Tr::kTm;  // query rows per thread (S, dP, dQ)
+  constexpr int kTn = Tr::kTn;  // key columns per thread (S, dP)
+  constexpr int kJn = Tr::kJn;  // key rows per thread (dK, dV)
+  constexpr int kTd = Tr::kTd;  // head-dim vectors of 4 per thread
+  constexpr int kPStride = Tr::kPStride;
 
   extern __shared__ float4 smem_f4[];
-  float* q_s = reinterpret_cast<float*>(smem_f4);  // q_s: [kBr][kStride]
-  float* do_s = q_s + kBr * kStride;               // do_s: [kBr][kStride]
-  float* k_s = do_s + kBr * kStride;               // k_s: [kBc][kStride]
-  float* v_s = k_s + kBc * kStride;                // v_s: [kBc][kStride]
-  float* p_s = v_s + kBc * kStride;                // p_s: [kBr][kPStride]
-  float* ds_s = p_s + kBr * kPStride;              // ds_s: [kBr][kPStride], scale * dS
+  float* smem = reinterpret_cast<float*>(smem_f4);
+  float* q_s = smem + Tr::kSmemQ;    // q_s: [kBr][kStride]
+  float* do_s = smem + Tr::kSmemDO;  // do_s: [kBr][kStride]
+  float* k_s = smem + Tr::kSmemK;    // k_s: [kBc][kStride]
+  float* v_s = smem + Tr::kSmemV;    // v_s: [kBc][kStride]
+  float* p_s = smem + Tr::kSmemP;    // p_s: [kBr][kPStride]
+  float* ds_s = smem + Tr::kSmemDS;  // ds_s: [kBr][kPStride], scale * dS
 
   const int64_t bh = blockIdx.x / n_kblocks;
   const int kb = static_cast<int>(blockIdx.x % n_kblocks);  // low kb = most queries: first
@@ -559,17 +356,16 @@ __global__ void __launch_bounds__(BwdConfig<kD>::kThreads,
   }
 
   const int tid = threadIdx.x;
-  const int rg = tid / kColGroups;
-  const int cg = tid % kColGroups;
+  const int rg = tid / Tr::kColGroups;
+  const int cg = tid % Tr::kColGroups;
 
   float dk_acc[kJn][kTd][4];
   float dv_acc[kJn][kTd][4];
 #pragma unroll
-  for (int r = 0; r < kJn; ++r)
-#pragma unroll
-    for (int e = 0; e < kTd; ++e)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) dk_acc[r][e][c] = dv_acc[r][e][c] = 0.0f;
+  for (int r = 0; r < kJn; ++r) {
+    flash::zero(dv_acc[r]);
+    flash::zero(dk_acc[r]);
+  }
 
   // Query blocks that can see this key block. Under causal masking query i
   // sees key k0 only if i >= k0, so start at the block holding row k0. A key
@@ -580,10 +376,10 @@ __global__ void __launch_bounds__(BwdConfig<kD>::kThreads,
   const float score_scale = p.scale * kLog2e;
 
   if (has_work) {
-    load_tile<kBc, kD, kThreads>(k_s, k_head, p.k_stride_t, k0, key_len, head_dim, vec_ok);
-    load_tile<kBc, kD, kThreads>(v_s, v_head, p.v_stride_t, k0, key_len, head_dim, vec_ok);
-    load_tile<kBr, kD, kThreads>(q_s, q_head, p.q_stride_t, qb_begin * kBr, tq, head_dim, vec_ok);
-    load_tile<kBr, kD, kThreads>(do_s, do_head, head_dim, qb_begin * kBr, tq, head_dim, vec_ok);
+    load_tile<kBc, Tr>(k_s, k_head, p.k_stride_t, k0, key_len, head_dim, vec_ok, tid);
+    load_tile<kBc, Tr>(v_s, v_head, p.v_stride_t, k0, key_len, head_dim, vec_ok, tid);
+    load_tile<kBr, Tr>(q_s, q_head, p.q_stride_t, qb_begin * kBr, tq, head_dim, vec_ok, tid);
+    load_tile<kBr, Tr>(do_s, do_head, head_dim, qb_begin * kBr, tq, head_dim, vec_ok, tid);
     cp_async_commit();
 
     for (int qb = qb_begin; qb < n_qblocks; ++qb) {
@@ -595,7 +391,7 @@ __global__ void __launch_bounds__(BwdConfig<kD>::kThreads,
       float row_delta[kTm];
 #pragma unroll
       for (int t = 0; t < kTm; ++t) {
-        const int i = q0 + rg + kRowGroups * t;
+        const int i = q0 + Tr::row_of(rg, t);
         lse2[t] = INFINITY;
         row_delta[t] = 0.0f;
         if (i < tq) {
@@ -612,64 +408,38 @@ __global__ void __launch_bounds__(BwdConfig<kD>::kThreads,
 
       // pass 1: P = exp2(scale * log2(e) * Q K^T - lse2), masked -> 0.
       float pr[kTm][kTn];
-#pragma unroll
-      for (int t = 0; t < kTm; ++t)
-#pragma unroll
-        for (int u = 0; u < kTn; ++u) pr[t][u] = 0.0f;
-#pragma unroll 4
-      for (int d = 0; d < kD; d += 4) {
-        float4 qa[kTm];
-#pragma unroll
-        for (int t = 0; t < kTm; ++t) qa[t] = lds4(q_s + (rg + kRowGroups * t) * kStride + d);
-#pragma unroll
-        for (int u = 0; u < kTn; ++u) {
-          const float4 kv = lds4(k_s + (cg + kColGroups * u) * kStride + d);
-#pragma unroll
-          for (int t = 0; t < kTm; ++t) pr[t][u] = dot4(qa[t], kv, pr[t][u]);
-        }
-      }
+      flash::zero(pr);
+      flash::mma_abt<Tr, Tr::kUnrollQK>(pr, q_s, k_s, rg, cg);
       const bool need_mask = k0 + kBc > key_len || (causal && k0 + kBc - 1 > q0);
 #pragma unroll
       for (int t = 0; t < kTm; ++t) {
-        const int i = q0 + rg + kRowGroups * t;
+        const int i = q0 + Tr::row_of(rg, t);
 #pragma unroll
         for (int u = 0; u < kTn; ++u) {
           float prob = exp2f(fmaf(pr[t][u], score_scale, -lse2[t]));
           if (need_mask) {
-            const int j = k0 + cg + kColGroups * u;
+            const int j = k0 + Tr::key_of(cg, u);
             if (j >= key_len || (causal && j > i)) prob = 0.0f;
           }
           pr[t][u] = prob;
         }
       }
 
-      // pass 2: dP = dO V^T.
+      // pass 2: dP = dO V^T (same patch as P).
       float dp[kTm][kTn];
-#pragma unroll
-      for (int t = 0; t < kTm; ++t)
-#pragma unroll
-        for (int u = 0; u < kTn; ++u) dp[t][u] = 0.0f;
-#pragma unroll 4
-      for (int d = 0; d < kD; d += 4) {
-        float4 oa[kTm];
-#pragma unroll
-        for (int t = 0; t < kTm; ++t) oa[t] = lds4(do_s + (rg + kRowGroups * t) * kStride + d);
-#pragma unroll
-        for (int u = 0; u < kTn; ++u) {
-          const float4 vv = lds4(v_s + (cg + kColGroups * u) * kStride + d);
-#pragma unroll
-          for (int t = 0; t < kTm; ++t) dp[t][u] = dot4(oa[t], vv, dp[t][u]);
-        }
-      }
+      flash::zero(dp);
+      flash::mma_abt<Tr, Tr::kUnrollQK>(dp, do_s, v_s, rg, cg);
 
       // pass 3: dS = P * (dP - delta), scaled by `scale` once here so dQ and
-      // dK need no extra multiply. Stage P and scale * dS in shared memory.
+      // dK need no extra multiply. Stage P and scale * dS in shared memory:
+      // passes 4 and 5 read them by key row and by query row, which other
+      // threads own.
 #pragma unroll
       for (int t = 0; t < kTm; ++t) {
-        const int row = (rg + kRowGroups * t) * kPStride;
+        const int row = Tr::row_of(rg, t) * kPStride;
 #pragma unroll
         for (int u = 0; u < kTn; ++u) {
-          const int col = cg + kColGroups * u;
+          const int col = Tr::key_of(cg, u);
           p_s[row + col] = pr[t][u];
           ds_s[row + col] = pr[t][u] * (dp[t][u] - row_delta[t]) * p.scale;
         }
@@ -677,78 +447,30 @@ __global__ void __launch_bounds__(BwdConfig<kD>::kThreads,
       __syncthreads();
 
       // pass 4: dV += P^T dO and dK += (scale * dS)^T Q over this query block.
-#pragma unroll 2
-      for (int i = 0; i < kBr; ++i) {
-        float pj[kJn];
-        float dsj[kJn];
-        load_row_patch<kJn>(p_s + i * kPStride + rg * kJn, pj);
-        load_row_patch<kJn>(ds_s + i * kPStride + rg * kJn, dsj);
-#pragma unroll
-        for (int e = 0; e < kTd; ++e) {
-          const float4 dov = lds4(do_s + i * kStride + 4 * cg + 32 * e);
-          const float4 qv = lds4(q_s + i * kStride + 4 * cg + 32 * e);
-#pragma unroll
-          for (int r = 0; r < kJn; ++r) {
-            dv_acc[r][e][0] = fmaf(pj[r], dov.x, dv_acc[r][e][0]);
-            dv_acc[r][e][1] = fmaf(pj[r], dov.y, dv_acc[r][e][1]);
-            dv_acc[r][e][2] = fmaf(pj[r], dov.z, dv_acc[r][e][2]);
-            dv_acc[r][e][3] = fmaf(pj[r], dov.w, dv_acc[r][e][3]);
-            dk_acc[r][e][0] = fmaf(dsj[r], qv.x, dk_acc[r][e][0]);
-            dk_acc[r][e][1] = fmaf(dsj[r], qv.y, dk_acc[r][e][1]);
-            dk_acc[r][e][2] = fmaf(dsj[r], qv.z, dk_acc[r][e][2]);
-            dk_acc[r][e][3] = fmaf(dsj[r], qv.w, dk_acc[r][e][3]);
-          }
-        }
-      }
+      flash::mma_atb_x2<Tr, Tr::kUnrollDKDV>(dv_acc, p_s, do_s, dk_acc, ds_s, q_s, rg, cg);
 
       // Every thread is done with q_s / do_s: prefetch the next query block
       // so the copy overlaps with pass 5 and its atomics.
       __syncthreads();
       if (qb + 1 < n_qblocks) {
-        load_tile<kBr, kD, kThreads>(q_s, q_head, p.q_stride_t, q0 + kBr, tq, head_dim, vec_ok);
-        load_tile<kBr, kD, kThreads>(do_s, do_head, head_dim, q0 + kBr, tq, head_dim, vec_ok);
+        load_tile<kBr, Tr>(q_s, q_head, p.q_stride_t, q0 + kBr, tq, head_dim, vec_ok, tid);
+        load_tile<kBr, Tr>(do_s, do_head, head_dim, q0 + kBr, tq, head_dim, vec_ok, tid);
       }
       cp_async_commit();
 
       // pass 5: dQ_qb += (scale * dS) K, accumulated across key blocks with
       // float32 atomics (fire-and-forget reductions: the result is unused).
-      // Large head dims do not unroll the j loop: hoisted K loads would spill.
       float dq_part[kTm][kTd][4];
-#pragma unroll
-      for (int t = 0; t < kTm; ++t)
-#pragma unroll
-        for (int e = 0; e < kTd; ++e)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) dq_part[t][e][c] = 0.0f;
-#pragma unroll(kD >= 192 ? 1 : 2)
-      for (int j = 0; j < kBc; j += 4) {
-        float4 dsa[kTm];
-#pragma unroll
-        for (int t = 0; t < kTm; ++t) dsa[t] = lds4(ds_s + (rg + kRowGroups * t) * kPStride + j);
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-#pragma unroll
-          for (int e = 0; e < kTd; ++e) {
-            const float4 kv = lds4(k_s + (j + jj) * kStride + 4 * cg + 32 * e);
-#pragma unroll
-            for (int t = 0; t < kTm; ++t) {
-              const float dsv = get(dsa[t], jj);
-              dq_part[t][e][0] = fmaf(dsv, kv.x, dq_part[t][e][0]);
-              dq_part[t][e][1] = fmaf(dsv, kv.y, dq_part[t][e][1]);
-              dq_part[t][e][2] = fmaf(dsv, kv.z, dq_part[t][e][2]);
-              dq_part[t][e][3] = fmaf(dsv, kv.w, dq_part[t][e][3]);
-            }
-          }
-        }
-      }
+      flash::zero(dq_part);
+      flash::mma_ab<Tr, Tr::kUnrollDQ>(dq_part, ds_s, k_s, rg, cg);
 #pragma unroll
       for (int t = 0; t < kTm; ++t) {
-        const int i = q0 + rg + kRowGroups * t;
+        const int i = q0 + Tr::row_of(rg, t);
         if (i >= tq) continue;
         float* dq_row = dq_head + static_cast<int64_t>(i) * head_dim;
 #pragma unroll
         for (int e = 0; e < kTd; ++e) {
-          const int d = 4 * cg + 32 * e;
+          const int d = Tr::dcol_of(cg, e);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
           if (vec_atomic) {  // one 16-byte reduction instead of four
             if (d < head_dim)
@@ -771,14 +493,14 @@ __global__ void __launch_bounds__(BwdConfig<kD>::kThreads,
   // dk, dv: [B, H, Tk, D] contiguous.
 #pragma unroll
   for (int r = 0; r < kJn; ++r) {
-    const int j = k0 + rg * kJn + r;
+    const int j = k0 + Tr::key_row_of(rg, r);
     if (j >= tk) continue;
     float* dk_row = p.dk + (bh * tk + j) * head_dim;
     float* dv_row = p.dv + (bh * tk + j) * head_dim;
 #pragma unroll
     for (int e = 0; e < kTd; ++e) {
-      store4(dk_row, 4 * cg + 32 * e, head_dim, dk_acc[r][e], vec_ok);
-      store4(dv_row, 4 * cg + 32 * e, head_dim, dv_acc[r][e], vec_ok);
+      store4(dk_row, Tr::dcol_of(cg, e), head_dim, dk_acc[r][e], vec_ok);
+      store4(dv_row, Tr::dcol_of(cg, e), head_dim, dv_acc[r][e], vec_ok);
     }
   }
   (void)vec_atomic;
@@ -808,6 +530,19 @@ bool shape_supported(int64_t bh_count, int64_t tq, int64_t tk, int64_t head_dim,
          bh_count * blocks_per_head <= kMaxGridX;
 }
 
+// The host reads the launch shape (tile sizes, threads, shared memory) from
+// the traits of its own compilation pass, which cannot know which GPU will
+// run the kernel; every arch's traits must therefore agree on it. Naming the
+// sm_80 and sm_90 traits here also runs their shared-memory static_asserts
+// in the host pass.
+template <template <int, typename, int> class Traits, int kD>
+constexpr bool launch_shape_arch_independent() {
+  using Sm80 = Traits<kD, float, 800>;
+  using Sm90 = Traits<kD, float, 900>;
+  return Sm80::kBr == Sm90::kBr && Sm80::kBc == Sm90::kBc &&
+         Sm80::kThreads == Sm90::kThreads && Sm80::kSmemBytes == Sm90::kSmemBytes;
+}
+
 int padded_head_dim(int64_t head_dim) {
   if (head_dim <= 32) return 32;
   if (head_dim <= 64) return 64;
@@ -818,19 +553,24 @@ int padded_head_dim(int64_t head_dim) {
 
 template <int kD>
 cudaError_t launch_forward(const AttentionForwardParams<float>& p, cudaStream_t stream) {
-  using Cfg = FwdConfig<kD>;
+  using Tr = FwdTraits<kD>;
+  static_assert(launch_shape_arch_independent<flash::FlashFwdTraits, kD>());
   const int64_t bh_count = p.batch * p.heads;
-  const int64_t n_qblocks = (p.q_len + Cfg::kBr - 1) / Cfg::kBr;
+  const int64_t n_qblocks = (p.q_len + Tr::kBr - 1) / Tr::kBr;
   if (!shape_supported(bh_count, p.q_len, p.k_len, p.head_dim, n_qblocks))
     return cudaErrorInvalidValue;
   const bool vec_ok = rows_vectorizable(p) && aligned16(p.o);
-  constexpr int kSmemBytes = fwd_smem_floats<kD>() * static_cast<int>(sizeof(float));
-  // Above 48 KB dynamic shared memory must be opted into (per kernel).
-  cudaError_t err = cudaFuncSetAttribute(flash_forward_kernel<kD>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (err != cudaSuccess) return err;
+  constexpr int kSmemBytes = Tr::kSmemBytes;
+  // Above 48 KB, dynamic shared memory must be opted into (per kernel); all
+  // instantiations are (72 to 104 KB). On a GPU whose per-block limit is
+  // smaller (sm_86 / sm_89: 99 KB) this is the call that fails.
+  if constexpr (Tr::kNeedsSmemOptIn) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        flash_forward_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
   flash_forward_kernel<kD>
-      <<<static_cast<unsigned>(bh_count * n_qblocks), Cfg::kThreads, kSmemBytes, stream>>>(
+      <<<static_cast<unsigned>(bh_count * n_qblocks), Tr::kThreads, kSmemBytes, stream>>>(
           p, static_cast<int>(n_qblocks), vec_ok);
   return cudaGetLastError();
 }
@@ -838,21 +578,24 @@ cudaError_t launch_forward(const AttentionForwardParams<float>& p, cudaStream_t 
 template <int kD>
 cudaError_t launch_backward(const AttentionBackwardParams<float>& p, const float* delta,
                             float* accum, cudaStream_t stream) {
-  using Cfg = BwdConfig<kD>;
+  using Tr = BwdTraits<kD>;
+  static_assert(launch_shape_arch_independent<flash::FlashBwdTraits, kD>());
   const int64_t bh_count = p.batch * p.heads;
-  const int64_t n_kblocks = (p.k_len + Cfg::kBc - 1) / Cfg::kBc;
+  const int64_t n_kblocks = (p.k_len + Tr::kBc - 1) / Tr::kBc;
   if (!shape_supported(bh_count, p.q_len, p.k_len, p.head_dim, n_kblocks))
     return cudaErrorInvalidValue;
   if (n_kblocks == 0) return cudaSuccess;  // Tk = 0: no dK / dV rows, dQ stays 0
   const bool vec_ok =
       rows_vectorizable(p) && aligned16(p.d_o) && aligned16(p.dk) && aligned16(p.dv);
   const bool vec_atomic = p.head_dim % 4 == 0 && aligned16(accum);
-  constexpr int kSmemBytes = bwd_smem_floats<kD>() * static_cast<int>(sizeof(float));
-  cudaError_t err = cudaFuncSetAttribute(flash_backward_kernel<kD>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (err != cudaSuccess) return err;
+  constexpr int kSmemBytes = Tr::kSmemBytes;  // 72 to 108 KB: opted into as in the forward
+  if constexpr (Tr::kNeedsSmemOptIn) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        flash_backward_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
   flash_backward_kernel<kD>
-      <<<static_cast<unsigned>(bh_count * n_kblocks), Cfg::kThreads, kSmemBytes, stream>>>(
+      <<<static_cast<unsigned>(bh_count * n_kblocks), Tr::kThreads, kSmemBytes, stream>>>(
           p, delta, accum, static_cast<int>(n_kblocks), vec_ok, vec_atomic);
   return cudaGetLastError();
 }

@@ -1,0 +1,282 @@
+// Compile-time shape of the CUDA flash-attention kernels, derived once per
+// (head dim, element type, architecture): tile sizes, threads and warps, the
+// register patch each thread owns, the shared-memory layout and its size, and
+// the checks that the layout fits the GPU. The kernels (flash_attention.cu),
+// the tile primitives (flash_tile.cuh) and their CPU emulation test read
+// every number from here, so a new head dim, dtype or GPU is one new
+// instantiation rather than edited loops.
+//
+// Plain C++ (no CUDA headers needed): the host launch code and host tests
+// can include it; under nvcc the ownership maps are __host__ __device__.
+#pragma once
+
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define NMT_FLASH_HD __host__ __device__ __forceinline__
+#else
+#define NMT_FLASH_HD inline
+#endif
+
+namespace nmt::ops::cuda::flash {
+
+// ---------------------------------------------------------------------------
+// Architecture: shared-memory limits in bytes (CUDA C++ Programming Guide,
+// "Technical Specifications per Compute Capability"). kArch is numbered like
+// __CUDA_ARCH__ (800 = sm_80, 900 = sm_90).
+// ---------------------------------------------------------------------------
+// Dynamic shared memory a launch may ask for without opting in with
+// cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) (all archs).
+constexpr int kSmemDefaultPerBlock = 48 * 1024;
+// Shared memory the system keeps for each resident block (sm_80 and later):
+// it counts against the SM's capacity when blocks per SM are worked out.
+constexpr int kSmemReservedPerBlock = 1024;
+
+template <int kArch>
+struct ArchTraits;
+template <>
+struct ArchTraits<800> {  // A100
+  static constexpr int kSmemPerSm = 164 * 1024;
+  static constexpr int kSmemPerBlockOptIn = 163 * 1024;
+};
+template <>
+struct ArchTraits<900> {  // H100 / H200
+  static constexpr int kSmemPerSm = 228 * 1024;
+  static constexpr int kSmemPerBlockOptIn = 227 * 1024;
+};
+
+// The tuning one compilation pass uses. Device passes for sm_90 and later get
+// the sm_90 numbers, all others the sm_80 numbers (sm_86 / sm_89 included:
+// they compile, and the launches that need more than their 99 KB per block
+// return the cudaFuncSetAttribute error at run time). The host pass gets sm_90;
+// it reads only arch-independent members (see FlashFwdTraits below).
+#if defined(__CUDA_ARCH__)
+constexpr int kTargetArch = __CUDA_ARCH__ >= 900 ? 900 : 800;
+#else
+constexpr int kTargetArch = 900;
+#endif
+
+// ---------------------------------------------------------------------------
+// Element type: what Q, K, V, dO are stored as in global and shared memory,
+// and what dot products accumulate in. A bf16 variant is a new
+// specialization here plus its own tile primitive (tensor-core mma); the
+// traits below already carry the element type through.
+// ---------------------------------------------------------------------------
+template <typename Elem>
+struct ElemTraits;
+template <>
+struct ElemTraits<float> {
+  using Acc = float;          // accumulators, P and dS
+  static constexpr int kVec = 4;  // elements per 16-byte vector (float4 loads, cp.async 16)
+};
+
+// ---------------------------------------------------------------------------
+// Hand-tuned choices per padded head dim: query rows (kBr) and keys (kBc) per
+// block, threads, and the blocks per SM __launch_bounds__ asks for. Every
+// other number is derived from these below.
+// ---------------------------------------------------------------------------
+template <int kD>
+struct FwdTileChoice;
+// D <= 64: 128 queries x 64 keys, 8 warps (104 KB smem at D = 64: two blocks
+// fit an H100 SM, one an A100 SM).
+template <>
+struct FwdTileChoice<32> {
+  static constexpr int kBr = 128, kBc = 64, kThreads = 256, kMinBlocks = 2;
+};
+template <>
+struct FwdTileChoice<64> {
+  static constexpr int kBr = 128, kBc = 64, kThreads = 256, kMinBlocks = 2;
+};
+// D = 128: 64 queries x 32 keys, 4 warps; the O patch alone is 64 registers.
+template <>
+struct FwdTileChoice<128> {
+  static constexpr int kBr = 64, kBc = 32, kThreads = 128, kMinBlocks = 2;
+};
+template <>
+struct FwdTileChoice<192> {
+  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 1;
+};
+template <>
+struct FwdTileChoice<256> {
+  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 1;
+};
+
+// The backward keeps dK and dV patches (2 * kBc * kD / kThreads registers)
+// plus S and dP patches live, so its tiles are smaller than the forward's.
+template <int kD>
+struct BwdTileChoice;
+template <>
+struct BwdTileChoice<32> {
+  static constexpr int kBr = 64, kBc = 64, kThreads = 128, kMinBlocks = 2;
+};
+template <>
+struct BwdTileChoice<64> {
+  static constexpr int kBr = 64, kBc = 64, kThreads = 128, kMinBlocks = 2;
+};
+template <>
+struct BwdTileChoice<128> {
+  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 2;
+};
+template <>
+struct BwdTileChoice<192> {
+  static constexpr int kBr = 32, kBc = 32, kThreads = 128, kMinBlocks = 1;
+};
+// D = 256: 16 keys per block keeps the dK / dV patches at 32 registers each
+// (32 keys spill).
+template <>
+struct BwdTileChoice<256> {
+  static constexpr int kBr = 32, kBc = 16, kThreads = 128, kMinBlocks = 1;
+};
+
+// ---------------------------------------------------------------------------
+// What forward and backward share: the thread grid and the register patches.
+//
+// Threads form kRowGroups x kColGroups; the kColGroups = 8 lanes of a row
+// group are adjacent lanes of one warp (softmax row reductions are 3 shuffles)
+// and a warp holds 4 row groups. With the paddings below, row r of a
+// [rows][kStride] tile starts at bank 4r and row r of a [kBr][kPStride] tile
+// at bank 8r, so every shared-memory read of the primitives is a broadcast or
+// a conflict-free 128-byte access.
+//
+// Register patches (t < kTm, u < kTn, e < kTd, c < kVec):
+//   score-like (S, P, dP, dS) [t][u]:  query row_of(rg, t), key key_of(cg, u)
+//   output-like (O, dQ) [t][e][c]:     query row_of(rg, t), head-dim column dcol_of(cg, e) + c
+// ---------------------------------------------------------------------------
+template <int kD, typename Elem, int kArch, int kBr_, int kBc_, int kThreads_>
+struct FlashTraitsBase {
+  using Element = Elem;
+  using Acc = typename ElemTraits<Elem>::Acc;
+  using Arch = ArchTraits<kArch>;
+  static constexpr int kArchId = kArch;
+
+  static constexpr int kHeadDim = kD;  // padded head dim; columns >= the real D are zeros
+  static constexpr int kBr = kBr_;     // query rows per tile
+  static constexpr int kBc = kBc_;     // keys per tile
+  static constexpr int kThreads = kThreads_;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kVec = ElemTraits<Elem>::kVec;
+
+  static constexpr int kColGroups = 8;
+  static constexpr int kRowGroups = kThreads / kColGroups;
+  static constexpr int kTm = kBr / kRowGroups;          // query rows per thread
+  static constexpr int kTn = kBc / kColGroups;          // keys per thread (score-like)
+  static constexpr int kTd = kD / (kColGroups * kVec);  // head-dim vectors per thread (output-like)
+
+  // Shared-memory row strides in elements: 4 floats of padding on [rows][kD]
+  // tiles (Q, K, V, dO), 8 on [kBr][kBc] probability tiles (P, dS).
+  static constexpr int kTilePad = 4;
+  static constexpr int kProbPad = 8;
+  static constexpr int kStride = kD + kTilePad;
+  static constexpr int kPStride = kBc + kProbPad;
+
+  NMT_FLASH_HD static constexpr int row_of(int rg, int t) { return rg + kRowGroups * t; }
+  NMT_FLASH_HD static constexpr int key_of(int cg, int u) { return cg + kColGroups * u; }
+  NMT_FLASH_HD static constexpr int dcol_of(int cg, int e) {
+    return kVec * cg + kColGroups * kVec * e;
+  }
+
+  static_assert(std::is_same_v<Elem, float>,
+                "the CUDA-core tile primitive is float32; bf16 needs its own ElemTraits and mma");
+  static_assert(kThreads % 32 == 0 && kRowGroups * kColGroups == kThreads, "thread grid");
+  static_assert(32 % kColGroups == 0, "a row group's lanes must sit in one warp (shuffles)");
+  static_assert(kBr % kRowGroups == 0 && kBc % kColGroups == 0, "tile / thread grid");
+  static_assert(kBc % kVec == 0, "P V and dS K read P / dS rows kVec keys at a time");
+  static_assert(kD % (kColGroups * kVec) == 0, "head dim / output-like patch");
+  static_assert(kStride % kVec == 0 && kPStride % kVec == 0, "16-byte aligned smem rows");
+
+  // Blocks per SM that __launch_bounds__ asks the register allocator to allow:
+  // the tile choice's wish, capped by how many blocks the SM's shared memory
+  // holds. Asking for more than fit only forces spills for no occupancy.
+  static constexpr int min_blocks_per_sm(int wanted, int smem_bytes) {
+    const int fit = Arch::kSmemPerSm / (smem_bytes + kSmemReservedPerBlock);
+    return fit < 1 ? 1 : (fit < wanted ? fit : wanted);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Forward: one block per (b, h, query tile).
+// Shared memory (elements):  q_s [kBr][kStride] | k_s [kBc][kStride] |
+//                            v_s [kBc][kStride] | p_s [kBr][kPStride]
+// ---------------------------------------------------------------------------
+template <int kD, typename Elem, int kArch>
+struct FlashFwdTraits
+    : FlashTraitsBase<kD, Elem, kArch, FwdTileChoice<kD>::kBr, FwdTileChoice<kD>::kBc,
+                      FwdTileChoice<kD>::kThreads> {
+  using Base = FlashTraitsBase<kD, Elem, kArch, FwdTileChoice<kD>::kBr, FwdTileChoice<kD>::kBc,
+                               FwdTileChoice<kD>::kThreads>;
+  using Base::kBc;
+  using Base::kBr;
+  using Base::kPStride;
+  using Base::kStride;
+
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK = kSmemQ + kBr * kStride;
+  static constexpr int kSmemV = kSmemK + kBc * kStride;
+  static constexpr int kSmemP = kSmemV + kBc * kStride;
+  static constexpr int kSmemElems = kSmemP + kBr * kPStride;
+  static constexpr int kSmemBytes = kSmemElems * static_cast<int>(sizeof(Elem));
+  // Every instantiation today is above 48 KB: the launch opts in per kernel.
+  static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
+  static constexpr int kMinBlocksPerSm =
+      Base::min_blocks_per_sm(FwdTileChoice<kD>::kMinBlocks, kSmemBytes);
+
+  // Unrolling of the tile loops. S = Q K^T steps over d one vector at a
+  // time: each step already has kTm * kTn * 4 independent FMAs, and unrolling
+  // lets the scheduler hoist the next step's loads, which spills under the
+  // 128-register cap of the 256-thread configs.
+  static constexpr int kUnrollQK = 1;
+  static constexpr int kUnrollPV = 2;
+
+  static_assert(kSmemBytes <= Base::Arch::kSmemPerBlockOptIn,
+                "forward tile exceeds the per-block shared memory of this arch");
+};
+
+// ---------------------------------------------------------------------------
+// Backward: one block per (b, h, key tile), looping over query tiles.
+// Shared memory (elements):  q_s [kBr][kStride] | do_s [kBr][kStride] |
+//                            k_s [kBc][kStride] | v_s [kBc][kStride] |
+//                            p_s [kBr][kPStride] | ds_s [kBr][kPStride]
+// Extra register patch: key-row (dK, dV) [r][e][c] with r < kJn: key
+// key_row_of(rg, r), head-dim column dcol_of(cg, e) + c.
+// ---------------------------------------------------------------------------
+template <int kD, typename Elem, int kArch>
+struct FlashBwdTraits
+    : FlashTraitsBase<kD, Elem, kArch, BwdTileChoice<kD>::kBr, BwdTileChoice<kD>::kBc,
+                      BwdTileChoice<kD>::kThreads> {
+  using Base = FlashTraitsBase<kD, Elem, kArch, BwdTileChoice<kD>::kBr, BwdTileChoice<kD>::kBc,
+                               BwdTileChoice<kD>::kThreads>;
+  using Base::kBc;
+  using Base::kBr;
+  using Base::kPStride;
+  using Base::kRowGroups;
+  using Base::kStride;
+
+  static constexpr int kJn = kBc / kRowGroups;  // key rows per thread (dK, dV)
+  NMT_FLASH_HD static constexpr int key_row_of(int rg, int r) { return rg * kJn + r; }
+
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemDO = kSmemQ + kBr * kStride;
+  static constexpr int kSmemK = kSmemDO + kBr * kStride;
+  static constexpr int kSmemV = kSmemK + kBc * kStride;
+  static constexpr int kSmemP = kSmemV + kBc * kStride;
+  static constexpr int kSmemDS = kSmemP + kBr * kPStride;
+  static constexpr int kSmemElems = kSmemDS + kBr * kPStride;
+  static constexpr int kSmemBytes = kSmemElems * static_cast<int>(sizeof(Elem));
+  static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
+  static constexpr int kMinBlocksPerSm =
+      Base::min_blocks_per_sm(BwdTileChoice<kD>::kMinBlocks, kSmemBytes);
+
+  // The score-like passes (Q K^T, dO V^T) unroll 4 here: the 128-thread
+  // backward has the registers. The dQ pass keeps large head dims rolled:
+  // hoisted K loads would spill.
+  static constexpr int kUnrollQK = 4;
+  static constexpr int kUnrollDKDV = 2;
+  static constexpr int kUnrollDQ = kD >= 192 ? 1 : 2;
+
+  static_assert(kBc % kRowGroups == 0, "key rows per thread");
+  static_assert(kBr % Base::kVec == 0, "tile shape");
+  static_assert(kSmemBytes <= Base::Arch::kSmemPerBlockOptIn,
+                "backward tile exceeds the per-block shared memory of this arch");
+};
+
+}  // namespace nmt::ops::cuda::flash
