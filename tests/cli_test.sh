@@ -4,10 +4,8 @@
 set -u
 nmt=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
 
 # expect CODE PATTERN -- command...
 expect() {
@@ -20,10 +18,9 @@ expect() {
   local errors
   errors=$(grep -E '^nmt: (runtime )?error: ' <<<"$out")
   if [ "$rc" -eq "$code" ] && [ "$(grep -c . <<<"$errors")" -eq 1 ] && grep -qE -- "$pattern" <<<"$errors"; then
-    pass=$((pass + 1))
+    ok
   else
-    fail=$((fail + 1))
-    echo "FAIL: $* -> exit $rc, stderr: $out (wanted exit $code and one line "nmt: error: .../$pattern/")"
+    bad "$* -> exit $rc, stderr: $out (wanted exit $code and one line "nmt: error: .../$pattern/")"
   fi
 }
 
@@ -46,7 +43,6 @@ expect 2 "missing.zh: cannot open" -- "$nmt" train --config "$tmp/data.yaml" --s
 expect 2 "cuda" -- "$nmt" train --config "$src/configs/toy.yaml" --device cuda --set train.checkpoint_dir="$tmp/ck"
 
 # ---- Bad data, caught before any tokenizer is trained (in a second).
-. "$(dirname "$0")/tiny_config.sh"
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 head -100 "$src/data/toy/train.zh" >"$tmp/a.zh"
 head -99 "$src/data/toy/train.en" >"$tmp/a.en"
@@ -54,7 +50,7 @@ expect_fast() {  # like expect, and within 3 seconds
   local start=$(date +%s%N)
   expect "$@"
   local ms=$((($(date +%s%N) - start) / 1000000))
-  [ $ms -lt 3000 ] || { fail=$((fail + 1)); echo "FAIL: took $ms ms: $*"; }
+  [ $ms -lt 3000 ] || bad "took $ms ms: $*"
 }
 train_on() { echo "$nmt train --config $tmp/tiny.yaml --set train.checkpoint_dir=$tmp/ck_$1 --set data.train_src=$2 --set data.train_tgt=$3"; }
 expect_fast 2 "a.en: has 99 lines but .*a.zh has 100" -- $(train_on counts "$tmp/a.zh" "$tmp/a.en")
@@ -71,16 +67,16 @@ expect 2 "NMT_CPU_ISA: 'sse9' is not one of: generic \\| avx2 \\| avx512" -- env
 # CRLF line ends and a byte order mark are fine.
 { printf '\xEF\xBB\xBF'; head -300 "$src/data/toy/train.zh" | sed 's/$/\r/'; } >"$tmp/crlf.zh"
 head -300 "$src/data/toy/train.en" | sed 's/$/\r/' >"$tmp/crlf.en"
-if $(train_on crlf "$tmp/crlf.zh" "$tmp/crlf.en") --set train.max_steps=2 >/dev/null 2>&1; then pass=$((pass + 1)); else
-  fail=$((fail + 1)); echo "FAIL: a CRLF corpus with a BOM was rejected"; fi
+if $(train_on crlf "$tmp/crlf.zh" "$tmp/crlf.en") --set train.max_steps=2 >/dev/null 2>&1; then ok; else
+  bad "a CRLF corpus with a BOM was rejected"; fi
 
 # ---- A trained checkpoint to break.
 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=3 --set train.checkpoint_dir="$tmp/run" >/dev/null 2>&1 ||
-  { fail=$((fail + 1)); echo "FAIL: tiny training"; }
+  bad "tiny training"
 { for i in $(seq 19); do echo 我爱水课; done; printf 'bad \xc3\x28 line\n'; echo 他喜欢猫; } >"$tmp/in.zh"
 expect 2 "in.zh:20: not valid UTF-8 \\(byte 5\\); 16 lines were translated before it \\(.*out.en not written\\)" -- \
   "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/in.zh" --output "$tmp/out.en" --batch-size 1
-[ -e "$tmp/out.en" ] && { fail=$((fail + 1)); echo "FAIL: a half-written --output"; } || pass=$((pass + 1))
+[ -e "$tmp/out.en" ] && bad "a half-written --output" || ok
 expect 1 "/nonexistent/out.en: cannot write: No such file or directory" -- \
   "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/a.zh" --output /nonexistent/out.en
 cp -r "$tmp/run/last" "$tmp/cut"
@@ -95,18 +91,17 @@ expect 2 "not a checkpoint|manifest.txt: missing" -- "$nmt" translate --checkpoi
 # ---- A non-finite gradient: stop naming the step, last/ untouched; or skip it when allowed.
 expect 1 "training diverged: the gradient at step 5 is not finite" -- env NMT_TEST_NONFINITE_AT=5 \
   "$nmt" train --resume "$tmp/run" --set train.max_steps=8
-if [ "$(sed -n 's/^step: //p' "$tmp/run/last/state.yaml")" = 3 ]; then pass=$((pass + 1)); else
-  fail=$((fail + 1)); echo "FAIL: the checkpoint moved after a failed run"; fi
+if [ "$(sed -n 's/^step: //p' "$tmp/run/last/state.yaml")" = 3 ]; then ok; else
+  bad "the checkpoint moved after a failed run"; fi
 if NMT_TEST_NONFINITE_AT=5 "$nmt" train --resume "$tmp/run" --set train.max_steps=8 --set train.skip_nonfinite_steps=1 \
   >"$tmp/skip.log" 2>&1 && grep -q "step 5: gradient not finite, update skipped (1 of at most 1)" "$tmp/skip.log"; then
-  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: skip_nonfinite_steps: $(tail -2 "$tmp/skip.log")"; fi
+  ok; else bad "skip_nonfinite_steps: $(tail -2 "$tmp/skip.log")"; fi
 
 # --help lists every subcommand and flag, exit 0.
 if "$nmt" --help | grep -q translate && "$nmt" train --help | grep -q -- --attention; then
-  pass=$((pass + 1))
+  ok
 else
-  fail=$((fail + 1)); echo "FAIL: --help"
+  bad "--help"
 fi
 
-echo "cli: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary cli

@@ -13,9 +13,9 @@ set -u
 nmt=$1
 src=$2
 kills=${3:-30}
-tmp=$(mktemp -d)
-trap 'umount "$tmp/tiny_fs" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/tiny_config.sh"
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
+on_exit() { kill_jobs; umount "$tmp/tiny_fs" 2>/dev/null; }
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 sed -i 's/log_every: 5/log_every: 1/; s/eval_every: 1000/eval_every: 4/' "$tmp/tiny.yaml"
 steps=200
@@ -96,5 +96,4 @@ else
   echo "real full disk: skipped (this machine does not allow mounting a tmpfs)"
 fi
 
-echo "crash safety: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary "crash safety"

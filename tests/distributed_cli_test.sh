@@ -8,10 +8,8 @@
 set -u
 nmt=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-. "$(dirname "$0")/tiny_config.sh"
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 
 "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/one" >"$tmp/one.log" 2>&1 || bad "1 process: $(tail -2 "$tmp/one.log")"
@@ -74,5 +72,4 @@ NMT_DIST_TIMEOUT=30 NMT_TEST_CRASH_AT=1:6 "$nmt" train --config "$tmp/tiny.yaml"
 rc=$?
 if [ $rc -eq 137 ] && ! grep -q "launcher: restart" "$tmp/no_restart.log"; then ok; else bad "--max-restarts 0: exit $rc"; fi
 
-echo "distributed cli: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary "distributed cli"

@@ -7,9 +7,8 @@ set -u
 nmt=$1
 infer=$2
 src=$3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/tiny_config.sh"
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 head -20 "$src/data/toy/valid.zh" >"$tmp/in.zh"
 
@@ -28,5 +27,4 @@ in_infer=$(nm -C "$infer" | grep -cE "$train_symbols")
 if [ "$in_nmt" -gt 0 ] && [ "$in_infer" -eq 0 ]; then ok
 else bad "training symbols: $in_nmt in nmt, $in_infer in infer_only: $(nm -C "$infer" | grep -E "$train_symbols" | head -3)"; fi
 echo "infer only: 20 lines identical to nmt translate; training symbols: $in_nmt in nmt, $in_infer in infer_only"
-echo "infer only: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary "infer only"

@@ -7,9 +7,8 @@
 set -u
 nmt=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/tiny_config.sh"
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 # Every step logged: the interrupted run's lines plus the resumed run's must
 # be the straight run's lines.
@@ -21,10 +20,7 @@ losses() { /usr/bin/python3 -c "import json,sys; print(' '.join('%.6f' % json.lo
   >"$tmp/straight.log" 2>&1 || bad "straight run: $(tail -2 "$tmp/straight.log")"
 
 # Waits until the log shows `pattern` (up to 60 s).
-wait_for_log() {
-  for _ in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
+wait_for_log() { wait_until 60 grep -q "$2" "$1" 2>/dev/null; }
 
 for sig in INT TERM; do
   dir=$tmp/run_$sig
@@ -81,5 +77,4 @@ rc=$?
 if [ $rc -eq 130 ] && [ ! -e "$tmp/out.en" ] && [ -z "$(ls "$tmp" | grep 'out.en.tmp')" ]; then ok
 else bad "translate SIGINT: exit $rc, output $(ls "$tmp" | grep out.en)"; fi
 
-echo "interrupts: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary interrupts

@@ -32,27 +32,25 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "not root (network namespaces need CAP_SYS_ADMIN)"
 command -v ip >/dev/null || skip "no ip command (iproute2)"
 
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
 nsa=nmtA$$ nsb=nmtB$$          # the two hosts
 deva=nmtva$$ devb=nmtvb$$      # veth ends (interface names: at most 15 characters)
 addra=10.213.77.1 addrb=10.213.77.2
 timeout_s=10                   # NMT_DIST_TIMEOUT for the fault cases
 margin_s=5 
 
-cleanup() {
-  trap - EXIT INT TERM HUP
+# At exit (lib.sh's trap, before it removes $tmp): whatever runs in the two
+# hosts is killed, then the hosts (and the veth with them) are deleted.
+on_exit() {
   local ns p
-  exec 2>/dev/null  # (no "Killed" notices)
   for ns in "$nsa" "$nsb"; do
     for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
   done
-  for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-  wait 2>/dev/null
+  kill_jobs
   ip netns del "$nsa" 2>/dev/null
   ip netns del "$nsb" 2>/dev/null
-  rm -rf "$tmp"
 }
-trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
@@ -67,7 +65,6 @@ for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up; done
 ip -n "$nsa" link set "$deva" up
 ip -n "$nsb" link set "$devb" up
 
-. "$(dirname "$0")/tiny_config.sh"
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 sed -i 's/log_every: 5/log_every: 1/' "$tmp/tiny.yaml"   # every step's loss compared
 head -1 "$src/data/toy/test.zh" >"$tmp/one.zh"
@@ -112,36 +109,9 @@ end_case() {
   exec 2>&3 3>&-
 }
 
-now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
-# wait_exit PID LIMIT_S [FROM]: waits until LIMIT_S seconds after FROM (default
-# now) for PID (a child) to end; sets rc (its exit code, or "hung" when it was
-# still running then: SIGKILLed) and t_end.
-wait_exit() {
-  local pid=$1 deadline
-  deadline=$(awk -v t="${3:-$(now)}" -v l="$2" 'BEGIN { printf "%.3f", t + l }')
-  while kill -0 "$pid" 2>/dev/null; do
-    if awk -v t="$(now)" -v d="$deadline" 'BEGIN { exit !(t > d) }'; then
-      t_end=$(now)
-      kill -9 "$pid" 2>/dev/null
-      wait "$pid" 2>/dev/null
-      rc=hung
-      return
-    fi
-    sleep 0.1
-  done
-  t_end=$(now)
-  wait "$pid"
-  rc=$?
-}
-
-# wait_file FILE LIMIT_S
-wait_file() {
-  local i
-  for i in $(seq $(($2 * 10))); do [ -e "$1" ] && return 0; sleep 0.1; done
-  return 1
-}
+# (now, wait_exit PID LIMIT_S [FROM] and wait_until: lib.sh)
 
 # The one `nmt: ` line of a log, or a note that there is none or several.
 error_line() {
@@ -324,7 +294,7 @@ check_last() {  # LABEL RUNDIR
 d=$tmp/partition
 rank 0 29503 $timeout_s "$d" "$d.0.log" "${long[@]}"; p0=$!
 rank 1 29503 $timeout_s "$d.r1" "$d.1.log" "${long[@]}"; p1=$!
-if wait_file "$d/last/manifest.txt" 60; then
+if wait_until 60 test -e "$d/last/manifest.txt"; then
   kill -STOP $p1; sleep 0.5
   partition || bad "partition: could not cut the link"
   tf=$(now); kill -CONT $p1
@@ -346,7 +316,7 @@ heal
 d=$tmp/partition_save
 rank 0 29504 $timeout_s "$d" "$d.0.log" NMT_TEST_SAVE_DELAY_MS=2000 "${long[@]}"; p0=$!
 rank 1 29504 $timeout_s "$d.r1" "$d.1.log" "${long[@]}"; p1=$!
-if wait_file "$d/last/manifest.txt" 60; then
+if wait_until 60 test -e "$d/last/manifest.txt"; then
   sleep 0.5
   partition || bad "partition during a save: could not cut the link"
   tf=$(now)
@@ -370,7 +340,7 @@ for victim in 1 0; do
   survivor=$((1 - victim))
   rank 0 $((29505 + victim)) $timeout_s "$d" "$d.0.log" "${long[@]}"; p0=$!
   rank 1 $((29505 + victim)) $timeout_s "$d.r1" "$d.1.log" "${long[@]}"; p1=$!
-  if wait_file "$d/last/manifest.txt" 60; then
+  if wait_until 60 test -e "$d/last/manifest.txt"; then
     sleep 0.3
     ps=$([ $survivor = 0 ] && echo $p0 || echo $p1)
     pv=$([ $victim = 0 ] && echo $p0 || echo $p1)
@@ -389,5 +359,4 @@ for victim in 1 0; do
   end_case
 done
 
-echo "multihost: $pass passed, $fail failed, $(elapsed "$start_all" "$(now)") s"
-[ $fail -eq 0 ]
+summary multihost "$(elapsed "$start_all" "$(now)") s"

@@ -11,10 +11,8 @@
 set -u
 nmt=$1
 src=$2
-tmp=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/tiny_config.sh"
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 head -3 "$src/data/toy/valid.zh" >"$tmp/three.zh"
 head -3 "$src/data/toy/valid.en" >"$tmp/three.en"
@@ -26,12 +24,8 @@ run=$tmp/polled
 NMT_TEST_SAVE_DELAY_MS=100 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=60 --set train.eval_every=2 \
   --set train.checkpoint_dir="$run" >"$tmp/polled.log" 2>&1 &
 trainer=$!
-pids+=("$trainer")
 reads=0 failed=0
-for _ in $(seq 600); do
-  [ -f "$run/last/manifest.txt" ] && break
-  sleep 0.05
-done
+wait_until 30 test -f "$run/last/manifest.txt"
 while kill -0 "$trainer" 2>/dev/null; do
   for cmd in "translate --checkpoint $run --input $tmp/three.zh" \
              "evaluate --checkpoint $run --src $tmp/three.zh --ref $tmp/three.en" \
@@ -53,11 +47,8 @@ run=$tmp/paused
 NMT_TEST_SAVE_DELAY_MS=4000 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.eval_every=2 \
   --set train.checkpoint_dir="$run" >"$tmp/paused.log" 2>&1 &
 trainer=$!
-pids+=("$trainer")
-for _ in $(seq 600); do  # the second save (step 4) staged complete, the first in place
-  [ -f "$run/last.tmp/manifest.txt" ] && [ -f "$run/last/manifest.txt" ] && break
-  sleep 0.05
-done
+# the second save (step 4) staged complete, the first in place
+wait_until 30 test -f "$run/last.tmp/manifest.txt" -a -f "$run/last/manifest.txt"
 before=$(listing "$run")
 "$nmt" translate --checkpoint "$run" --input "$tmp/three.zh" >/dev/null 2>"$tmp/paused_reader.log" ||
   bad "reader during a paused save: $(tail -1 "$tmp/paused_reader.log")"
@@ -93,13 +84,11 @@ expect_refused "--overwrite with --resume" "does not go with --resume" -- "$nmt"
 # A trainer killed outright leaves no lock behind.
 "$nmt" train --resume "$run" --set train.max_steps=100000 >"$tmp/killed.log" 2>&1 &
 killed=$!
-pids+=("$killed")
-for _ in $(seq 600); do grep -q "pid $killed" "$run/train.lock" 2>/dev/null && break; sleep 0.05; done
+wait_until 30 grep -q "pid $killed" "$run/train.lock" 2>/dev/null
 sleep 1
 kill -KILL "$killed"
 wait "$killed" 2>/dev/null
 "$nmt" train --resume "$run" --set train.max_steps=4 >"$tmp/after_kill.log" 2>&1 && ok ||
   bad "resume after SIGKILL: $(grep '^nmt:' "$tmp/after_kill.log" | tail -1)"
 
-echo "run folder: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary "run folder"

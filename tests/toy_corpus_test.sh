@@ -6,8 +6,8 @@
 # Usage: toy_corpus_test.sh SOURCE_DIR
 set -u
 src=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
 
 if ! /usr/bin/python3 "$src/scripts/make_toy_corpus.py" --out "$tmp/out" >"$tmp/log" 2>&1; then
   echo "FAIL: make_toy_corpus.py failed:"
@@ -15,17 +15,16 @@ if ! /usr/bin/python3 "$src/scripts/make_toy_corpus.py" --out "$tmp/out" >"$tmp/
   exit 1
 fi
 
-fail=0
 for name in train valid test; do
   for lang in zh en; do
     f=$name.$lang
     if [ ! -f "$tmp/out/$f" ]; then
-      fail=1
-      echo "FAIL: $f was not generated"
+      bad "$f was not generated"
     elif ! cmp "$src/data/toy/$f" "$tmp/out/$f"; then
-      fail=1
-      echo "FAIL: data/toy/$f differs from a fresh run (first differing lines:)"
+      bad "data/toy/$f differs from a fresh run (first differing lines:)"
       diff "$src/data/toy/$f" "$tmp/out/$f" | head -6
+    else
+      ok
     fi
   done
 done
@@ -33,8 +32,8 @@ done
 for f in "$tmp"/out/*; do
   case ${f##*/} in
     train.zh | train.en | valid.zh | valid.en | test.zh | test.en) ;;
-    *) fail=1; echo "FAIL: unexpected output file ${f##*/}" ;;
+    *) bad "unexpected output file ${f##*/}" ;;
   esac
 done
 [ $fail -eq 0 ] && echo "toy corpus: data/toy/ matches a fresh run"
-exit $fail
+summary "toy corpus"
