@@ -1,11 +1,10 @@
 // BLEU/chrF against hand-computed values and against NLTK's corpus_bleu
 // (tests/bleu_reference.py), an implementation that shares no code with ours.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,6 +14,8 @@
 #include <vector>
 
 #include "eval/bleu.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace nmt::eval {
 namespace {
@@ -167,18 +168,7 @@ TEST(Chrf, HandComputed) {
 
 const char* const kPython = "/usr/bin/python3";
 
-std::string run_capture(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    *status = -1;
-    return out;
-  }
-  char buf[256];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
+using testing::run_capture;
 
 struct Corpus {
   std::vector<std::string> hyps, refs;
@@ -227,13 +217,8 @@ class NltkReference : public ::testing::Test {
     int status = 0;
     run_capture(std::string(kPython) + " -c 'import nltk' 2>&1", &status);
     if (status != 0) GTEST_SKIP() << kPython << " with nltk not available (apt-get install python3-nltk)";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("nmt_bleu_test_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    dir_ = testing::temp_dir(std::string("nltk_") +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
 
   double nltk_bleu(const Corpus& c) {
@@ -311,42 +296,6 @@ TEST_F(NltkReference, ExpSmoothingOfOrdersWithoutMatches) {
   const BleuResult r = ours(c);
   EXPECT_EQ(r.matches, (std::array<int64_t, 4>{15, 0, 0, 0})) << format_bleu(r);
   EXPECT_NEAR(r.bleu, nltk_bleu(c), kTolerance) << format_bleu(r);
-}
-
-}  // namespace
-}  // namespace nmt::eval
-
-#include "eval/placeholders.h"
-
-namespace nmt::eval {
-namespace {
-
-TEST(Placeholders, FindsPrintfBracesTagsAndOptions) {
-  using V = std::vector<std::string>;
-  EXPECT_EQ(find_placeholders("%1$s：读入 %3$lu 字节时，在 %2$s 处"), (V{"%1$s", "%3$lu", "%2$s"}));
-  EXPECT_EQ(find_placeholders("100%% done, %'d files, %-5.2f s, %zu"), (V{"%%", "%'d", "%-5.2f", "%zu"}));
-  EXPECT_EQ(find_placeholders("Hello {name}, {0} and {not closed"), (V{"{name}", "{0}"}));
-  EXPECT_EQ(find_placeholders("<b>Bold</b> <span weight=\"bold\">x</span> <file> <br/>"),
-            (V{"<b>", "</b>", "<span weight=\"bold\">", "</span>", "<br/>"}));
-  EXPECT_EQ(find_placeholders("use --no-color or --help; not a-b--c or 50% -- off"),
-            (V{"--no-color", "--help"}));
-  EXPECT_TRUE(find_placeholders("no placeholders here: 50 % ok").empty());
-}
-
-TEST(Placeholders, ReportCountsAgainstSourceAndReference) {
-  const std::vector<std::string> src = {"%1$s 的 %2$d", "没有", "<b>%s</b>"};
-  const std::vector<std::string> ref = {"%s of %d", "none", "<b>%s</b>"};
-  const std::vector<std::string> hyp = {"%s of %d", "none", "<b>%s"};
-  const PlaceholderReport r = placeholder_report(src, hyp, ref);
-  EXPECT_EQ(r.lines, 2);
-  EXPECT_EQ(r.source_total, 5);
-  EXPECT_EQ(r.source_kept, 2);  // %1$s/%2$d are not verbatim in the output; <b> and %s are
-  EXPECT_EQ(r.reference_total, 5);
-  EXPECT_EQ(r.reference_matched, 4);  // </b> lost
-  EXPECT_EQ(r.lines_with_reference, 2);
-  EXPECT_EQ(r.lines_exact, 1);
-  EXPECT_NE(format_placeholders(r).find("80.0% of the reference's"), std::string::npos);
-  EXPECT_THROW(placeholder_report(src, hyp, {"x"}), std::invalid_argument);
 }
 
 }  // namespace

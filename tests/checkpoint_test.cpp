@@ -1,29 +1,181 @@
-// Checkpoint folders shared between one writer and any number of readers:
-// reads that never mix two saves and never change the folder, the rules for
-// which folder a command means, and the one-writer lock.
+// Checkpoints (checkpoint/): save and load, the manifest and the training
+// state they carry; folders shared between one writer and any number of
+// readers: reads that never mix two saves and never change the folder, the
+// rules for which folder a command means, and the one-writer lock.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
 
 #include "checkpoint/checkpoint.h"
-#include "train/checkpoint_writer.h"
 #include "checkpoint/checkpoint_files.h"
+#include "checkpoint/manifest.h"
 #include "checkpoint/run_lock.h"
+#include "checkpoint/state.h"
 #include "model/build.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "train/checkpoint_writer.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace nmt {
 namespace {
 
 namespace fs = std::filesystem;
+
+TEST(Checkpoint, SaveLoadGivesIdenticalOutputs) {
+  const auto& paths = testing::toy_tokenizers();
+  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
+  Config cfg = testing::tiny_config();
+  torch::manual_seed(1);
+  Transformer m = build_model(cfg, zh.vocab_size(), en.vocab_size());
+  m->eval();
+  const std::string dir = testing::temp_dir("ckpt") + "/last";
+  TrainingState st;
+  st.step = 7;
+  save_checkpoint(dir, m, nullptr, st, cfg, paths.src_model, paths.tgt_model);
+  LoadedCheckpoint ck = load_checkpoint(dir, torch::kCPU);
+  EXPECT_EQ(ck.state.step, 7);
+  EXPECT_EQ(to_yaml(ck.cfg), to_yaml(cfg));
+  const auto src = torch::randint(4, zh.vocab_size(), {2, 6}, torch::kLong);
+  const auto tgt = torch::randint(4, en.vocab_size(), {2, 5}, torch::kLong);
+  const auto sl = torch::tensor({6, 3}, torch::kLong), tl = torch::tensor({5, 4}, torch::kLong);
+  EXPECT_TRUE(m(src, sl, tgt, tl).equal(ck.model(src, sl, tgt, tl)));
+  // A run folder resolves to its checkpoint.
+  EXPECT_EQ(locate_checkpoint(std::filesystem::path(dir).parent_path().string(), CheckpointUse::kUse), dir);
+}
+
+TEST(Checkpoint, MissingOrCorruptFilesAreInputErrors) {
+  const auto& paths = testing::toy_tokenizers();
+  Config cfg = testing::tiny_config();
+  Transformer m = build_model(cfg, 100, 100);
+  const std::string dir = testing::temp_dir("ckpt_bad") + "/last";
+  save_checkpoint(dir, m, nullptr, TrainingState{}, cfg, paths.src_model, paths.tgt_model);
+  // Vocabulary sizes differ from the tokenizers': the weights do not fit.
+  EXPECT_THROW(load_checkpoint(dir, torch::kCPU), InputError);
+  std::filesystem::remove(dir + "/model.pt");
+  EXPECT_THROW(load_checkpoint(dir, torch::kCPU), InputError);
+}
+
+TEST(Manifest, CatchesTruncatedEditedAndMissingFiles) {
+  const fs::path dir = testing::temp_dir("manifest");
+  write_file_atomic((dir / "model.pt").string(), std::string(5000, 'w'));
+  write_file_atomic((dir / "state.yaml").string(), "step: 3\n");
+  write_manifest(dir.string(), {"model.pt", "state.yaml"});
+  EXPECT_TRUE(checkpoint_complete(dir.string()));
+  const auto message = [&] {
+    try {
+      verify_manifest(dir.string());
+      return std::string("no error");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+  };
+  fs::resize_file(dir / "model.pt", 4000);
+  EXPECT_NE(message().find("model.pt: 4000 bytes, the manifest says 5000"), std::string::npos) << message();
+  write_file_atomic((dir / "model.pt").string(), std::string(5000, 'v'));
+  EXPECT_NE(message().find("model.pt: content differs from the manifest's checksum"), std::string::npos);
+  fs::remove(dir / "model.pt");
+  EXPECT_NE(message().find("model.pt: listed in the manifest but missing"), std::string::npos);
+  EXPECT_FALSE(checkpoint_complete(dir.string()));
+}
+
+TEST(Manifest, RejectsMalformedLinesNamingTheLine) {
+  const std::string good = "nmt checkpoint manifest 1\n" + std::string(64, 'a') + " 12 model.pt\n";
+  EXPECT_EQ(parse_manifest(good, "m").size(), 1u);
+  for (const auto& [text, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"", "m: empty manifest"},
+           {"other header\n", "m:1: not an nmt checkpoint manifest"},
+           {"nmt checkpoint manifest 1\nabc 12 model.pt\n", "m:2: 'abc' is not a SHA-256"},
+           {"nmt checkpoint manifest 1\n" + std::string(64, 'a') + " -1 x\n", "m:2: '-1' is not a file size"},
+           {"nmt checkpoint manifest 1\n" + std::string(64, 'a') + " 1 ../etc/passwd\n", "is not a file name"},
+           {good + std::string(64, 'b') + " 3 model.pt\n", "m:3: model.pt is listed twice"}}) {
+    try {
+      parse_manifest(text, "m");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(TrainingState, RoundTripsAndRejectsTextThatIsNotUtf8) {
+  TrainingState s;
+  s.step = 7;
+  s.position = {1, 2};
+  s.metrics = {{"bleu", 12.5}, {"loss", 2.25}};
+  s.best = 12.5;
+  s.evals_since_best = 1;
+  const TrainingState t = parse_training_state(training_state_yaml(s), "state.yaml");
+  EXPECT_EQ(t.step, 7);
+  EXPECT_EQ(t.position, s.position);
+  EXPECT_EQ(t.metrics, s.metrics);
+  EXPECT_EQ(t.best, 12.5);
+  EXPECT_EQ(t.evals_since_best, 1);
+  // Found by tests/fuzz/fuzz_checkpoint: yaml-cpp kept the byte 0x88 of the
+  // metric name, training_state_yaml() wrote it as U+FFFD.
+  const std::string bad =
+      "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: .nan\nevals_since_best: 0\nmetrics:\n  a\x88: 1\n";
+  try {
+    parse_training_state(bad, "state.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: not valid UTF-8");
+  }
+  // Also found by it: a NUL in a plain scalar came out of yaml-cpp as a
+  // stray byte 0xA0, which training_state_yaml() wrote as U+FFFD.
+  const std::string nul = "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\nmetrics:\n  ab" +
+                          std::string(1, '\0') + "_cd: 1\n";
+  try {
+    parse_training_state(nul, "state.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: NUL character");
+  }
+}
+
+TEST(TrainingState, RoundTripsAndRejectsBadCounters) {
+  TrainingState s;
+  s.step = 1234;
+  s.position = {2, 17};
+  s.best = 0.1 + 0.2;  // not exactly representable in few digits
+  s.evals_since_best = 3;
+  s.train_seconds = 812.25;
+  s.wall_seconds = 901.5;
+  s.metrics = {{"bleu", 21.5}, {"loss", 3.25}};
+  const TrainingState r = parse_training_state(training_state_yaml(s), "state.yaml");
+  EXPECT_EQ(r.step, s.step);
+  EXPECT_EQ(r.position.epoch, 2);
+  EXPECT_EQ(r.position.batch, 17);
+  EXPECT_EQ(r.best, s.best);
+  EXPECT_EQ(r.evals_since_best, 3);
+  EXPECT_EQ(r.train_seconds, s.train_seconds);
+  EXPECT_EQ(r.wall_seconds, s.wall_seconds);
+  EXPECT_EQ(r.metrics, s.metrics);
+  // A state written before the clocks were kept still loads, at zero time.
+  const TrainingState old = parse_training_state(
+      "step: 5\nepoch: 0\nbatch_in_epoch: 5\nbest: .nan\nevals_since_best: 0\nmetrics: {}\n", "old.yaml");
+  EXPECT_EQ(old.step, 5);
+  EXPECT_EQ(old.train_seconds, 0);
+  for (const char* bad : {"step: -1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\n",
+                          "step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\ntrain_seconds: -3\n",
+                          "step: x\n", "- [1, 2\n"}) {
+    try {
+      parse_training_state(bad, "bad.yaml");
+      FAIL() << "accepted: " << bad;
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("bad.yaml: unreadable training state", 0), 0u) << e.what();
+    }
+  }
+}
 
 struct SmallRun {
   Config cfg = testing::tiny_config();
@@ -189,22 +341,18 @@ TEST(RunLock, AKilledHolderLeavesNoStaleLock) {
   const std::string dir = testing::temp_dir("run_lock_killed");
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  testing::Process child = testing::fork_child([&] {
     RunLock lock(dir);
     const char c = 1;
-    if (::write(ready[1], &c, 1) != 1) ::_exit(3);
+    if (::write(ready[1], &c, 1) != 1) return 3;
     ::pause();
-    ::_exit(0);
-  }
+    return 0;
+  });
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  EXPECT_NE(run_lock_holder(dir).find("pid " + std::to_string(child)), std::string::npos);
+  EXPECT_NE(run_lock_holder(dir).find("pid " + std::to_string(child.pid)), std::string::npos);
   EXPECT_THROW(RunLock{dir}, InputError);
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  testing::kill_and_wait(child);
   ::close(ready[0]);
   ::close(ready[1]);
   EXPECT_EQ(run_lock_holder(dir), "");

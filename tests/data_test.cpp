@@ -1,61 +1,21 @@
+// The data path (data/): text input line by line, batches with their
+// masks, batch plans, and BatchSource, which serves each rank its share of
+// every global batch in a resumable order.
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <algorithm>
 #include <random>
 #include <set>
 #include <sstream>
 
+#include "data/batch_source.h"
 #include "data/dataset.h"
 #include "data/text_io.h"
-#include "model/transformer.h"
 #include "ops/attention/attention.h"
-#include "test_util.h"
-#include "tokenizer/tokenizer.h"
 #include "util/errors.h"
 
 namespace nmt {
 namespace {
-
-TEST(Tokenizer, RoundTripChineseAndEnglish) {
-  const auto& paths = testing::toy_tokenizers();
-  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
-  for (const std::string s : {"我爱水课", "他昨天在公园看见了一只狗", "你喜欢猫吗？"})
-    EXPECT_EQ(zh.decode(zh.encode(s)), s);
-  for (const std::string s : {"I love easy courses", "do you like cats ?", "she saw three dogs"})
-    EXPECT_EQ(en.decode(en.encode(s)), s);
-  const auto pieces = en.pieces({kPadId, kUnkId, kStartId, kEndId});
-  EXPECT_EQ(pieces, (std::vector<std::string>{"<pad>", "<unk>", "<start>", "<end>"}));
-  // Specials never come out of encode and are dropped by decode.
-  for (int64_t id : en.encode("I love easy courses")) EXPECT_GT(id, kEndId);
-  EXPECT_EQ(en.decode({kStartId, kEndId, kPadId}), "");
-}
-
-// Small corpora so that training the tokenizers takes milliseconds.
-void write_lines(const std::string& path, const std::string& word, int n) {
-  std::ofstream out(path);
-  for (int i = 0; i < n; ++i) out << word << i % 37 << " " << word << "\n";
-}
-
-TEST(Tokenizer, ReusesCachedModelsAndRetrainsWhenDataOrSettingsChange) {
-  const std::string dir = testing::temp_dir("tok_cache");
-  write_lines(dir + "/a.zh", "猫", 300);
-  write_lines(dir + "/a.en", "cat", 300);
-  TokenizerConfig tc;
-  tc.cache_dir = dir + "/cache";
-  tc.src_vocab_size = tc.tgt_vocab_size = 60;
-  const TokenizerPaths first = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
-  EXPECT_TRUE(first.trained);
-  const TokenizerPaths again = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
-  EXPECT_FALSE(again.trained);  // nothing was trained: the cached models were used
-  EXPECT_EQ(again.src_model, first.src_model);
-  tc.src_vocab_size = 61;       // other settings: other models
-  const TokenizerPaths other = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
-  EXPECT_TRUE(other.trained);
-  EXPECT_NE(other.src_model, first.src_model);
-  tc.src_vocab_size = 60;
-  write_lines(dir + "/a.en", "dog", 300);  // other data: other models
-  EXPECT_TRUE(prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en").trained);
-}
 
 ParallelCorpus two_pairs() {
   ParallelCorpus c;
@@ -166,6 +126,80 @@ TEST(Batch, PlanCoversEveryPairOnceWithinBudget) {
   EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 500u);
   std::mt19937_64 rng2(7);
   EXPECT_EQ(plan_batches(c, 200, 0, rng2), plan);  // deterministic
+}
+
+// Pairs of varied lengths with distinct contents: row i has tokens 4 + i.
+ParallelCorpus numbered_corpus(int n) {
+  ParallelCorpus c;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < n; ++i) {
+    c.src.emplace_back(1 + rng() % 9, 4 + i);
+    c.tgt.emplace_back(1 + rng() % 7, 4 + i);
+    c.src_text.push_back(std::to_string(i));
+    c.tgt_text.push_back(std::to_string(i));
+  }
+  return c;
+}
+
+// The pair each row of a batch holds (its first source token - 4).
+std::vector<int64_t> row_ids(const Batch& b) {
+  std::vector<int64_t> ids;
+  for (int64_t r = 0; r < b.src.size(0); ++r) ids.push_back(b.src[r][0].item<int64_t>() - 4);
+  return ids;
+}
+
+TEST(BatchSource, EveryPairOncePerEpochThenTheNextEpoch) {
+  const ParallelCorpus c = numbered_corpus(300);
+  BatchSource source(c, 120, 0, 7);
+  const int64_t batches = source.batches_in_epoch();
+  std::vector<int> seen(300, 0);
+  for (int64_t i = 0; i < batches; ++i) {
+    const StepBatch b = source.next();
+    EXPECT_EQ(b.position, (DataPosition{0, i}));
+    EXPECT_EQ(b.global_rows, b.batch.src.size(0));
+    EXPECT_EQ(b.global_tokens, b.batch.tokens);
+    for (int64_t id : row_ids(b.batch)) ++seen[id];
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 300);
+  EXPECT_EQ(source.position(), (DataPosition{1, 0}));  // wrapped as soon as the last was served
+  EXPECT_EQ(source.next().position, (DataPosition{1, 0}));
+}
+
+TEST(BatchSource, RanksSplitEachGlobalBatchInOrder) {
+  const ParallelCorpus c = numbered_corpus(200);
+  BatchSource one(c, 150, 0, 3);
+  std::vector<BatchSource> ranks;
+  for (int r = 0; r < 3; ++r) ranks.emplace_back(c, 150, 0, 3, r, 3);
+  for (int step = 0; step < 2 * one.batches_in_epoch() + 3; ++step) {
+    const StepBatch global = one.next();
+    std::vector<int64_t> joined;
+    int64_t tokens = 0;
+    for (int r = 0; r < 3; ++r) {
+      const StepBatch part = ranks[r].next();
+      EXPECT_EQ(part.first_row, static_cast<int64_t>(joined.size()));
+      EXPECT_EQ(part.global_tokens, global.global_tokens);
+      EXPECT_EQ(part.global_rows, global.global_rows);
+      const auto ids = row_ids(part.batch);
+      joined.insert(joined.end(), ids.begin(), ids.end());
+      tokens += part.batch.tokens;
+    }
+    EXPECT_EQ(joined, row_ids(global.batch)) << "step " << step;
+    EXPECT_EQ(tokens, global.global_tokens);
+  }
+}
+
+TEST(BatchSource, SeekReplaysTheSameBatchesAndRejectsForeignPositions) {
+  const ParallelCorpus c = numbered_corpus(120);
+  BatchSource a(c, 100, 0, 11);
+  for (int i = 0; i < 5; ++i) a.next();
+  const DataPosition saved = a.position();
+  const auto expected = row_ids(a.next().batch);
+  BatchSource b(c, 100, 0, 11);
+  b.seek(saved);
+  EXPECT_EQ(row_ids(b.next().batch), expected);
+  EXPECT_THROW(b.seek({0, b.batches_in_epoch() + 1}), InputError);
+  b.seek({2, b.batches_in_epoch()});  // just after an epoch's last batch: the next epoch
+  EXPECT_EQ(b.position(), (DataPosition{3, 0}));
 }
 
 }  // namespace

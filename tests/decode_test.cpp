@@ -1,17 +1,17 @@
+// Decoding (decode/translator.h) with a tiny model that has learnt 60 pairs:
+// the cache, batching, per-sentence length limits, greedy and beam search.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <numeric>
 
 #include <torch/serialize.h>
-#include <unistd.h>
 
-#include "checkpoint/checkpoint.h"
 #include "data/dataset.h"
 #include "decode/translator.h"
+#include "model/build.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "train/trainer.h"
 #include "util/atomic_file.h"
 
 namespace nmt {
@@ -150,40 +150,6 @@ TEST(Decode, BeamOneIsGreedyAndBeamsEndProperly) {
   }
   EXPECT_GE(exact_g, 55);  // learnt by heart
   EXPECT_GE(exact_b, exact_g - 1);
-}
-
-TEST(Train, ResumeContinuesExactly) {
-  const auto& paths = testing::toy_tokenizers();
-  Config cfg = testing::tiny_config();
-  cfg.model.dropout = 0.1;  // the random state must be restored too
-  cfg.tokenizer.cache_dir = std::filesystem::path(paths.src_model).parent_path().parent_path().string();
-  cfg.data.train_src = testing::toy("train.zh");
-  cfg.data.train_tgt = testing::toy("train.en");
-  cfg.data.valid_src = testing::toy("valid.zh");
-  cfg.data.valid_tgt = testing::toy("valid.en");
-  cfg.train.valid_max_sentences = 40;
-  cfg.train.valid_bleu_sentences = 10;
-  cfg.train.batch_tokens = 600;
-  cfg.train.warmup_steps = 5;
-  cfg.train.threads = 2;
-  cfg.train.eval_every = 1000;
-  cfg.train.progress = false;
-  cfg.train.max_minutes = 0;
-  cfg.train.max_steps = 16;
-  cfg.train.log_every = 1;  // last_train_loss is then the last step's loss
-  cfg.train.checkpoint_dir = testing::temp_dir("resume_straight");
-  const TrainResult straight = train(cfg);
-
-  cfg.train.checkpoint_dir = testing::temp_dir("resume_split");
-  cfg.train.max_steps = 8;
-  train(cfg);
-  Config resumed = resume_config(cfg.train.checkpoint_dir);
-  apply_override(resumed, "train.max_steps=16");
-  RunStart resume;
-  resume.resume = cfg.train.checkpoint_dir;
-  const TrainResult second = train(resumed, resume);
-  EXPECT_EQ(second.steps, 16);
-  EXPECT_NEAR(second.last_train_loss, straight.last_train_loss, 1e-6);
 }
 
 }  // namespace

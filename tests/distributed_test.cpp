@@ -2,77 +2,42 @@
 // with half the batch each train exactly like 1 process with the whole
 // batch, and a rank that dies makes the other fail promptly, naming it.
 // The ranks are tests/dist_worker.cpp processes talking over loopback.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <torch/serialize.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-extern char** environ;
+#include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace nmt {
 namespace {
 
-struct Proc {
-  pid_t pid = -1;
-  std::string log;
-};
+using Proc = testing::Process;
+using testing::slurp;
+using testing::wait_for;
 
 int next_port() {
-  // Distinct per test process and call; collisions with other software are unlikely on loopback.
-  static int port = 20000 + static_cast<int>(::getpid() % 20000);
-  return port += 7;
+  // Distinct per test process and call: a block of 10 ports per process, and
+  // processes that run side by side have pids less than 2000 apart. (With
+  // 20000 + pid % 20000 + 7 k, two test processes 7 pids apart shared a port
+  // and joined each other's groups.) Collisions with other software are
+  // unlikely on loopback.
+  static int port = 20000 + static_cast<int>(::getpid() % 2000) * 10;
+  return ++port;
 }
 
 Proc spawn_rank(const std::vector<std::string>& args, int rank, int world, int port,
                 const std::string& log) {
-  std::vector<std::string> env{"WORLD_SIZE=" + std::to_string(world), "RANK=" + std::to_string(rank),
-                               "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
-                               "NMT_DIST_TIMEOUT=20"};
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  std::vector<char*> envp, argv;
-  for (auto& kv : env) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> a = args;
-  for (auto& s : a) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  Proc p;
-  p.log = log;
-  EXPECT_EQ(posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  return p;
-}
-
-// Waits up to `limit`; returns the wait status, or -1 (and kills it) on time-out.
-int wait_for(Proc& p, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    if (::waitpid(p.pid, &status, WNOHANG) == p.pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(p.pid, SIGKILL);
-  ::waitpid(p.pid, &status, 0);
-  return -1;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return testing::spawn(args,
+                        {"WORLD_SIZE=" + std::to_string(world), "RANK=" + std::to_string(rank),
+                         "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port), "NMT_DIST_TIMEOUT=20"},
+                        log);
 }
 
 std::vector<at::Tensor> load(const std::string& path) {
@@ -84,7 +49,7 @@ std::vector<at::Tensor> load(const std::string& path) {
 const std::string kWorker = NMT_DIST_WORKER;
 
 TEST(DataParallel, TwoRanksWithHalfTheBatchTrainExactlyLikeOneProcess) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = testing::temp_dir("data_parallel");
   Proc one = spawn_rank({kWorker, dir + "/one.pt", "20", "16"}, 0, 1, next_port(), dir + "/one.log");
   ASSERT_EQ(wait_for(one, std::chrono::seconds(300)), 0) << slurp(one.log);
   const int port = next_port();
@@ -104,7 +69,7 @@ TEST(DataParallel, TwoRanksWithHalfTheBatchTrainExactlyLikeOneProcess) {
 }
 
 TEST(DataParallel, AKilledRankMakesTheOtherFailPromptlyNamingIt) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = testing::temp_dir("data_parallel_killed");
   const int port = next_port();
   Proc r0 = spawn_rank({kWorker, dir + "/dead.pt", "40", "16", "1", "6"}, 0, 2, port, dir + "/d0.log");
   Proc r1 = spawn_rank({kWorker, dir + "/dead.pt", "40", "16", "1", "6"}, 1, 2, port, dir + "/d1.log");

@@ -19,6 +19,7 @@
 #include "ops/layer_norm/add_layer_norm.h"
 #include "ops/random/dropout.h"
 #include "ops/random/philox.h"
+#include "support/temp_dir.h"
 
 namespace nmt::ops {
 namespace {
@@ -345,7 +346,7 @@ TEST(FlatAdam, MatchesTorchOptimAdamAndAutogradFillsTheFlatGradients) {
         EXPECT_LT(error(params[i], ref_params[i]), 1e-12) << "step " << step << " param " << i << " wd " << wd;
     }
     // The moments survive a save and load.
-    const std::string path = ::testing::TempDir() + "/flat_adam.pt";
+    const std::string path = testing::temp_dir("flat_adam") + "/flat_adam.pt";
     flat.save(path);
     FlatAdam again(std::vector<at::Tensor>{a->weight.detach().clone(), a->bias.detach().clone(),
                                            b->weight.detach().clone(), b->bias.detach().clone()},

@@ -1,18 +1,15 @@
+// The Transformer (model/): shapes through encoder, decoder and cross
+// attention, padding that changes nothing, and a tiny model that learns.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <map>
 #include <numeric>
 
-#include "checkpoint/checkpoint.h"
-#include "train/checkpoint_writer.h"
-#include "model/build.h"
 #include "data/dataset.h"
 #include "decode/translator.h"
+#include "model/build.h"
+#include "model/transformer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
-#include "train/trainer.h"
-#include "util/errors.h"
 
 namespace nmt {
 namespace {
@@ -93,69 +90,6 @@ TEST(Model, TinyModelMemorizesTwentyPairs) {
   greedy.max_len = 40;
   const auto hyps = translate_lines(m, zh, en, c.src_text, greedy, torch::kCPU);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(hyps[i], c.tgt_text[i]) << "pair " << i << ": " << c.src_text[i];
-}
-
-TEST(Checkpoint, SaveLoadGivesIdenticalOutputs) {
-  const auto& paths = testing::toy_tokenizers();
-  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
-  Config cfg = testing::tiny_config();
-  torch::manual_seed(1);
-  Transformer m = build_model(cfg, zh.vocab_size(), en.vocab_size());
-  m->eval();
-  const std::string dir = testing::temp_dir("ckpt") + "/last";
-  TrainingState st;
-  st.step = 7;
-  save_checkpoint(dir, m, nullptr, st, cfg, paths.src_model, paths.tgt_model);
-  LoadedCheckpoint ck = load_checkpoint(dir, torch::kCPU);
-  EXPECT_EQ(ck.state.step, 7);
-  EXPECT_EQ(to_yaml(ck.cfg), to_yaml(cfg));
-  const auto src = torch::randint(4, zh.vocab_size(), {2, 6}, torch::kLong);
-  const auto tgt = torch::randint(4, en.vocab_size(), {2, 5}, torch::kLong);
-  const auto sl = torch::tensor({6, 3}, torch::kLong), tl = torch::tensor({5, 4}, torch::kLong);
-  EXPECT_TRUE(m(src, sl, tgt, tl).equal(ck.model(src, sl, tgt, tl)));
-  // A run folder resolves to its checkpoint.
-  EXPECT_EQ(locate_checkpoint(std::filesystem::path(dir).parent_path().string(), CheckpointUse::kUse), dir);
-}
-
-TEST(Checkpoint, MissingOrCorruptFilesAreInputErrors) {
-  const auto& paths = testing::toy_tokenizers();
-  Config cfg = testing::tiny_config();
-  Transformer m = build_model(cfg, 100, 100);
-  const std::string dir = testing::temp_dir("ckpt_bad") + "/last";
-  save_checkpoint(dir, m, nullptr, TrainingState{}, cfg, paths.src_model, paths.tgt_model);
-  // Vocabulary sizes differ from the tokenizers': the weights do not fit.
-  EXPECT_THROW(load_checkpoint(dir, torch::kCPU), InputError);
-  std::filesystem::remove(dir + "/model.pt");
-  EXPECT_THROW(load_checkpoint(dir, torch::kCPU), InputError);
-}
-
-}  // namespace
-}  // namespace nmt
-
-namespace nmt {
-namespace {
-
-// The three backends are interchangeable in training: 20 Adam steps from the
-// same initialization give the same loss curve.
-TEST(Training, SameLossCurveWithEveryBackend) {
-  const auto& paths = testing::toy_tokenizers();
-  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
-  const ParallelCorpus all = load_parallel(testing::toy("valid.zh"), testing::toy("valid.en"), zh, en, 64);
-  std::vector<int64_t> idx(24);
-  std::iota(idx.begin(), idx.end(), 0);
-  const Batch b = make_batch(all, idx);  // padded source and target: masks matter
-  std::map<std::string, std::vector<double>> curves;
-  for (const auto backend : {ops::AttentionBackend::kTorch, ops::AttentionBackend::kNaive,
-                             ops::AttentionBackend::kFlash}) {
-    torch::manual_seed(0);
-    Transformer m = build_model(testing::tiny_config(), zh.vocab_size(), en.vocab_size());
-    m->set_attention_backend(backend);
-    curves[ops::backend_name(backend)] = testing::train_steps(m, b, 20, 2e-3);
-  }
-  EXPECT_LT(curves["torch"].back(), curves["torch"].front() - 0.5);  // it does learn
-  for (const char* name : {"naive", "flash"})
-    for (int step = 0; step < 20; ++step)
-      EXPECT_NEAR(curves[name][step], curves["torch"][step], 1e-4) << name << " step " << step;
 }
 
 }  // namespace

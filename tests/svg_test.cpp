@@ -1,17 +1,9 @@
-// SVG writers: well-formed XML, escaping, one shape per datum, and the
-// Python plotter drawing exactly what the C++ one draws.
+// SVG writers (viz/svg.h): well-formed XML, escaping, one shape per datum.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -189,23 +181,6 @@ TEST(XmlEscape, ReplacesWhatXmlCannotCarry) {
   EXPECT_EQ(xml_escape("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
   const std::string svg = heatmap_svg({{0.5}}, {"\xff\x01"}, {"ok"}, "\xc0\xaf");
   EXPECT_EQ(xml_problem(svg), "");
-}
-
-// ------------------------------------------------------------------ line chart
-
-std::filesystem::path fresh_dir(const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() /
-                 ("nmt_svg_test_" + std::to_string(getpid()) + "_" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 }  // namespace

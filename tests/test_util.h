@@ -1,5 +1,6 @@
-// Shared fixtures: the toy corpus' tokenizers (trained once per process into
-// the build tree) and a tiny model config.
+// Shared fixtures: the toy corpus' tokenizers (trained once, cached under the
+// system temp dir), a tiny model config and a few teacher-forced Adam steps.
+// Temporary folders and child processes: support/temp_dir.h, support/process.h.
 #pragma once
 
 #include <filesystem>
@@ -20,14 +21,6 @@ namespace nmt::testing {
 
 inline std::string source_dir() { return NMT_SOURCE_DIR; }
 inline std::string toy(const std::string& file) { return source_dir() + "/data/toy/" + file; }
-
-// A fresh empty folder under the system temp dir.
-inline std::string temp_dir(const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() / ("nmt_test_" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
 
 inline const TokenizerPaths& toy_tokenizers() {
   static const TokenizerPaths paths = [] {

@@ -1,98 +1,32 @@
-// The trainer's parts, each on its own: BatchSource, EarlyStopping and the
-// validators, TrainStep, CheckpointManager and Reporter.
+// Training (train/): the trainer's parts, each on its own (EarlyStopping and
+// the validators, TrainStep, CheckpointManager, Reporter); then whole runs:
+// a resumed run continues exactly, and every attention backend trains alike.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
-#include <random>
 
+#include "config/config.h"
 #include "data/batch_source.h"
+#include "data/dataset.h"
 #include "eval/bleu.h"
+#include "model/build.h"
+#include "ops/attention/backend.h"
+#include "support/temp_dir.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 #include "train/checkpoint_manager.h"
 #include "train/loss.h"
 #include "train/reporter.h"
 #include "train/train_step.h"
+#include "train/trainer.h"
 #include "train/validators.h"
 #include "util/errors.h"
 
 namespace nmt {
 namespace {
-
-// Pairs of varied lengths with distinct contents: row i has tokens 4 + i.
-ParallelCorpus numbered_corpus(int n) {
-  ParallelCorpus c;
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < n; ++i) {
-    c.src.emplace_back(1 + rng() % 9, 4 + i);
-    c.tgt.emplace_back(1 + rng() % 7, 4 + i);
-    c.src_text.push_back(std::to_string(i));
-    c.tgt_text.push_back(std::to_string(i));
-  }
-  return c;
-}
-
-// The pair each row of a batch holds (its first source token - 4).
-std::vector<int64_t> row_ids(const Batch& b) {
-  std::vector<int64_t> ids;
-  for (int64_t r = 0; r < b.src.size(0); ++r) ids.push_back(b.src[r][0].item<int64_t>() - 4);
-  return ids;
-}
-
-TEST(BatchSource, EveryPairOncePerEpochThenTheNextEpoch) {
-  const ParallelCorpus c = numbered_corpus(300);
-  BatchSource source(c, 120, 0, 7);
-  const int64_t batches = source.batches_in_epoch();
-  std::vector<int> seen(300, 0);
-  for (int64_t i = 0; i < batches; ++i) {
-    const StepBatch b = source.next();
-    EXPECT_EQ(b.position, (DataPosition{0, i}));
-    EXPECT_EQ(b.global_rows, b.batch.src.size(0));
-    EXPECT_EQ(b.global_tokens, b.batch.tokens);
-    for (int64_t id : row_ids(b.batch)) ++seen[id];
-  }
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 300);
-  EXPECT_EQ(source.position(), (DataPosition{1, 0}));  // wrapped as soon as the last was served
-  EXPECT_EQ(source.next().position, (DataPosition{1, 0}));
-}
-
-TEST(BatchSource, RanksSplitEachGlobalBatchInOrder) {
-  const ParallelCorpus c = numbered_corpus(200);
-  BatchSource one(c, 150, 0, 3);
-  std::vector<BatchSource> ranks;
-  for (int r = 0; r < 3; ++r) ranks.emplace_back(c, 150, 0, 3, r, 3);
-  for (int step = 0; step < 2 * one.batches_in_epoch() + 3; ++step) {
-    const StepBatch global = one.next();
-    std::vector<int64_t> joined;
-    int64_t tokens = 0;
-    for (int r = 0; r < 3; ++r) {
-      const StepBatch part = ranks[r].next();
-      EXPECT_EQ(part.first_row, static_cast<int64_t>(joined.size()));
-      EXPECT_EQ(part.global_tokens, global.global_tokens);
-      EXPECT_EQ(part.global_rows, global.global_rows);
-      const auto ids = row_ids(part.batch);
-      joined.insert(joined.end(), ids.begin(), ids.end());
-      tokens += part.batch.tokens;
-    }
-    EXPECT_EQ(joined, row_ids(global.batch)) << "step " << step;
-    EXPECT_EQ(tokens, global.global_tokens);
-  }
-}
-
-TEST(BatchSource, SeekReplaysTheSameBatchesAndRejectsForeignPositions) {
-  const ParallelCorpus c = numbered_corpus(120);
-  BatchSource a(c, 100, 0, 11);
-  for (int i = 0; i < 5; ++i) a.next();
-  const DataPosition saved = a.position();
-  const auto expected = row_ids(a.next().batch);
-  BatchSource b(c, 100, 0, 11);
-  b.seek(saved);
-  EXPECT_EQ(row_ids(b.next().batch), expected);
-  EXPECT_THROW(b.seek({0, b.batches_in_epoch() + 1}), InputError);
-  b.seek({2, b.batches_in_epoch()});  // just after an epoch's last batch: the next epoch
-  EXPECT_EQ(b.position(), (DataPosition{3, 0}));
-}
 
 TEST(EarlyStopping, KnowsWhichWayIsBetterAndWhenItHasStalled) {
   EarlyStopping loss(/*lower_is_better=*/true, /*patience=*/2);
@@ -303,6 +237,67 @@ TEST(Reporter, WritesLogWindowsAndEvaluationsToMetricsJsonl) {
   EXPECT_NE(lines[1].find("\"train_loss\": 3.5"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("\"valid_bleu\": 20, \"valid_loss\": 1.5"), std::string::npos) << lines[2];
 }
+
+// ---------------------------------------------------------------- whole runs
+
+TEST(Train, ResumeContinuesExactly) {
+  const auto& paths = testing::toy_tokenizers();
+  Config cfg = testing::tiny_config();
+  cfg.model.dropout = 0.1;  // the random state must be restored too
+  cfg.tokenizer.cache_dir = std::filesystem::path(paths.src_model).parent_path().parent_path().string();
+  cfg.data.train_src = testing::toy("train.zh");
+  cfg.data.train_tgt = testing::toy("train.en");
+  cfg.data.valid_src = testing::toy("valid.zh");
+  cfg.data.valid_tgt = testing::toy("valid.en");
+  cfg.train.valid_max_sentences = 40;
+  cfg.train.valid_bleu_sentences = 10;
+  cfg.train.batch_tokens = 600;
+  cfg.train.warmup_steps = 5;
+  cfg.train.threads = 2;
+  cfg.train.eval_every = 1000;
+  cfg.train.progress = false;
+  cfg.train.max_minutes = 0;
+  cfg.train.max_steps = 16;
+  cfg.train.log_every = 1;  // last_train_loss is then the last step's loss
+  cfg.train.checkpoint_dir = testing::temp_dir("resume_straight");
+  const TrainResult straight = train(cfg);
+
+  cfg.train.checkpoint_dir = testing::temp_dir("resume_split");
+  cfg.train.max_steps = 8;
+  train(cfg);
+  Config resumed = resume_config(cfg.train.checkpoint_dir);
+  apply_override(resumed, "train.max_steps=16");
+  RunStart resume;
+  resume.resume = cfg.train.checkpoint_dir;
+  const TrainResult second = train(resumed, resume);
+  EXPECT_EQ(second.steps, 16);
+  EXPECT_NEAR(second.last_train_loss, straight.last_train_loss, 1e-6);
+}
+
+
+// The three backends are interchangeable in training: 20 Adam steps from the
+// same initialization give the same loss curve.
+TEST(Training, SameLossCurveWithEveryBackend) {
+  const auto& paths = testing::toy_tokenizers();
+  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
+  const ParallelCorpus all = load_parallel(testing::toy("valid.zh"), testing::toy("valid.en"), zh, en, 64);
+  std::vector<int64_t> idx(24);
+  std::iota(idx.begin(), idx.end(), 0);
+  const Batch b = make_batch(all, idx);  // padded source and target: masks matter
+  std::map<std::string, std::vector<double>> curves;
+  for (const auto backend : {ops::AttentionBackend::kTorch, ops::AttentionBackend::kNaive,
+                             ops::AttentionBackend::kFlash}) {
+    torch::manual_seed(0);
+    Transformer m = build_model(testing::tiny_config(), zh.vocab_size(), en.vocab_size());
+    m->set_attention_backend(backend);
+    curves[ops::backend_name(backend)] = testing::train_steps(m, b, 20, 2e-3);
+  }
+  EXPECT_LT(curves["torch"].back(), curves["torch"].front() - 0.5);  // it does learn
+  for (const char* name : {"naive", "flash"})
+    for (int step = 0; step < 20; ++step)
+      EXPECT_NEAR(curves[name][step], curves["torch"][step], 1e-4) << name << " step " << step;
+}
+
 
 }  // namespace
 }  // namespace nmt

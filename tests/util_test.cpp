@@ -1,6 +1,6 @@
 // The small pieces everything else relies on: the UTF-8 decoder, SHA-256,
-// the atomic file writer (with an injected full disk), checkpoint manifests
-// and folder replacement with its crash recovery.
+// the atomic file writer (with an injected full disk) and folder
+// replacement with its crash recovery.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,13 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
-#include "checkpoint/manifest.h"
-#include "checkpoint/state.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/sha256.h"
@@ -25,19 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("nmt_util_test_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::slurp;
 
 TEST(Utf8, AcceptsWellFormedAndRejectsTheRest) {
   EXPECT_TRUE(utf8::valid("plain ASCII"));
@@ -71,7 +59,7 @@ TEST(Sha256, NistVectors) {
 }
 
 TEST(WriteFileAtomic, ReplacesWholeFilesAndLeavesNoTemporary) {
-  const fs::path dir = fresh_dir("atomic");
+  const fs::path dir = testing::temp_dir("atomic");
   const std::string path = (dir / "fig.svg").string();
   write_file_atomic(path, "first");
   write_file_atomic(path, "second, longer");
@@ -91,7 +79,7 @@ TEST(WriteFileAtomic, ReplacesWholeFilesAndLeavesNoTemporary) {
 // over it). A FIFO stands in for the device here (no root needed); a
 // symbolic link must keep pointing at the file, which gets the content.
 TEST(WriteFileAtomic, WritesPipesInPlaceAndFollowsSymlinks) {
-  const fs::path dir = fresh_dir("special");
+  const fs::path dir = testing::temp_dir("special");
   const std::string fifo = (dir / "pipe").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // so that opening for writing does not block
@@ -122,11 +110,10 @@ TEST(WriteFileAtomic, WritesPipesInPlaceAndFollowsSymlinks) {
 
 // NMT_TEST_WRITE_LIMIT is read once per process: this test runs in a child.
 TEST(WriteFileAtomic, AFullDiskKeepsThePreviousFile) {
-  const fs::path dir = fresh_dir("full");
+  const fs::path dir = testing::temp_dir("full");
   const std::string path = (dir / "out.txt").string();
   write_file_atomic(path, "the good old content");
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  testing::Process child = testing::fork_child([&] {
     ::setenv("NMT_TEST_WRITE_LIMIT", "100", 1);
     int code = 3;
     try {
@@ -135,131 +122,18 @@ TEST(WriteFileAtomic, AFullDiskKeepsThePreviousFile) {
     } catch (const IoError& e) {
       code = std::string(e.what()) == path + ": cannot write: No space left on device" ? 1 : 2;
     }
-    ::_exit(code);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+    return code;
+  });
+  const int status = testing::wait_for(child, std::chrono::seconds(60));
   EXPECT_EQ(WEXITSTATUS(status), 1) << "1: the one-line IoError; 0: no error; 2: another message";
   EXPECT_EQ(slurp(path), "the good old content");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
 }
 
-TEST(Manifest, CatchesTruncatedEditedAndMissingFiles) {
-  const fs::path dir = fresh_dir("manifest");
-  write_file_atomic((dir / "model.pt").string(), std::string(5000, 'w'));
-  write_file_atomic((dir / "state.yaml").string(), "step: 3\n");
-  write_manifest(dir.string(), {"model.pt", "state.yaml"});
-  EXPECT_TRUE(checkpoint_complete(dir.string()));
-  const auto message = [&] {
-    try {
-      verify_manifest(dir.string());
-      return std::string("no error");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-  };
-  fs::resize_file(dir / "model.pt", 4000);
-  EXPECT_NE(message().find("model.pt: 4000 bytes, the manifest says 5000"), std::string::npos) << message();
-  write_file_atomic((dir / "model.pt").string(), std::string(5000, 'v'));
-  EXPECT_NE(message().find("model.pt: content differs from the manifest's checksum"), std::string::npos);
-  fs::remove(dir / "model.pt");
-  EXPECT_NE(message().find("model.pt: listed in the manifest but missing"), std::string::npos);
-  EXPECT_FALSE(checkpoint_complete(dir.string()));
-}
-
-TEST(Manifest, RejectsMalformedLinesNamingTheLine) {
-  const std::string good = "nmt checkpoint manifest 1\n" + std::string(64, 'a') + " 12 model.pt\n";
-  EXPECT_EQ(parse_manifest(good, "m").size(), 1u);
-  for (const auto& [text, problem] : std::vector<std::pair<std::string, std::string>>{
-           {"", "m: empty manifest"},
-           {"other header\n", "m:1: not an nmt checkpoint manifest"},
-           {"nmt checkpoint manifest 1\nabc 12 model.pt\n", "m:2: 'abc' is not a SHA-256"},
-           {"nmt checkpoint manifest 1\n" + std::string(64, 'a') + " -1 x\n", "m:2: '-1' is not a file size"},
-           {"nmt checkpoint manifest 1\n" + std::string(64, 'a') + " 1 ../etc/passwd\n", "is not a file name"},
-           {good + std::string(64, 'b') + " 3 model.pt\n", "m:3: model.pt is listed twice"}}) {
-    try {
-      parse_manifest(text, "m");
-      ADD_FAILURE() << "accepted: " << text;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
-    }
-  }
-}
-
-TEST(TrainingState, RoundTripsAndRejectsTextThatIsNotUtf8) {
-  TrainingState s;
-  s.step = 7;
-  s.position = {1, 2};
-  s.metrics = {{"bleu", 12.5}, {"loss", 2.25}};
-  s.best = 12.5;
-  s.evals_since_best = 1;
-  const TrainingState t = parse_training_state(training_state_yaml(s), "state.yaml");
-  EXPECT_EQ(t.step, 7);
-  EXPECT_EQ(t.position, s.position);
-  EXPECT_EQ(t.metrics, s.metrics);
-  EXPECT_EQ(t.best, 12.5);
-  EXPECT_EQ(t.evals_since_best, 1);
-  // Found by tests/fuzz/fuzz_checkpoint: yaml-cpp kept the byte 0x88 of the
-  // metric name, training_state_yaml() wrote it as U+FFFD.
-  const std::string bad =
-      "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: .nan\nevals_since_best: 0\nmetrics:\n  a\x88: 1\n";
-  try {
-    parse_training_state(bad, "state.yaml");
-    ADD_FAILURE() << "accepted";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: not valid UTF-8");
-  }
-  // Also found by it: a NUL in a plain scalar came out of yaml-cpp as a
-  // stray byte 0xA0, which training_state_yaml() wrote as U+FFFD.
-  const std::string nul = "step: 0\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\nmetrics:\n  ab" +
-                          std::string(1, '\0') + "_cd: 1\n";
-  try {
-    parse_training_state(nul, "state.yaml");
-    ADD_FAILURE() << "accepted";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "state.yaml: unreadable training state: NUL character");
-  }
-}
-
 bool has_marker(const std::string& folder) { return fs::exists(fs::path(folder) / "marker"); }
 
-TEST(TrainingState, RoundTripsAndRejectsBadCounters) {
-  TrainingState s;
-  s.step = 1234;
-  s.position = {2, 17};
-  s.best = 0.1 + 0.2;  // not exactly representable in few digits
-  s.evals_since_best = 3;
-  s.train_seconds = 812.25;
-  s.wall_seconds = 901.5;
-  s.metrics = {{"bleu", 21.5}, {"loss", 3.25}};
-  const TrainingState r = parse_training_state(training_state_yaml(s), "state.yaml");
-  EXPECT_EQ(r.step, s.step);
-  EXPECT_EQ(r.position.epoch, 2);
-  EXPECT_EQ(r.position.batch, 17);
-  EXPECT_EQ(r.best, s.best);
-  EXPECT_EQ(r.evals_since_best, 3);
-  EXPECT_EQ(r.train_seconds, s.train_seconds);
-  EXPECT_EQ(r.wall_seconds, s.wall_seconds);
-  EXPECT_EQ(r.metrics, s.metrics);
-  // A state written before the clocks were kept still loads, at zero time.
-  const TrainingState old = parse_training_state(
-      "step: 5\nepoch: 0\nbatch_in_epoch: 5\nbest: .nan\nevals_since_best: 0\nmetrics: {}\n", "old.yaml");
-  EXPECT_EQ(old.step, 5);
-  EXPECT_EQ(old.train_seconds, 0);
-  for (const char* bad : {"step: -1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\n",
-                          "step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\ntrain_seconds: -3\n",
-                          "step: x\n", "- [1, 2\n"}) {
-    try {
-      parse_training_state(bad, "bad.yaml");
-      FAIL() << "accepted: " << bad;
-    } catch (const InputError& e) {
-      EXPECT_EQ(std::string(e.what()).rfind("bad.yaml: unreadable training state", 0), 0u) << e.what();
-    }
-  }
-}
-
 TEST(ReplaceDirectory, SwapsAndRecoversFromAnInterruptedSwap) {
-  const fs::path dir = fresh_dir("replace");
+  const fs::path dir = testing::temp_dir("replace");
   const std::string target = (dir / "last").string(), staged = target + ".tmp";
   fs::create_directories(staged);
   write_file_atomic(staged + "/marker", "1");

@@ -1,0 +1,59 @@
+// The SentencePiece tokenizers (tokenizer/): round trips on both sides,
+// special ids, and the model cache that retrains only when the data or the
+// settings change.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/temp_dir.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nmt {
+namespace {
+
+TEST(Tokenizer, RoundTripChineseAndEnglish) {
+  const auto& paths = testing::toy_tokenizers();
+  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
+  for (const std::string s : {"我爱水课", "他昨天在公园看见了一只狗", "你喜欢猫吗？"})
+    EXPECT_EQ(zh.decode(zh.encode(s)), s);
+  for (const std::string s : {"I love easy courses", "do you like cats ?", "she saw three dogs"})
+    EXPECT_EQ(en.decode(en.encode(s)), s);
+  const auto pieces = en.pieces({kPadId, kUnkId, kStartId, kEndId});
+  EXPECT_EQ(pieces, (std::vector<std::string>{"<pad>", "<unk>", "<start>", "<end>"}));
+  // Specials never come out of encode and are dropped by decode.
+  for (int64_t id : en.encode("I love easy courses")) EXPECT_GT(id, kEndId);
+  EXPECT_EQ(en.decode({kStartId, kEndId, kPadId}), "");
+}
+
+// Small corpora so that training the tokenizers takes milliseconds.
+void write_lines(const std::string& path, const std::string& word, int n) {
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) out << word << i % 37 << " " << word << "\n";
+}
+
+TEST(Tokenizer, ReusesCachedModelsAndRetrainsWhenDataOrSettingsChange) {
+  const std::string dir = testing::temp_dir("tok_cache");
+  write_lines(dir + "/a.zh", "猫", 300);
+  write_lines(dir + "/a.en", "cat", 300);
+  TokenizerConfig tc;
+  tc.cache_dir = dir + "/cache";
+  tc.src_vocab_size = tc.tgt_vocab_size = 60;
+  const TokenizerPaths first = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  EXPECT_TRUE(first.trained);
+  const TokenizerPaths again = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  EXPECT_FALSE(again.trained);  // nothing was trained: the cached models were used
+  EXPECT_EQ(again.src_model, first.src_model);
+  tc.src_vocab_size = 61;       // other settings: other models
+  const TokenizerPaths other = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  EXPECT_TRUE(other.trained);
+  EXPECT_NE(other.src_model, first.src_model);
+  tc.src_vocab_size = 60;
+  write_lines(dir + "/a.en", "dog", 300);  // other data: other models
+  EXPECT_TRUE(prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en").trained);
+}
+
+}  // namespace
+}  // namespace nmt
