@@ -18,15 +18,14 @@ nmt=$1
 src=$2
 mode=${3:-}
 logprobs=${4:-}
-. "$(dirname "$0")/tiny_config.sh"
+. "$(dirname "$0")/lib.sh"
 
 if [ "$mode" = --roundtrip ]; then
   py=$("$src/bench/peers_env.sh" --light --check 2>/dev/null) ||
     { echo "SKIP: no CTranslate2 here (run bench/peers_env.sh --light)"; exit 77; }
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+make_temp_dir
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 for tie in true false; do
   "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/run_$tie" \
