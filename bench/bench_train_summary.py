@@ -30,6 +30,7 @@ def main():
         ("torch2.15", "default"): "PyTorch 2.15 eager, as started",
         ("torch2.15", "tuned"): "PyTorch 2.15 eager, tuned",
         ("torch2.15-compile", "tuned"): "PyTorch 2.15 torch.compile, tuned",
+        ("torch2.15-compile", "default"): "PyTorch 2.15 torch.compile, as started",
         ("torch1.13", "tuned"): "PyTorch 1.13 eager, tuned",
         # older CSVs (PyTorch 1.13 only)
         ("torch", "default"): "PyTorch script", ("torch", "tuned"): "PyTorch script, nmt's thread settings",
@@ -45,6 +46,7 @@ def main():
                        + ", ".join(f"{x:.0f}" for x in runs[k]) + " |")
         peers = {k: v for k, v in med.items() if k[0] == config and k[1].startswith("torch2")}
         eager32 = max((v for k, v in peers.items() if k[1] == "torch2.15" and k[2] == "float32"), default=None)
+        # the best mode overall, whichever environment and precision
         best = max(peers.items(), key=lambda kv: kv[1], default=None)
         t113 = med.get((config, "torch1.13", "float32", "tuned"))
         n32, n16 = med.get((config, "nmt", "float32", "nmt")), med.get((config, "nmt", "bf16", "nmt"))
