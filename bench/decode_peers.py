@@ -12,8 +12,10 @@ differing line listed in the report's appendix.
 Both stop at the same length: nmt with --max-len L --max-len-factor 0,
 CTranslate2 with max_decoding_length L; no length penalty on either side.
 CTranslate2 is tuned as its documentation suggests for a CPU: intra_threads =
-threads, inter_threads = 1, and for batch 32 also inter_threads = threads
-with intra_threads = 1 (parallel batches); the faster setting is reported.
+threads with inter_threads = 1, and inter_threads = threads with
+intra_threads = 1 (batches side by side); the faster setting is reported.
+nmt runs as `nmt translate` does by default (batches side by side, one per
+thread; --parallel-batches).
 
 Usage: decode_peers.py NMT CHECKPOINT EXPORT_DIR SRC REF OUT_MD
        [--threads N] [--repeats R] [--max-len L] [--lines greedy32,greedy1,beam32,beam1]
@@ -75,15 +77,18 @@ def run_nmt(lines, beam, batch):
     return [l.rstrip("\n") for l in open(out, encoding="utf-8")], statistics.median(times)
 
 
-translators = {}
+current = {}
 
 
 def translator(compute_type, inter, intra):
+    # One translator alive at a time: an idle one's thread pools would share
+    # the cores with the one being timed.
     key = (compute_type, inter, intra)
-    if key not in translators:
-        translators[key] = ctranslate2.Translator(args.export_dir, device="cpu", compute_type=compute_type,
-                                                  inter_threads=inter, intra_threads=intra)
-    return translators[key]
+    if key not in current:
+        current.clear()
+        current[key] = ctranslate2.Translator(args.export_dir, device="cpu", compute_type=compute_type,
+                                              inter_threads=inter, intra_threads=intra)
+    return current[key]
 
 
 def run_ct2(lines, beam, batch, compute_type, inter, intra):
@@ -106,7 +111,7 @@ for label, beam, batch, n in cases:
     results["nmt float32"] = run_nmt(lines, beam, batch)
     for ct in ("float32", "int8"):
         settings = [(1, args.threads)]
-        if batch > 1 and args.threads > 1:
+        if args.threads > 1:
             settings.append((args.threads, 1))
         best = None
         for inter, intra in settings:

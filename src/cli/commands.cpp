@@ -75,6 +75,7 @@ DecodeOptions decode_options(const Config& cfg, const DecodeFlags& flags) {
   o.beam = flags.beam;
   o.length_penalty = flags.length_penalty;
   o.use_cache = !flags.no_cache;
+  o.parallel_batches = flags.parallel_batches.value_or(o.parallel_batches);
   return o;
 }
 
@@ -179,8 +180,11 @@ int run_translate(const TranslateArgs& args) {
   }
   if (!args.output.empty()) write_file_atomic(args.output, output);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {})", count, seconds,
-               count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off");
+  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {}, {})", count, seconds,
+               count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
+               opts.parallel_batches == 1 ? std::string("one batch at a time")
+                                          : opts.parallel_batches == 0 ? std::string("batches side by side, one per thread")
+                                                                       : std::to_string(opts.parallel_batches) + " batches side by side");
   if (!args.attention_map.empty()) write_attention_maps(s, args, all, opts);
   return kExitOk;
 }

@@ -69,6 +69,10 @@ void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
   sub->add_option("--length-penalty", f.length_penalty,
                   "GNMT length penalty alpha for beam search (0 = none)")
       ->check(real_range(0.0, 10.0));
+  sub->add_option("--parallel-batches", f.parallel_batches,
+                  "batches decoded side by side on the CPU, one thread each with single-threaded ops "
+                  "(default: one per --threads; 1 = one batch at a time using every thread)")
+      ->check(int_range(1, 256));
   sub->add_flag("--no-cache", f.no_cache,
                 "recompute the whole prefix each step instead of caching keys/values");
 }

@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "util/interrupt.h"
+#include "util/thread_env.h"
 
 namespace nmt {
 
@@ -273,14 +278,52 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return encoded[a].size() < encoded[b].size(); });
   const size_t batch = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
-  for (size_t start = 0; start < order.size(); start += batch) {
-    throw_if_interrupted();  // a safe point: nothing half-done to undo
-    const size_t end = std::min(order.size(), start + batch);
+  const size_t batches = (order.size() + batch - 1) / batch;
+  // Batch b: decoded, then its lines detokenized into their places.
+  const auto run_batch = [&](size_t b) {
+    const size_t start = b * batch, end = std::min(order.size(), start + batch);
     std::vector<std::vector<int64_t>> sources;
     for (size_t k = start; k < end; ++k) sources.push_back(encoded[order[k]]);
     const auto hyps = decode(model, sources, options, device);
     for (size_t k = start; k < end; ++k) result[order[k]] = tgt_tok.decode(hyps[k - start]);
+  };
+  const int intra = at::get_num_threads();
+  size_t workers = options.parallel_batches > 0 ? static_cast<size_t>(options.parallel_batches)
+                                                : static_cast<size_t>(intra);
+  workers = device.is_cpu() ? std::min(workers, batches) : 1;
+  if (workers <= 1) {
+    for (size_t b = 0; b < batches; ++b) {
+      throw_if_interrupted();  // a safe point: nothing half-done to undo
+      run_batch(b);
+    }
+    return result;
   }
+  // Workers take the next batch from a shared counter; the ops of each run on
+  // its own thread only (OpenMP's thread count is per thread, OpenBLAS's is
+  // global and restored after).
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  set_blas_threads(1);
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      at::set_num_threads(1);
+      for (size_t b; (b = next++) < batches;) {
+        try {
+          throw_if_interrupted();
+          run_batch(b);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          next = batches;  // the others stop after their current batch
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  at::set_num_threads(intra);
+  set_blas_threads(intra);
+  if (failure) std::rethrow_exception(failure);
   return result;
 }
 

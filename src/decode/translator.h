@@ -21,6 +21,13 @@ struct DecodeOptions {
   double max_len_factor = 0.0;   // ... or factor × source tokens + kLengthSlack, if fewer (0: off)
   int64_t batch_size = 64;       // sentences decoded together
   bool use_cache = true;         // false: recompute the whole prefix every step
+  // Batches decoded side by side on the CPU, each by its own thread with
+  // single-threaded ops (0: as many as the intra-op threads set; 1: one batch
+  // at a time, its ops using every thread). A decoding step is many small
+  // ops: on a few cores, waking and joining a thread pool for each costs more
+  // than it saves (on 2 cores, 2 threads translate a batch of 32 slower than
+  // 1), so whole batches are the better unit of parallel work.
+  int64_t parallel_batches = 0;
 };
 
 constexpr int64_t kLengthSlack = 5;
@@ -38,8 +45,9 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const std::vector<std::vector<int64_t>>& sources,
                                          const DecodeOptions& options, const c10::Device& device);
 
-// Tokenize, decode in length-sorted batches, detokenize; output i translates
-// line i. An empty line gives an empty line.
+// Tokenize, decode in length-sorted batches (options.parallel_batches of them
+// at a time on the CPU), detokenize; output i translates line i, whatever
+// batch or thread decoded it. An empty line gives an empty line.
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
