@@ -180,11 +180,9 @@ int run_translate(const TranslateArgs& args) {
   }
   if (!args.output.empty()) write_file_atomic(args.output, output);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {}, {})", count, seconds,
-               count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
-               opts.parallel_batches == 1 ? std::string("one batch at a time")
-                                          : opts.parallel_batches == 0 ? std::string("batches side by side, one per thread")
-                                                                       : std::to_string(opts.parallel_batches) + " batches side by side");
+  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {}, parallel batches {})", count,
+               seconds, count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
+               opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
   if (!args.attention_map.empty()) write_attention_maps(s, args, all, opts);
   return kExitOk;
 }

@@ -10,7 +10,6 @@
 #include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "cli/launcher.h"
-#include "export/ctranslate2_export.h"
 #include "ops/attention/backend.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
@@ -206,9 +205,6 @@ int main(int argc, char** argv) {
     if (bench_cmd->parsed()) return nmt::bench::run_bench_attention(bench);
   } catch (const nmt::InputError& e) {
     std::cerr << "nmt: error: " << e.what() << "\n";
-    return nmt::kExitInput;
-  } catch (const nmt::ExportError& e) {
-    std::cerr << "nmt: error: cannot export: " << e.what() << "\n";
     return nmt::kExitInput;
   } catch (const nmt::Interrupted& e) {
     std::cerr << "nmt: " << e.what() << "\n";

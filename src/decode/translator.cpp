@@ -1,10 +1,10 @@
 #include "decode/translator.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <atomic>
+#include <cmath>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <thread>

@@ -253,10 +253,10 @@ struct StagingFolder {
 
 ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& output, bool overwrite) {
   std::error_code ec;
-  if (fs::exists(output, ec) && !overwrite)
-    throw InputError(output + ": exists; choose another --output or pass --overwrite to replace it");
-  if (fs::exists(output, ec) && !fs::is_directory(output, ec))
-    throw InputError(output + ": exists and is not a folder");
+  if (fs::exists(output, ec)) {
+    if (!overwrite) throw InputError(output + ": exists; choose another --output or pass --overwrite to replace it");
+    if (!fs::is_directory(output, ec)) throw InputError(output + ": exists and is not a folder");
+  }
   const fs::path parent = fs::absolute(output).parent_path();
   if (!fs::is_directory(parent, ec)) throw InputError(output + ": parent folder " + parent.string() + " does not exist");
 

@@ -13,17 +13,19 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
+
+#include "util/errors.h"
 
 namespace nmt {
 
 struct LoadedCheckpoint;
 
 // The model cannot be expressed in the target format; names what and why.
-class ExportError : public std::runtime_error {
+// Bad input like any other (exit 2).
+class ExportError : public InputError {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ExportError(const std::string& what) : InputError("cannot export: " + what) {}
 };
 
 struct ExportSummary {
