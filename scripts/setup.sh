@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config ccache
   libtorch-dev libopenblas0-pthread libgloo-dev
-  libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev nlohmann-json3-dev
+  libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev nlohmann-json3-dev libcpp-httplib-dev
   python3 python3-nltk python3-yaml
   clang libclang-rt-dev
   iproute2 nftables

@@ -45,6 +45,47 @@ TEST(Model, ShapesForEncoderDecoderAndCrossAttention) {
   EXPECT_NEAR(p.sum(-1).sub(1).abs().max().item<float>(), 0.0f, 1e-5);
 }
 
+// The explorer's maps: one per layer and kind, rows that sum to one over the
+// visible keys, padding and (decoder) future positions at zero, and the same
+// maps for a sentence alone or padded in a batch.
+TEST(Model, AttentionMapsOfEveryKind) {
+  Transformer m = tiny_model();
+  m->eval();
+  const auto src = torch::randint(4, 50, {2, 6}, torch::kLong);
+  const auto src_len = torch::tensor({6, 4}, torch::kLong);
+  const auto tgt = torch::randint(4, 40, {2, 5}, torch::kLong);
+  const auto tgt_len = torch::tensor({5, 3}, torch::kLong);
+  const AttentionMaps maps = m->attention_maps(src, src_len, tgt, tgt_len);
+  ASSERT_EQ(maps.encoder_self.size(), 2u);
+  ASSERT_EQ(maps.decoder_self.size(), 2u);
+  ASSERT_EQ(maps.cross.size(), 2u);
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_EQ(maps.encoder_self[l].sizes(), (std::vector<int64_t>{2, 4, 6, 6}));
+    EXPECT_EQ(maps.decoder_self[l].sizes(), (std::vector<int64_t>{2, 4, 5, 5}));
+    EXPECT_EQ(maps.cross[l].sizes(), (std::vector<int64_t>{2, 4, 5, 6}));
+    for (const auto* t : {&maps.encoder_self[l], &maps.decoder_self[l], &maps.cross[l]})
+      EXPECT_NEAR((*t)[0].sum(-1).sub(1).abs().max().item<float>(), 0.0f, 1e-5);
+    // The decoder's future is invisible: the upper triangle is exactly zero.
+    EXPECT_EQ(maps.decoder_self[l].triu(1).abs().max().item<float>(), 0.0f);
+    EXPECT_GT(maps.decoder_self[l][0].diagonal(0, -2, -1).min().item<float>(), 0.0f);
+    // Row 1's padding: source keys past 4 and target keys past 3 get nothing.
+    EXPECT_EQ(maps.encoder_self[l][1].narrow(-1, 4, 2).abs().max().item<float>(), 0.0f);
+    EXPECT_EQ(maps.cross[l][1].narrow(-1, 4, 2).abs().max().item<float>(), 0.0f);
+    EXPECT_EQ(maps.decoder_self[l][1].narrow(-1, 3, 2).abs().max().item<float>(), 0.0f);
+  }
+  // Sentence 1 alone, unpadded: the same maps over its real positions.
+  const AttentionMaps alone = m->attention_maps(src.narrow(0, 1, 1).narrow(1, 0, 4), src_len.narrow(0, 1, 1),
+                                                tgt.narrow(0, 1, 1).narrow(1, 0, 3), tgt_len.narrow(0, 1, 1));
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_LT((alone.encoder_self[l][0] - maps.encoder_self[l][1].narrow(1, 0, 4).narrow(2, 0, 4)).abs().max().item<float>(), 1e-5);
+    EXPECT_LT((alone.decoder_self[l][0] - maps.decoder_self[l][1].narrow(1, 0, 3).narrow(2, 0, 3)).abs().max().item<float>(), 1e-5);
+    EXPECT_LT((alone.cross[l][0] - maps.cross[l][1].narrow(1, 0, 3).narrow(2, 0, 4)).abs().max().item<float>(), 1e-5);
+  }
+  // Without the causal mask the maps show the leak check-causality looks for.
+  m->set_disable_causal_mask(true);
+  EXPECT_GT(m->attention_maps(src, src_len, tgt, tgt_len).decoder_self[0].triu(1).sum().item<float>(), 0.1f);
+}
+
 // Positions past a row's length are masked on both sides: whatever tokens
 // stand there (not only <pad>), the real positions' outputs do not move.
 TEST(Model, PaddingDoesNotChangeOutputs) {

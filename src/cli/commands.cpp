@@ -18,6 +18,9 @@
 #include "eval/placeholders.h"
 #include "export/ctranslate2_export.h"
 #include "ops/attention/attention.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+#include "serve/translation_service.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
@@ -107,11 +110,10 @@ void write_attention_maps(Session& s, const TranslateArgs& args,
     tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
     auto [src_t, src_len] = make_source_batch({src});
     src_t = src_t.to(s.device), src_len = src_len.to(s.device);
-    torch::NoGradGuard no_grad;
-    const torch::Tensor memory = model->encode(src_t, src_len);
     const auto opts_long = torch::TensorOptions(torch::kLong).device(s.device);
-    torch::Tensor map = model->cross_attention_maps(memory, src_len,
-                                                    torch::tensor(tgt_in, opts_long).unsqueeze(0))[layer][0];
+    const torch::Tensor tgt_t = torch::tensor(tgt_in, opts_long).unsqueeze(0);
+    const torch::Tensor tgt_len = torch::full({1}, tgt_t.size(1), opts_long);
+    torch::Tensor map = model->attention_maps(src_t, src_len, tgt_t, tgt_len).cross[layer][0];
     map = (args.map_head < 0 ? map.mean(0) : map[args.map_head]).to(torch::kCPU, torch::kDouble);
     std::vector<std::vector<double>> weights(map.size(0), std::vector<double>(map.size(1)));
     for (int64_t r = 0; r < map.size(0); ++r)
@@ -249,6 +251,31 @@ int run_export(const ExportArgs& args) {
                ck.dir, ck.state.step, args.output, s.variables, s.aliases, s.bytes / 1e6, s.src_vocab, s.tgt_vocab,
                args.output);
   return kExitOk;
+}
+
+int run_serve(const ServeArgs& args) {
+  Session s = open_checkpoint(args.checkpoint, args.runtime);
+  serve::Model model;
+  model.model = s.ck.model;
+  model.src_tok = s.ck.src_tok.get();
+  model.tgt_tok = s.ck.tgt_tok.get();
+  model.device = s.device;
+  model.decode = decode_options(s.ck.cfg, args.decode);
+  model.decode.stop_on_interrupt = false;  // a signal drains the service instead (serve/http_server.h)
+  model.description = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
+  serve::ServerOptions options;
+  options.host = args.host;
+  options.port = static_cast<int>(args.port);
+  options.port_file = args.port_file;
+  options.max_body_bytes = args.max_body_bytes;
+  options.connection_threads = args.connections;
+  options.batching.max_batch_tokens = args.max_batch_tokens;
+  options.batching.max_delay_ms = args.max_delay_ms;
+  options.batching.max_queue = args.max_queue;
+  options.limits.max_sentences = args.max_sentences;
+  serve::Metrics metrics;
+  serve::TranslationService service(std::move(model), metrics);
+  return serve::run_server(service, metrics, options);
 }
 
 }  // namespace nmt::cli

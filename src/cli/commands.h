@@ -72,4 +72,17 @@ struct ExportArgs {
 };
 int run_export(const ExportArgs& args);
 
+// `nmt serve`: the HTTP service (serve/http_server.h).
+struct ServeArgs {
+  std::string checkpoint;
+  std::string host = "127.0.0.1";
+  int64_t port = 8080;
+  std::string port_file;
+  int64_t max_batch_tokens = 1024, max_delay_ms = 10, max_queue = 512;
+  int64_t max_sentences = 64, max_body_bytes = 1 << 20, connections = 256;
+  DecodeFlags decode;
+  RuntimeFlags runtime;
+};
+int run_serve(const ServeArgs& args);
+
 }  // namespace nmt::cli

@@ -160,6 +160,35 @@ int main(int argc, char** argv) {
   ex_cmd->add_option("--output", exp.output, "model folder to create")->required();
   ex_cmd->add_flag("--overwrite", exp.overwrite, "replace --output if it exists");
 
+  nmt::cli::ServeArgs serve;
+  auto* sv_cmd = app.add_subcommand("serve", "an HTTP translation service with dynamic batching and the attention explorer");
+  sv_cmd->add_option("--checkpoint", serve.checkpoint, "checkpoint or run folder (its best/, else last/)")->required();
+  sv_cmd->add_option("--host", serve.host, "address to listen on (default 127.0.0.1)");
+  sv_cmd->add_option("--port", serve.port, "port (0 = any free port; see --port-file)")->check(int_range(0, 65535));
+  sv_cmd->add_option("--port-file", serve.port_file, "write the port listened on to this file once ready");
+  sv_cmd->add_option("--max-batch-tokens", serve.max_batch_tokens,
+                     "source tokens merged into one batch (a larger request goes alone)")
+      ->check(int_range(1, 1 << 20));
+  sv_cmd->add_option("--max-delay-ms", serve.max_delay_ms,
+                     "how long the oldest waiting request waits for others to join its batch")
+      ->check(int_range(0, 60000));
+  sv_cmd->add_option("--max-queue", serve.max_queue, "sentences waiting; beyond it requests get 503")
+      ->check(int_range(1, 1 << 20));
+  sv_cmd->add_option("--max-sentences", serve.max_sentences, "sentences per request (413 beyond)")
+      ->check(int_range(1, 1 << 16));
+  sv_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "request body size (413 beyond)")
+      ->check(int_range(64, 1 << 30));
+  sv_cmd->add_option("--connections", serve.connections, "connections served at once")
+      ->check(int_range(1, 4096));
+  sv_cmd->add_option("--max-len", serve.decode.max_len, "maximum target tokens")->check(int_range(1, 4096));
+  sv_cmd->add_option("--max-len-factor", serve.decode.max_len_factor,
+                     "also stop after this many target tokens per source token, + 5 (0 = off)")
+      ->check(real_range(0.0, 1000.0));
+  sv_cmd->add_option("--length-penalty", serve.decode.length_penalty,
+                     "GNMT length penalty alpha for beam search (0 = none)")
+      ->check(real_range(0.0, 10.0));
+  add_runtime_flags(sv_cmd, serve.runtime);
+
   nmt::bench::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand(
       "bench-attention",
@@ -202,6 +231,7 @@ int main(int argc, char** argv) {
     if (sc_cmd->parsed()) return nmt::cli::run_score(score);
     if (cc_cmd->parsed()) return nmt::cli::run_check_causality(causality);
     if (ex_cmd->parsed()) return nmt::cli::run_export(exp);
+    if (sv_cmd->parsed()) return nmt::cli::run_serve(serve);
     if (bench_cmd->parsed()) return nmt::bench::run_bench_attention(bench);
   } catch (const nmt::InputError& e) {
     std::cerr << "nmt: error: " << e.what() << "\n";

@@ -293,7 +293,7 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   workers = device.is_cpu() ? std::min(workers, batches) : 1;
   if (workers <= 1) {
     for (size_t b = 0; b < batches; ++b) {
-      throw_if_interrupted();  // a safe point: nothing half-done to undo
+      if (options.stop_on_interrupt) throw_if_interrupted();  // a safe point: nothing half-done to undo
       run_batch(b);
     }
     return result;
@@ -311,7 +311,7 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
       at::set_num_threads(1);
       for (size_t b; (b = next++) < batches;) {
         try {
-          throw_if_interrupted();
+          if (options.stop_on_interrupt) throw_if_interrupted();
           run_batch(b);
         } catch (...) {
           std::lock_guard<std::mutex> lock(failure_mutex);

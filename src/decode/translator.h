@@ -28,6 +28,9 @@ struct DecodeOptions {
   // than it saves (on 2 cores, 2 threads translate a batch of 32 slower than
   // 1), so whole batches are the better unit of parallel work.
   int64_t parallel_batches = 0;
+  // Stop at the next batch once SIGINT/SIGTERM came (throws Interrupted).
+  // The service turns it off: it finishes every request it has read.
+  bool stop_on_interrupt = true;
 };
 
 constexpr int64_t kLengthSlack = 5;

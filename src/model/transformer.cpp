@@ -140,6 +140,18 @@ at::Tensor CrossAttentionImpl::forward(const at::Tensor& h, const at::Tensor& kv
   return out(ops::cross_attention(q(h), kv_memory, options.heads(), opts, rt.backend));
 }
 
+at::Tensor SelfAttentionImpl::probs(const at::Tensor& h, const at::Tensor& key_lengths, bool causal) {
+  const int64_t c = options.d_model(), heads = options.heads();
+  const at::Tensor packed = qkv(h);  // [B, T, 3C] = q | k | v
+  const auto split = [&](const at::Tensor& t) {  // [B, T, C] -> [B, H, T, D]
+    return t.reshape({t.size(0), t.size(1), heads, c / heads}).transpose(1, 2).to(at::kFloat);
+  };
+  ops::AttentionOptions opts;
+  opts.causal = causal;
+  opts.key_lengths = key_lengths;
+  return ops::attention_probs(split(packed.narrow(2, 0, c)), split(packed.narrow(2, c, c)), opts);
+}
+
 at::Tensor CrossAttentionImpl::probs(const at::Tensor& h, const at::Tensor& kv_memory,
                                      const at::Tensor& key_lengths) {
   const int64_t c = options.d_model(), heads = options.heads();
@@ -403,20 +415,29 @@ at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, DecoderCache& 
   return output_logits(s.h).squeeze(1);  // [B, V]
 }
 
-std::vector<at::Tensor> TransformerImpl::cross_attention_maps(const at::Tensor& memory,
-                                                              const at::Tensor& src_lengths,
-                                                              const at::Tensor& tgt_in) {
+AttentionMaps TransformerImpl::attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,
+                                              const at::Tensor& tgt_in, const at::Tensor& tgt_lengths) {
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> maps;
-  const at::Tensor tgt_lengths = at::full({tgt_in.size(0)}, tgt_in.size(1), src_lengths.options());
+  AttentionMaps maps;
+  // The same passes as encode and decode_stream, each layer's probabilities
+  // taken from the normalized input its attention reads.
+  Stream e = embed(src, src_embed, 0, 0, encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
+  for (size_t i = 0; i < encoder_layers->size(); ++i) {
+    auto layer = encoder_layers->ptr<EncoderLayerImpl>(i);
+    maps.encoder_self.push_back(layer->self_attn->probs(e.h, src_lengths, /*causal=*/false));
+    e = layer->forward(e, src_lengths, next_norm<EncoderLayerImpl>(encoder_layers, i, encoder_norm), runtime_);
+  }
+  const at::Tensor& memory = e.h;
+  const bool causal = !runtime_.disable_causal_mask;
   Stream s = add_norm(embed_target(tgt_in), {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     const at::Tensor kv = layer->cross_attn->project_memory(memory);
-    // The probabilities this layer's cross-attention applies, at its input.
-    const at::Tensor a = layer->self_attn(s.h, tgt_lengths, true, runtime_);
+    maps.decoder_self.push_back(layer->self_attn->probs(s.h, tgt_lengths, causal));
+    // Cross-attention reads the stream after the self-attention block.
+    const at::Tensor a = layer->self_attn(s.h, tgt_lengths, causal, runtime_);
     const Stream mid = add_norm(s.x, a, layer->norm2, {}, runtime_);
-    maps.push_back(layer->cross_attn->probs(mid.h, kv, src_lengths));
+    maps.cross.push_back(layer->cross_attn->probs(mid.h, kv, src_lengths));
     s = layer->forward(s, kv, tgt_lengths, src_lengths,
                        next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
   }

@@ -90,6 +90,8 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
   // h: [B, T, C] -> [B, T, C]; key_lengths: [B] or undefined
   at::Tensor forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
                      const ModelRuntime& rt);
+  // The probabilities [B, H, T, T] forward applies, for display.
+  at::Tensor probs(const at::Tensor& h, const at::Tensor& key_lengths, bool causal);
 
   AttentionOptions options;
   Dense qkv{nullptr}, out{nullptr};
@@ -201,6 +203,13 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, max_positions) = 256;
 };
 
+// Attention probabilities per layer, as the model applies them.
+struct AttentionMaps {
+  std::vector<at::Tensor> encoder_self;  // [B, H, S, S] per encoder layer
+  std::vector<at::Tensor> decoder_self;  // [B, H, T, T] per decoder layer (causal: upper triangle 0)
+  std::vector<at::Tensor> cross;         // [B, H, T, S] per decoder layer
+};
+
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
@@ -231,11 +240,10 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                               int64_t max_len);
   // tokens: [B] (the last token of each row) -> logits [B, V] for the next.
   at::Tensor decode_step(const at::Tensor& tokens, DecoderCache& cache);
-  // Cross-attention probabilities per decoder layer, [B, H, T, S] each, for
-  // the teacher-forced input tgt_in: [B, T].
-  std::vector<at::Tensor> cross_attention_maps(const at::Tensor& memory,
-                                               const at::Tensor& src_lengths,
-                                               const at::Tensor& tgt_in);
+  // Every attention probability of a teacher-forced pass over src: [B, S]
+  // and tgt_in: [B, T] (for display: the explorer, translate --attention-map).
+  AttentionMaps attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,
+                               const at::Tensor& tgt_in, const at::Tensor& tgt_lengths);
 
   void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
   ops::AttentionBackend attention_backend() const { return runtime_.backend; }

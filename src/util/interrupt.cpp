@@ -13,6 +13,9 @@ namespace {
 
 volatile std::sig_atomic_t g_first = 0;  // the first signal received
 volatile std::sig_atomic_t g_count = 0;  // how many
+// The first signal's messages, composed before any signal can arrive (the
+// handler may only write).
+std::string g_interrupted_text, g_terminated_text;
 
 void say(const char* text) {
   // async-signal-safe output
@@ -24,8 +27,7 @@ void on_signal(int sig) {
   if (g_first == 0) g_first = sig;
   g_count = g_count + 1;
   if (g_count == 1) {
-    say(sig == SIGINT ? "\nnmt: interrupted; finishing the current step (Ctrl-C twice more to abort)\n"
-                      : "\nnmt: terminated; finishing the current step\n");
+    say(sig == SIGINT ? g_interrupted_text.c_str() : g_terminated_text.c_str());
   } else if (g_count == 2) {
     say("nmt: still finishing and saving; Ctrl-C once more aborts without saving\n");
   } else {
@@ -36,7 +38,9 @@ void on_signal(int sig) {
 
 }  // namespace
 
-void install_interrupt_handlers() {
+void install_interrupt_handlers(const char* finishing) {
+  g_interrupted_text = std::string("\nnmt: interrupted; finishing ") + finishing + " (Ctrl-C twice more to abort)\n";
+  g_terminated_text = std::string("\nnmt: terminated; finishing ") + finishing + "\n";
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

@@ -1,6 +1,7 @@
 // SIGINT/SIGTERM as the commands handle them: the first one asks the
 // running command to stop at a safe point (training: after the current
-// step, with last/ saved); a second SIGINT while it finishes only says so;
+// step, with last/ saved; serving: the requests already read); a second
+// SIGINT while it finishes only says so;
 // a third aborts at once. Commands poll interrupted() at their safe points.
 #pragma once
 
@@ -8,7 +9,9 @@
 
 namespace nmt {
 
-void install_interrupt_handlers();
+// `finishing` names what the command completes after the first signal, as
+// the signal's message says it ("the current step" when training).
+void install_interrupt_handlers(const char* finishing = "the current step");
 
 // 0, or the first of SIGINT/SIGTERM received.
 int interrupt_signal();

@@ -1,0 +1,177 @@
+#include "serve/http_server.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "serve/metrics.h"
+#include "serve/translation_service.h"
+#include "serve/web_assets.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/interrupt.h"
+
+namespace nmt::serve {
+
+namespace {
+
+constexpr char kJson[] = "application/json";
+constexpr char kTranslatePath[] = "/v1/translate";
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(error_json(status, message), kJson);
+}
+
+// The routes and the methods each answers, for 404 versus 405 (with Allow).
+const std::map<std::string, std::string>& route_methods() {
+  static const std::map<std::string, std::string> routes = [] {
+    std::map<std::string, std::string> r{{kTranslatePath, "POST"},
+                                         {"/v1/info", "GET, HEAD"},
+                                         {"/healthz", "GET, HEAD"},
+                                         {"/metrics", "GET, HEAD"}};
+    for (const WebAsset& a : web_assets()) r[a.path] = "GET, HEAD";
+    return r;
+  }();
+  return routes;
+}
+
+// A metrics label for the path: a known route, or "other" (so that random
+// paths cannot grow the label set).
+std::string route_label(const std::string& path) {
+  return route_methods().count(path) ? path : "other";
+}
+
+// {"translations": [...], "attention": [...]} (attention only when asked);
+// the attention maps arrive as JSON text from the batch and are spliced in.
+std::string translate_answer(const Sentences& result, bool attention) {
+  nlohmann::json translations = nlohmann::json::array();
+  for (const SentenceResult& s : result) translations.push_back(s.translation);
+  std::string out = "{\"translations\":" + translations.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (attention) {
+    out += ",\"attention\":[";
+    for (size_t i = 0; i < result.size(); ++i) out += (i ? "," : "") + result[i].attention_json;
+    out += "]";
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+int run_server(TranslationService& service, Metrics& metrics, const ServerOptions& options) {
+  Batcher batcher(options.batching, [&](const std::vector<const Job*>& jobs) { return service.run_batch(jobs); });
+  httplib::Server server;
+  std::atomic<bool> draining{false};
+  server.new_task_queue = [threads = options.connection_threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
+  server.set_keep_alive_timeout(5);
+  server.set_read_timeout(10);
+
+  server.Post(kTranslatePath, [&](const httplib::Request& req, httplib::Response& res) {
+    const auto start = Clock::now();
+    try {
+      if (draining) throw RequestError(503, "the service is shutting down");
+      const TranslateRequest request = parse_translate_request(req.body, options.limits);
+      std::future<JobResult> done = batcher.submit(service.make_job(request));
+      if (!done.valid()) {
+        res.set_header("Retry-After", "1");
+        throw RequestError(503, "the queue is full (" + std::to_string(options.batching.max_queue) +
+                                    " sentences waiting); retry later");
+      }
+      const JobResult result = done.get();
+      res.set_content(translate_answer(result.sentences, request.attention), kJson);
+      // Where the time went (W3C Server-Timing): waiting for a batch, and the
+      // batch's translation; the rest of a client's latency is HTTP.
+      res.set_header("Server-Timing", "queue;dur=" + std::to_string(1000 * result.queue_seconds) +
+                                          ", translate;dur=" + std::to_string(1000 * result.batch_seconds));
+      metrics.latency(std::chrono::duration<double>(Clock::now() - start).count());
+    } catch (const RequestError& e) {
+      send_error(res, e.status(), e.what());
+    } catch (const std::exception& e) {
+      spdlog::error("translate: {}", e.what());
+      send_error(res, 500, std::string("translation failed: ") + e.what());
+    }
+  });
+  server.Get("/v1/info", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(service.info_json(), kJson);
+  });
+  server.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
+    if (draining) {
+      res.status = 503;
+      res.set_content("{\"status\":\"stopping\"}", kJson);
+    } else {
+      res.set_content("{\"status\":\"ok\"}", kJson);
+    }
+  });
+  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(batcher.queued()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  for (const WebAsset& a : web_assets())
+    server.Get(a.path, [&a](const httplib::Request&, httplib::Response& res) {
+      res.set_content(reinterpret_cast<const char*>(a.data), a.size, a.content_type.c_str());
+      res.set_header("Cache-Control", "no-cache");
+    });
+  // Everything else: 405 on a known path with another method, else 404.
+  const auto fallback = [](const httplib::Request& req, httplib::Response& res) {
+    const auto it = route_methods().find(req.path);
+    if (it == route_methods().end()) return send_error(res, 404, "no such path: " + req.path);
+    res.set_header("Allow", it->second);
+    send_error(res, 405, req.method + " " + req.path + ": method not allowed (allowed: " + it->second + ")");
+  };
+  server.Get(".*", fallback);
+  server.Post(".*", fallback);
+  server.Put(".*", fallback);
+  server.Patch(".*", fallback);
+  server.Delete(".*", fallback);
+  server.Options(".*", fallback);
+  // Errors httplib answers itself (413 for a body over the limit, 400 for a
+  // malformed request line) get the same JSON shape as ours.
+  server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, res.status,
+               res.status == 413 ? "body: larger than the limit (--max-body-bytes)"
+                                 : "malformed HTTP request (status " + std::to_string(res.status) + ")");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  server.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
+    metrics.request(route_label(req.path), res.status);
+  });
+
+  const int port = options.port == 0 ? server.bind_to_any_port(options.host)
+                                     : (server.bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port < 0)
+    throw InputError("serve: cannot listen on " + options.host + ":" + std::to_string(options.port) +
+                     " (address in use, or not an address of this machine)");
+  spdlog::info("listening on http://{}:{} (POST {}, GET /healthz, /metrics, / for the attention explorer)",
+               options.host, port, kTranslatePath);
+  if (!options.port_file.empty()) write_file_atomic(options.port_file, std::to_string(port) + "\n");
+
+  // SIGINT/SIGTERM: refuse new work, close the listening socket; listen_after_bind
+  // then returns once every connection thread has answered its request.
+  install_interrupt_handlers("the requests already read");
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done && !interrupted()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (done) return;
+    spdlog::info("stopping: no new connections; {} sentences queued", batcher.queued());
+    draining = true;
+    server.stop();
+  });
+  const bool listened = server.listen_after_bind();
+  done = true;
+  watcher.join();
+  batcher.stop();
+  if (!listened && !draining) throw std::runtime_error("serve: the listening socket failed");
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+}  // namespace nmt::serve

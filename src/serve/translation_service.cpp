@@ -1,0 +1,134 @@
+#include "serve/translation_service.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "ops/attention/backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nmt::serve {
+
+namespace {
+
+using nlohmann::json;
+
+// maps: per layer [1, H, Tq, Tk] -> [L][H][Tq][Tk], rounded to 4 decimals
+// (plenty for a heatmap, a third of the bytes).
+json nested(const std::vector<torch::Tensor>& maps) {
+  json layers = json::array();
+  for (const torch::Tensor& layer : maps) {
+    const torch::Tensor t = layer[0].to(torch::kCPU, torch::kFloat).contiguous();  // [H, Tq, Tk]
+    const auto a = t.accessor<float, 3>();
+    json heads = json::array();
+    for (int64_t h = 0; h < t.size(0); ++h) {
+      json rows = json::array();
+      for (int64_t i = 0; i < t.size(1); ++i) {
+        json row = json::array();
+        for (int64_t j = 0; j < t.size(2); ++j) row.push_back(std::round(a[h][i][j] * 1e4) / 1e4);
+        rows.push_back(std::move(row));
+      }
+      heads.push_back(std::move(rows));
+    }
+    layers.push_back(std::move(heads));
+  }
+  return layers;
+}
+
+}  // namespace
+
+TranslationService::TranslationService(Model model, Metrics& metrics) : m_(std::move(model)), metrics_(metrics) {}
+
+Job TranslationService::make_job(const TranslateRequest& request) const {
+  Job job;
+  job.lines = request.text;
+  job.beam = request.beam <= 1 ? 0 : request.beam;
+  job.attention = request.attention;
+  const int64_t limit = m_.model->options().max_positions();
+  for (size_t i = 0; i < job.lines.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(m_.src_tok->encode(job.lines[i]).size());
+    if (n > limit)
+      throw RequestError(400, "text[" + std::to_string(i) + "]: " + std::to_string(n) +
+                                  " tokens, more than the " + std::to_string(limit) + " this model reads");
+    job.tokens.push_back(n);
+  }
+  return job;
+}
+
+std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job*>& jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  // One call over every line of the batch: translate_lines sorts them by
+  // length and decodes them in sub-batches, as `nmt translate` does.
+  std::vector<std::string> lines;
+  int64_t source_tokens = 0;
+  for (const Job* job : jobs) {
+    lines.insert(lines.end(), job->lines.begin(), job->lines.end());
+    source_tokens += job->total_tokens();
+  }
+  DecodeOptions options = m_.decode;
+  options.beam = jobs.front()->beam;  // the Batcher groups jobs by beam
+  const std::vector<std::string> out = translate_lines(m_.model, *m_.src_tok, *m_.tgt_tok, lines, options, m_.device);
+  std::vector<Sentences> results;
+  size_t k = 0;
+  int64_t target_tokens = 0;
+  for (const Job* job : jobs) {
+    Sentences r(job->lines.size());
+    for (size_t i = 0; i < job->lines.size(); ++i, ++k) {
+      r[i].translation = out[k];
+      target_tokens += static_cast<int64_t>(m_.tgt_tok->encode(out[k]).size());
+      if (job->attention) r[i].attention_json = attention_json(job->lines[i], options);
+    }
+    results.push_back(std::move(r));
+  }
+  metrics_.batch(static_cast<int64_t>(lines.size()), source_tokens, target_tokens,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return results;
+}
+
+std::string TranslationService::attention_json(const std::string& line, const DecodeOptions& options) {
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t> src = m_.src_tok->encode(line);
+  json j;
+  if (src.empty()) {
+    j = {{"source", json::array()}, {"target_in", json::array()}, {"target_out", json::array()},
+         {"encoder_self", json::array()}, {"decoder_self", json::array()}, {"cross", json::array()}};
+    return j.dump();
+  }
+  // The same decode as translate_lines' (a sentence's result does not depend
+  // on its batch), for the token ids the strings no longer carry.
+  const std::vector<int64_t> hyp = decode(m_.model, {src}, options, m_.device)[0];
+  std::vector<int64_t> tgt_in{kStartId};
+  tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
+  std::vector<int64_t> tgt_out = hyp;
+  tgt_out.push_back(kEndId);
+  auto [src_t, src_len] = make_source_batch({src});
+  const auto long_opts = torch::TensorOptions(torch::kLong).device(m_.device);
+  const torch::Tensor tgt_t = torch::tensor(tgt_in, long_opts).unsqueeze(0);
+  const AttentionMaps maps = m_.model->attention_maps(src_t.to(m_.device), src_len.to(m_.device), tgt_t,
+                                                      torch::full({1}, tgt_t.size(1), long_opts));
+  j["source"] = m_.src_tok->pieces(src);
+  j["target_in"] = m_.tgt_tok->pieces(tgt_in);
+  j["target_out"] = m_.tgt_tok->pieces(tgt_out);
+  j["encoder_self"] = nested(maps.encoder_self);
+  j["decoder_self"] = nested(maps.decoder_self);
+  j["cross"] = nested(maps.cross);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string TranslationService::info_json() const {
+  const TransformerOptions& o = m_.model->options();
+  return json{{"model", m_.description},
+              {"encoder_layers", o.encoder_layers()},
+              {"decoder_layers", o.decoder_layers()},
+              {"heads", o.heads()},
+              {"d_model", o.d_model()},
+              {"max_positions", o.max_positions()},
+              {"attention", ops::backend_name(m_.model->attention_backend())},
+              {"device", m_.device.str()}}
+      .dump();
+}
+
+}  // namespace nmt::serve

@@ -1,0 +1,56 @@
+// The model side of the service: turns a validated request into a batching
+// Job (tokenized, lengths checked) and translates batches with the same
+// translate_lines the CLI uses, so an answer equals `nmt translate`'s output
+// for the same line. Attention maps, when asked, come from a teacher-forced
+// pass over the translation (Transformer::attention_maps).
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <string>
+#include <vector>
+
+#include "decode/translator.h"
+#include "model/transformer.h"
+#include "serve/batcher.h"
+#include "serve/metrics.h"
+#include "serve/request.h"
+
+namespace nmt {
+class Tokenizer;
+}
+
+namespace nmt::serve {
+
+// What the service translates with; owned by the caller, outliving the service.
+struct Model {
+  Transformer model{nullptr};
+  const Tokenizer* src_tok = nullptr;
+  const Tokenizer* tgt_tok = nullptr;
+  c10::Device device{c10::kCPU};
+  DecodeOptions decode;  // beam is set per request
+  std::string description;  // for GET /v1/info: checkpoint, step
+};
+
+class TranslationService {
+ public:
+  TranslationService(Model model, Metrics& metrics);
+
+  // Tokenizes the lines; RequestError 400 naming text[i] for a line longer
+  // than the model's positions.
+  Job make_job(const TranslateRequest& request) const;
+  // The Batcher's runner.
+  std::vector<Sentences> run_batch(const std::vector<const Job*>& jobs);
+  // JSON for GET /v1/info.
+  std::string info_json() const;
+
+ private:
+  // {"source": [...], "target_in": [...], "target_out": [...], "encoder_self":
+  // [L][H][S][S], "decoder_self": [L][H][T][T], "cross": [L][H][T][S]}
+  std::string attention_json(const std::string& line, const DecodeOptions& options);
+
+  Model m_;
+  Metrics& metrics_;
+};
+
+}  // namespace nmt::serve

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""`nmt serve` over real HTTP on 127.0.0.1 (an ephemeral port): answers equal
+`nmt translate`'s, concurrent requests batched, attention maps, every kind of
+bad request, a full queue, metrics, and SIGTERM under load.
+
+Usage: serve_api_test.py NMT CHECKPOINT LINES_FILE WORK_DIR
+Prints one line per check; exits 1 if any failed.
+"""
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+nmt, checkpoint, lines_file, work = sys.argv[1:5]
+lines = [l.rstrip("\n") for l in open(lines_file, encoding="utf-8")]
+failures = 0
+passes = 0
+
+
+def check(ok, what):
+    global failures, passes
+    if ok:
+        passes += 1
+    else:
+        failures += 1
+        print("FAIL:", what, flush=True)
+
+
+class Server:
+    def __init__(self, name, *flags):
+        self.port_file = os.path.join(work, name + ".port")
+        self.log = open(os.path.join(work, name + ".log"), "w")
+        self.proc = subprocess.Popen([nmt, "serve", "--checkpoint", checkpoint, "--port", "0",
+                                      "--port-file", self.port_file, "--threads", "2", *flags],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while not os.path.exists(self.port_file):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"FAIL: {name} did not start: " + open(self.log.name).read()[-500:])
+            time.sleep(0.05)
+        self.port = int(open(self.port_file).read())
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        c.request(method, path, body=data, headers=headers or {"Content-Type": "application/json"})
+        r = c.getresponse()
+        payload = r.read()
+        c.close()
+        return r.status, dict(r.getheaders()), payload
+
+    def translate(self, text, **extra):
+        status, headers, payload = self.request("POST", "/v1/translate", {"text": text, **extra})
+        return status, headers, json.loads(payload)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=60)
+        self.log.close()
+        return rc
+
+
+def cli_translate(extra):
+    out = subprocess.run([nmt, "translate", "--checkpoint", checkpoint, "--input", lines_file, "--threads", "2",
+                          *extra], capture_output=True, text=True, check=True)
+    return out.stdout.split("\n")[:len(lines)]
+
+
+expected_greedy = cli_translate([])
+expected_beam = cli_translate(["--beam", "4"])
+
+server = Server("main", "--max-body-bytes", "65536", "--max-sentences", "16")
+
+# 1. The same answers as nmt translate: one request of 16 lines, then every
+#    line as its own request from 24 threads at once (dynamic batches).
+status, _, answer = server.translate(lines[:16])
+check(status == 200 and answer["translations"] == expected_greedy[:16], "one request of 16 lines = nmt translate")
+status, _, answer = server.translate(lines[:8], beam=4)
+check(status == 200 and answer["translations"] == expected_beam[:8], "beam 4 = nmt translate --beam 4")
+
+results = {}
+
+
+def one(i):
+    s, _, a = server.translate([lines[i]])
+    results[i] = (s, a.get("translations", [None])[0])
+
+
+threads = [threading.Thread(target=one, args=(i,)) for i in range(len(lines))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check(all(results[i] == (200, expected_greedy[i]) for i in range(len(lines))),
+      f"{len(lines)} concurrent single-line requests = nmt translate "
+      f"({sum(results[i] == (200, expected_greedy[i]) for i in range(len(lines)))} equal)")
+status, _, metrics = server.request("GET", "/metrics")
+metrics = metrics.decode()
+batches = [l for l in metrics.splitlines() if l.startswith("nmt_batch_sentences_count ")]
+sentences = [l for l in metrics.splitlines() if l.startswith("nmt_sentences_total ")]
+n_batches = int(float(batches[0].split()[1])) if batches else 0
+n_sentences = int(float(sentences[0].split()[1])) if sentences else 0
+print(f"  {n_sentences} sentences in {n_batches} batches so far")
+check(status == 200 and 0 < n_batches < n_sentences, "concurrent requests were merged into batches")
+check('nmt_http_requests_total{path="/v1/translate",code="200"}' in metrics and "nmt_queue_sentences 0" in metrics
+      and "# TYPE nmt_translate_latency_seconds histogram" in metrics, "/metrics in Prometheus text format")
+
+# 2. Attention maps.
+status, _, answer = server.translate([lines[0], ""], attention=True)
+att = answer.get("attention", [{}])[0] if status == 200 else {}
+S, T = len(att.get("source", [])), len(att.get("target_in", []))
+info = json.loads(server.request("GET", "/v1/info")[2])
+L, H = info["decoder_layers"], info["heads"]
+
+
+def shape(x):
+    return [len(x)] + shape(x[0]) if isinstance(x, list) and x else ([0] if isinstance(x, list) else [])
+
+
+check(status == 200 and S > 0 and T == len(att["target_out"]) and att["target_in"][0] == "<start>"
+      and att["target_out"][-1] == "<end>", "attention: tokens of both sides")
+check(shape(att.get("encoder_self")) == [info["encoder_layers"], H, S, S]
+      and shape(att.get("decoder_self")) == [L, H, T, T] and shape(att.get("cross")) == [L, H, T, S],
+      f"attention: shapes {shape(att.get('encoder_self'))} {shape(att.get('decoder_self'))} {shape(att.get('cross'))}")
+upper = [att["decoder_self"][l][h][i][j] for l in range(L) for h in range(H) for i in range(T) for j in range(i + 1, T)]
+check(upper and max(upper) == 0, "attention: the decoder's upper triangle is zero")
+sums = [sum(row) for kind in ("encoder_self", "decoder_self", "cross") for layer in att[kind] for head in layer
+        for row in head]
+check(all(abs(s - 1) < 2e-3 for s in sums), "attention: every row sums to 1")
+check(answer["translations"] == [expected_greedy[0], ""] and answer["attention"][1]["source"] == [],
+      "attention: translations unchanged, an empty line gives empty maps")
+status, _, _ = server.request("GET", "/")
+check(status == 200, "GET / serves the explorer")
+
+# 3. Bad requests: a JSON error with a message and the right code, never a crash.
+bad = [
+    ("malformed JSON", "POST", "/v1/translate", b'{"text": ["a"', 400),
+    ("empty body", "POST", "/v1/translate", b"", 400),
+    ("not an object", "POST", "/v1/translate", b'["a"]', 400),
+    ("text a number", "POST", "/v1/translate", b'{"text": 5}', 400),
+    ("text[1] a number", "POST", "/v1/translate", b'{"text": ["a", 5]}', 400),
+    ("beam out of range", "POST", "/v1/translate", b'{"text": ["a"], "beam": 99}', 400),
+    ("unknown field", "POST", "/v1/translate", b'{"text": ["a"], "beem": 2}', 400),
+    ("invalid UTF-8", "POST", "/v1/translate", b'{"text": ["\xe4\xbd"]}', 400),
+    ("NUL in a line", "POST", "/v1/translate", b'{"text": ["a\\u0000b"]}', 400),
+    ("over-long line", "POST", "/v1/translate", json.dumps({"text": [" ".join(lines) * 3]}).encode(), 400),
+    ("too many sentences", "POST", "/v1/translate", json.dumps({"text": ["a"] * 17}).encode(), 413),
+    ("body over the limit", "POST", "/v1/translate", json.dumps({"text": ["a" * 70000]}).encode(), 413),
+    ("unknown path", "GET", "/nope", None, 404),
+    ("unknown path, POST", "POST", "/v2/translate", b"{}", 404),
+    ("wrong method", "GET", "/v1/translate", None, 405),
+    ("wrong method", "DELETE", "/metrics", None, 405),
+]
+for what, method, path, body, code in bad:
+    status, headers, payload = server.request(method, path, body)
+    try:
+        message = json.loads(payload)["error"]["message"]
+    except Exception:
+        message = None
+    check(status == code and message, f"{what}: {status} {message!r} (want {code} with a message)")
+    if code == 405:
+        check("Allow" in headers, f"{what}: 405 names the allowed methods ({headers.get('Allow')})")
+check(server.request("GET", "/healthz")[0] == 200 and server.proc.poll() is None, "still healthy after bad requests")
+rc = server.stop()
+check(rc == 0, f"SIGTERM when idle: exit {rc}")
+
+# 4. A full queue answers 503 with Retry-After instead of growing.
+slow = Server("queue", "--max-queue", "4", "--max-delay-ms", "1500", "--max-batch-tokens", "100000")
+codes = []
+retry = []
+
+
+def queued(i):
+    s, h, _ = slow.request("POST", "/v1/translate", {"text": [lines[i % len(lines)]]})
+    codes.append(s)
+    if s == 503:
+        retry.append(h.get("Retry-After"))
+
+
+threads = [threading.Thread(target=queued, args=(i,)) for i in range(12)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check(codes.count(200) >= 4 and codes.count(503) >= 1 and set(codes) <= {200, 503},
+      f"full queue: {codes.count(200)} answered, {codes.count(503)} refused with 503")
+check(retry and all(r == "1" for r in retry), "503 carries Retry-After")
+check(slow.stop() == 0, "queue server stops cleanly")
+
+# 5. SIGTERM under load: every request that got an answer got all of it, and
+#    every one the server read before the signal was translated.
+server = Server("load")
+stop_clients = threading.Event()
+outcomes = []  # (status or error, translations ok)
+
+
+def client(k):
+    i = k
+    while not stop_clients.is_set():
+        batch = [lines[(i + j) % len(lines)] for j in range(3)]
+        want = [expected_greedy[(i + j) % len(lines)] for j in range(3)]
+        i += 7
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            c.request("POST", "/v1/translate", body=json.dumps({"text": batch}),
+                      headers={"Content-Type": "application/json"})
+        except OSError as e:  # refused: the server no longer accepts
+            outcomes.append(("connect: " + type(e).__name__, True))
+            time.sleep(0.05)
+            continue
+        try:
+            r = c.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError) as e:
+            outcomes.append(("closed before answering", True))  # nothing was done for it
+            continue
+        try:
+            payload = r.read()  # IncompleteRead: an answer cut short (a failure)
+            body = json.loads(payload)
+            outcomes.append((r.status, r.status != 200 or body["translations"] == want))
+        except Exception as e:
+            outcomes.append(("cut short: " + type(e).__name__, False))
+        c.close()
+
+
+clients = [threading.Thread(target=client, args=(k,)) for k in range(16)]
+for t in clients:
+    t.start()
+time.sleep(2.0)
+server.proc.send_signal(signal.SIGTERM)
+t0 = time.time()
+try:
+    rc = server.proc.wait(timeout=60)
+except subprocess.TimeoutExpired:
+    rc = "hung"
+    server.proc.kill()
+stopped_in = time.time() - t0
+stop_clients.set()
+for t in clients:
+    t.join()
+server.log.close()
+answered = [o for o in outcomes if o[0] == 200]
+cut = [o for o in outcomes if isinstance(o[0], str) and o[0].startswith("cut short")]
+wrong = [o for o in outcomes if o[0] == 200 and not o[1]]
+# 503: read after the signal ("shutting down"); any other status is a request
+# the server read and did not finish.
+unfinished = [o for o in outcomes if isinstance(o[0], int) and o[0] not in (200, 503)]
+kinds = sorted({str(o[0]) for o in outcomes})
+print(f"  under load: {len(answered)} answered in full, outcomes {kinds}, stopped {stopped_in:.1f} s after SIGTERM")
+check(rc == 0, f"SIGTERM under load: exit {rc}")
+check(len(answered) > 10 and not cut and not wrong and not unfinished,
+      f"SIGTERM under load: {len(cut)} answers cut short, {len(wrong)} wrong translations, "
+      f"{len(unfinished)} answered with an error")
+log = open(os.path.join(work, "load.log")).read()
+check("stopping" in log and "stopped" in log, "the log says it drained and stopped")
+
+print(f"serve_api_test: {passes} passed, {failures} failed")
+sys.exit(1 if failures else 0)

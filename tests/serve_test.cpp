@@ -1,0 +1,251 @@
+// The service's parts without HTTP (serve/): the batching policy with a fake
+// runner, request validation, the metrics text.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "serve/batcher.h"
+#include "serve/metrics.h"
+#include "serve/request.h"
+
+namespace nmt::serve {
+namespace {
+
+Job job(std::vector<std::string> lines, int64_t tokens_each, int64_t beam = 0) {
+  Job j;
+  j.lines = std::move(lines);
+  j.tokens.assign(j.lines.size(), tokens_each);
+  j.beam = beam;
+  return j;
+}
+
+// Records every batch; answers line -> "T(line)". An optional gate holds the
+// first batch until released, so that tests can fill the queue behind it.
+struct FakeRunner {
+  std::mutex mutex;
+  std::vector<std::vector<std::string>> batches;  // lines of each batch, in order
+  std::atomic<bool> hold{false};
+  std::atomic<int> running{0};
+  std::vector<Sentences> operator()(const std::vector<const Job*>& jobs) {
+    ++running;
+    while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::vector<Sentences> out;
+    std::vector<std::string> lines;
+    for (const Job* j : jobs) {
+      Sentences r;
+      for (const auto& l : j->lines) r.push_back({"T(" + l + ")", ""}), lines.push_back(l);
+      out.push_back(std::move(r));
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    batches.push_back(lines);
+    return out;
+  }
+};
+
+TEST(Batcher, ConcurrentRequestsShareABatchAndGetTheirOwnAnswers) {
+  FakeRunner fake;
+  fake.hold = true;
+  BatchPolicy policy;
+  policy.max_batch_tokens = 1000;
+  policy.max_delay_ms = 0;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
+  auto first = b.submit(job({"a"}, 5));  // taken alone, held
+  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto x = b.submit(job({"b", "c"}, 5));
+  auto y = b.submit(job({"d"}, 5));
+  EXPECT_EQ(b.queued(), 3);
+  fake.hold = false;
+  EXPECT_EQ(first.get().sentences[0].translation, "T(a)");
+  const Sentences rx = x.get().sentences, ry = y.get().sentences;
+  ASSERT_EQ(rx.size(), 2u);
+  EXPECT_EQ(rx[0].translation, "T(b)");
+  EXPECT_EQ(rx[1].translation, "T(c)");
+  EXPECT_EQ(ry[0].translation, "T(d)");
+  ASSERT_EQ(fake.batches.size(), 2u);  // the two waiting requests went together
+  EXPECT_EQ(fake.batches[1], (std::vector<std::string>{"b", "c", "d"}));
+  EXPECT_EQ(b.queued(), 0);
+}
+
+TEST(Batcher, TokenBudgetSplitsBatchesInArrivalOrder) {
+  FakeRunner fake;
+  fake.hold = true;
+  BatchPolicy policy;
+  policy.max_batch_tokens = 20;
+  policy.max_delay_ms = 0;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
+  auto held = b.submit(job({"0"}, 1));
+  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<std::future<JobResult>> f;
+  for (const char* l : {"a", "b", "c", "d", "e"}) f.push_back(b.submit(job({l}, 8)));  // 8 tokens each
+  auto big = b.submit(job({"big"}, 50));  // over the budget: alone
+  fake.hold = false;
+  for (auto& x : f) x.get();
+  big.get();
+  ASSERT_EQ(fake.batches.size(), 5u);
+  EXPECT_EQ(fake.batches[1], (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(fake.batches[2], (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(fake.batches[3], (std::vector<std::string>{"e"}));
+  EXPECT_EQ(fake.batches[4], (std::vector<std::string>{"big"}));
+}
+
+TEST(Batcher, DifferentBeamsAreNotMixed) {
+  FakeRunner fake;
+  fake.hold = true;
+  BatchPolicy policy;
+  policy.max_delay_ms = 0;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
+  auto held = b.submit(job({"0"}, 1));
+  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto g1 = b.submit(job({"g1"}, 1, 0));
+  auto b4 = b.submit(job({"b4"}, 1, 4));
+  auto g2 = b.submit(job({"g2"}, 1, 0));
+  fake.hold = false;
+  g1.get(), b4.get(), g2.get();
+  ASSERT_EQ(fake.batches.size(), 3u);
+  EXPECT_EQ(fake.batches[1], (std::vector<std::string>{"g1", "g2"}));
+  EXPECT_EQ(fake.batches[2], (std::vector<std::string>{"b4"}));
+}
+
+TEST(Batcher, WaitsForCompanyUpToTheDelay) {
+  FakeRunner fake;
+  BatchPolicy policy;
+  policy.max_batch_tokens = 1000;
+  policy.max_delay_ms = 300;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
+  const auto start = Clock::now();
+  auto x = b.submit(job({"x"}, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto y = b.submit(job({"y"}, 1));
+  const JobResult rx = x.get();
+  y.get();
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(250));
+  EXPECT_GE(rx.queue_seconds, 0.25);  // it waited for company
+  ASSERT_EQ(fake.batches.size(), 1u);
+  EXPECT_EQ(fake.batches[0], (std::vector<std::string>{"x", "y"}));
+}
+
+TEST(Batcher, FullQueueRefusesAndStopFinishesWhatWasQueued) {
+  FakeRunner fake;
+  fake.hold = true;
+  BatchPolicy policy;
+  policy.max_queue = 3;
+  policy.max_delay_ms = 0;
+  auto b = std::make_unique<Batcher>(policy, [&](const auto& jobs) { return fake(jobs); });
+  auto held = b->submit(job({"0"}, 1));
+  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto a = b->submit(job({"a", "b"}, 1));
+  auto c = b->submit(job({"c"}, 1));
+  EXPECT_TRUE(a.valid());
+  EXPECT_TRUE(c.valid());
+  EXPECT_FALSE(b->submit(job({"d"}, 1)).valid());  // 3 waiting: full
+  std::thread stopper([&] { b->stop(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(b->submit(job({"e"}, 1)).valid());  // stopping: refused
+  fake.hold = false;
+  stopper.join();
+  EXPECT_EQ(a.get().sentences[1].translation, "T(b)");  // queued before stop: answered
+  EXPECT_EQ(c.get().sentences[0].translation, "T(c)");
+}
+
+TEST(Batcher, ARunnerFailureFailsItsBatchOnly) {
+  std::atomic<int> calls{0};
+  BatchPolicy policy;
+  policy.max_delay_ms = 0;
+  Batcher b(policy, [&](const std::vector<const Job*>& jobs) -> std::vector<Sentences> {
+    if (calls++ == 0) throw std::runtime_error("boom");
+    return {Sentences{{"ok", ""}}};
+  });
+  auto bad = b.submit(job({"x"}, 1));
+  EXPECT_THROW(bad.get(), std::runtime_error);
+  EXPECT_EQ(b.submit(job({"y"}, 1)).get().sentences[0].translation, "ok");
+}
+
+int status_of(const std::string& body, RequestLimits limits = {}) {
+  try {
+    parse_translate_request(body, limits);
+  } catch (const RequestError& e) {
+    return e.status();
+  }
+  return 200;
+}
+
+std::string message_of(const std::string& body) {
+  try {
+    parse_translate_request(body, {});
+  } catch (const RequestError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Request, ReadsTheFields) {
+  const TranslateRequest r = parse_translate_request(R"({"text": ["你好", ""], "beam": 4, "attention": true})", {});
+  EXPECT_EQ(r.text, (std::vector<std::string>{"你好", ""}));
+  EXPECT_EQ(r.beam, 4);
+  EXPECT_TRUE(r.attention);
+  const TranslateRequest one = parse_translate_request(R"({"text": "一"})", {});
+  EXPECT_EQ(one.text, (std::vector<std::string>{"一"}));
+  EXPECT_EQ(one.beam, 1);
+  EXPECT_FALSE(one.attention);
+}
+
+TEST(Request, EveryWrongShapeIsA4xxNamingTheField) {
+  EXPECT_EQ(status_of(""), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\""), 400);         // truncated JSON
+  EXPECT_EQ(status_of("[\"a\"]"), 400);                    // not an object
+  EXPECT_EQ(status_of("{}"), 400);                         // no text
+  EXPECT_EQ(status_of("{\"text\": []}"), 400);
+  EXPECT_EQ(status_of("{\"text\": 5}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\", 5]}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": 0}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": 9}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": 2.5}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": \"2\"}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"attention\": 1}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"bean\": 2}"), 400);  // misspelt field
+  EXPECT_EQ(status_of("{\"text\": [\"a\\u0000b\"]}"), 400);       // NUL
+  EXPECT_EQ(status_of("{\"text\": [\"\xe4\xbd\"]}"), 400);         // invalid UTF-8
+  EXPECT_EQ(status_of("{\"text\": [\"\\ud800\"]}"), 400);          // lone surrogate
+  RequestLimits two;
+  two.max_sentences = 2;
+  EXPECT_EQ(status_of("{\"text\": [\"a\", \"b\", \"c\"]}", two), 413);
+  EXPECT_EQ(status_of("{\"text\": [\"a\", \"b\"]}", two), 200);
+  EXPECT_NE(message_of("{\"text\": [\"a\", 5]}").find("text[1]"), std::string::npos);
+  EXPECT_NE(message_of("{\"text\": [\"a\"], \"beam\": 9}").find("beam"), std::string::npos);
+  EXPECT_NE(message_of("{\"text\": [\"\xe4\xbd\"]}").find("UTF-8"), std::string::npos);
+  EXPECT_EQ(error_json(400, "x \"y\""), R"({"error":{"code":400,"message":"x \"y\""}})");
+}
+
+TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
+  Metrics m;
+  m.request("/v1/translate", 200);
+  m.request("/v1/translate", 200);
+  m.request("/v1/translate", 400);
+  m.request("other", 404);
+  m.latency(0.02);
+  m.latency(3.0);
+  m.batch(8, 100, 120, 0.2);
+  const std::string text = m.render(5);
+  const auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("nmt_http_requests_total{path=\"/v1/translate\",code=\"200\"} 2"));
+  EXPECT_TRUE(has("nmt_http_errors_total{code=\"400\"} 1"));
+  EXPECT_TRUE(has("nmt_http_errors_total{code=\"404\"} 1"));
+  EXPECT_TRUE(has("nmt_translate_latency_seconds_bucket{le=\"0.025\"} 1"));
+  EXPECT_TRUE(has("nmt_translate_latency_seconds_bucket{le=\"2.5\"} 1"));
+  EXPECT_TRUE(has("nmt_translate_latency_seconds_bucket{le=\"5\"} 2"));
+  EXPECT_TRUE(has("nmt_translate_latency_seconds_bucket{le=\"+Inf\"} 2"));
+  EXPECT_TRUE(has("nmt_translate_latency_seconds_count 2"));
+  EXPECT_TRUE(has("nmt_batch_sentences_bucket{le=\"4\"} 0"));
+  EXPECT_TRUE(has("nmt_batch_sentences_bucket{le=\"8\"} 1"));
+  EXPECT_TRUE(has("nmt_queue_sentences 5"));
+  EXPECT_TRUE(has("nmt_source_tokens_total 100"));
+  EXPECT_TRUE(has("nmt_target_tokens_total 120"));
+  EXPECT_TRUE(has("nmt_tokens_per_second 22"));  // 220 tokens in the last 10 s
+  EXPECT_TRUE(has("# TYPE nmt_translate_latency_seconds histogram"));
+}
+
+}  // namespace
+}  // namespace nmt::serve

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `nmt serve` end to end on a tiny model trained here (2 layers each side):
+#   serve_test.sh NMT SRC            the HTTP API (tests/serve_api_test.py)
+#   serve_test.sh NMT SRC --browser  the explorer in headless Chromium
+#                                    (tests/browser_test.py); exits 77
+#                                    (skipped) without chromium, its driver
+#                                    or python3-selenium
+set -u
+nmt=$1
+src=$2
+mode=${3:-}
+. "$(dirname "$0")/lib.sh"
+
+if [ "$mode" = --browser ]; then
+  command -v chromedriver >/dev/null && command -v chromium >/dev/null &&
+    /usr/bin/python3 -c 'import selenium' 2>/dev/null ||
+    { echo "SKIP: needs chromium, chromium-driver and python3-selenium"; exit 77; }
+fi
+
+make_temp_dir
+tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
+"$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/run" --set model.encoder_layers=2 \
+  --set model.decoder_layers=2 --set train.max_steps=400 >"$tmp/train.log" 2>&1 ||
+  { echo "FAIL: train: $(tail -2 "$tmp/train.log")"; exit 1; }
+
+if [ "$mode" = --browser ]; then
+  "$nmt" serve --checkpoint "$tmp/run" --port 0 --port-file "$tmp/port" --threads 2 >"$tmp/serve.log" 2>&1 &
+  server=$!
+  on_exit() { kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null; }
+  wait_until 60 test -s "$tmp/port" || { echo "FAIL: serve did not start: $(tail -3 "$tmp/serve.log")"; exit 1; }
+  shot=${NMT_SCREENSHOT:-$tmp/explorer.png}
+  /usr/bin/python3 "$src/tests/browser_test.py" --url "http://127.0.0.1:$(cat "$tmp/port")/" --screenshot "$shot" \
+    --sentence "$(sed -n 3p "$src/data/toy/test.zh")"
+  exit $?
+fi
+
+head -40 "$src/data/toy/test.zh" >"$tmp/lines.zh"
+/usr/bin/python3 "$src/tests/serve_api_test.py" "$nmt" "$tmp/run" "$tmp/lines.zh" "$tmp"
