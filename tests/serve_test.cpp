@@ -45,20 +45,30 @@ struct FakeRunner {
   }
 };
 
+// Occupies the batcher's worker with a held batch of "0", so that what is
+// submitted next waits in the queue until fake.hold is cleared.
+std::future<JobResult> hold_worker(Batcher& b, FakeRunner& fake) {
+  fake.hold = true;
+  auto held = b.submit(job({"0"}, 1));
+  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return held;
+}
+
+BatchPolicy no_delay() {
+  BatchPolicy policy;
+  policy.max_delay_ms = 0;
+  return policy;
+}
+
 TEST(Batcher, ConcurrentRequestsShareABatchAndGetTheirOwnAnswers) {
   FakeRunner fake;
-  fake.hold = true;
-  BatchPolicy policy;
-  policy.max_batch_tokens = 1000;
-  policy.max_delay_ms = 0;
-  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
-  auto first = b.submit(job({"a"}, 5));  // taken alone, held
-  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Batcher b(no_delay(), [&](const auto& jobs) { return fake(jobs); });
+  auto first = hold_worker(b, fake);
   auto x = b.submit(job({"b", "c"}, 5));
   auto y = b.submit(job({"d"}, 5));
   EXPECT_EQ(b.queued(), 3);
   fake.hold = false;
-  EXPECT_EQ(first.get().sentences[0].translation, "T(a)");
+  EXPECT_EQ(first.get().sentences[0].translation, "T(0)");
   const Sentences rx = x.get().sentences, ry = y.get().sentences;
   ASSERT_EQ(rx.size(), 2u);
   EXPECT_EQ(rx[0].translation, "T(b)");
@@ -71,13 +81,10 @@ TEST(Batcher, ConcurrentRequestsShareABatchAndGetTheirOwnAnswers) {
 
 TEST(Batcher, TokenBudgetSplitsBatchesInArrivalOrder) {
   FakeRunner fake;
-  fake.hold = true;
-  BatchPolicy policy;
+  BatchPolicy policy = no_delay();
   policy.max_batch_tokens = 20;
-  policy.max_delay_ms = 0;
   Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
-  auto held = b.submit(job({"0"}, 1));
-  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto held = hold_worker(b, fake);
   std::vector<std::future<JobResult>> f;
   for (const char* l : {"a", "b", "c", "d", "e"}) f.push_back(b.submit(job({l}, 8)));  // 8 tokens each
   auto big = b.submit(job({"big"}, 50));  // over the budget: alone
@@ -93,12 +100,8 @@ TEST(Batcher, TokenBudgetSplitsBatchesInArrivalOrder) {
 
 TEST(Batcher, DifferentBeamsAreNotMixed) {
   FakeRunner fake;
-  fake.hold = true;
-  BatchPolicy policy;
-  policy.max_delay_ms = 0;
-  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
-  auto held = b.submit(job({"0"}, 1));
-  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Batcher b(no_delay(), [&](const auto& jobs) { return fake(jobs); });
+  auto held = hold_worker(b, fake);
   auto g1 = b.submit(job({"g1"}, 1, 0));
   auto b4 = b.submit(job({"b4"}, 1, 4));
   auto g2 = b.submit(job({"g2"}, 1, 0));
@@ -129,13 +132,10 @@ TEST(Batcher, WaitsForCompanyUpToTheDelay) {
 
 TEST(Batcher, FullQueueRefusesAndStopFinishesWhatWasQueued) {
   FakeRunner fake;
-  fake.hold = true;
-  BatchPolicy policy;
+  BatchPolicy policy = no_delay();
   policy.max_queue = 3;
-  policy.max_delay_ms = 0;
   auto b = std::make_unique<Batcher>(policy, [&](const auto& jobs) { return fake(jobs); });
-  auto held = b->submit(job({"0"}, 1));
-  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto held = hold_worker(*b, fake);
   auto a = b->submit(job({"a", "b"}, 1));
   auto c = b->submit(job({"c"}, 1));
   EXPECT_TRUE(a.valid());
@@ -150,11 +150,24 @@ TEST(Batcher, FullQueueRefusesAndStopFinishesWhatWasQueued) {
   EXPECT_EQ(c.get().sentences[0].translation, "T(c)");
 }
 
+TEST(Batcher, WorkersTranslateBatchesSideBySide) {
+  FakeRunner fake;
+  BatchPolicy policy = no_delay();
+  policy.workers = 2;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
+  auto first = hold_worker(b, fake);
+  auto second = b.submit(job({"1"}, 1));  // the other worker takes it while the first is held
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (fake.running < 2 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(fake.running, 2);
+  fake.hold = false;
+  EXPECT_EQ(second.get().sentences[0].translation, "T(1)");
+  EXPECT_EQ(first.get().sentences[0].translation, "T(0)");
+}
+
 TEST(Batcher, ARunnerFailureFailsItsBatchOnly) {
   std::atomic<int> calls{0};
-  BatchPolicy policy;
-  policy.max_delay_ms = 0;
-  Batcher b(policy, [&](const std::vector<const Job*>& jobs) -> std::vector<Sentences> {
+  Batcher b(no_delay(), [&](const std::vector<const Job*>& jobs) -> std::vector<Sentences> {
     if (calls++ == 0) throw std::runtime_error("boom");
     return {Sentences{{"ok", ""}}};
   });

@@ -263,6 +263,7 @@ int run_serve(const ServeArgs& args) {
   model.decode = decode_options(s.ck.cfg, args.decode);
   model.decode.stop_on_interrupt = false;  // a signal drains the service instead (serve/http_server.h)
   model.description = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
+  model.workers = args.workers > 0 ? args.workers : (s.device.is_cpu() ? at::get_num_threads() : 1);
   serve::ServerOptions options;
   options.host = args.host;
   options.port = static_cast<int>(args.port);
@@ -272,6 +273,7 @@ int run_serve(const ServeArgs& args) {
   options.batching.max_batch_tokens = args.max_batch_tokens;
   options.batching.max_delay_ms = args.max_delay_ms;
   options.batching.max_queue = args.max_queue;
+  options.batching.workers = model.workers;
   options.limits.max_sentences = args.max_sentences;
   serve::Metrics metrics;
   serve::TranslationService service(std::move(model), metrics);

@@ -56,18 +56,23 @@ void add_runtime_flags(CLI::App* sub, nmt::cli::RuntimeFlags& f) {
   sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")->check(int_range(0, 256));
 }
 
-void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
+// The length limits and the length penalty: translate, evaluate and serve.
+void add_length_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
   sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(int_range(1, 4096));
   sub->add_option("--max-len-factor", f.max_len_factor,
                   "also stop after this many target tokens per source token, + 5 (0 = off)")
       ->check(real_range(0.0, 1000.0));
+  sub->add_option("--length-penalty", f.length_penalty,
+                  "GNMT length penalty alpha for beam search (0 = none)")
+      ->check(real_range(0.0, 10.0));
+}
+
+void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
+  add_length_flags(sub, f);
   sub->add_option("--batch-size", f.batch_size, "sentences decoded together")
       ->check(int_range(1, 100000));
   sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search)")
       ->check(int_range(0, 64));
-  sub->add_option("--length-penalty", f.length_penalty,
-                  "GNMT length penalty alpha for beam search (0 = none)")
-      ->check(real_range(0.0, 10.0));
   sub->add_option("--parallel-batches", f.parallel_batches,
                   "batches decoded side by side on the CPU, one thread each with single-threaded ops "
                   "(default: one per --threads; 1 = one batch at a time using every thread)")
@@ -180,13 +185,11 @@ int main(int argc, char** argv) {
       ->check(int_range(64, 1 << 30));
   sv_cmd->add_option("--connections", serve.connections, "connections served at once")
       ->check(int_range(1, 4096));
-  sv_cmd->add_option("--max-len", serve.decode.max_len, "maximum target tokens")->check(int_range(1, 4096));
-  sv_cmd->add_option("--max-len-factor", serve.decode.max_len_factor,
-                     "also stop after this many target tokens per source token, + 5 (0 = off)")
-      ->check(real_range(0.0, 1000.0));
-  sv_cmd->add_option("--length-penalty", serve.decode.length_penalty,
-                     "GNMT length penalty alpha for beam search (0 = none)")
-      ->check(real_range(0.0, 10.0));
+  sv_cmd->add_option("--workers", serve.workers,
+                     "batches translated side by side, each on one thread (default: one per --threads "
+                     "on the CPU, 1 on CUDA)")
+      ->check(int_range(1, 256));
+  add_length_flags(sv_cmd, serve.decode);  // the beam comes with each request
   add_runtime_flags(sv_cmd, serve.runtime);
 
   nmt::bench::BenchArgs bench;

@@ -1,5 +1,6 @@
 #include "serve/batcher.h"
 
+#include <algorithm>
 #include <exception>
 
 namespace nmt::serve {
@@ -12,7 +13,7 @@ int64_t Job::total_tokens() const {
 
 Batcher::Batcher(BatchPolicy policy, BatchRunner runner)
     : policy_(policy), runner_(std::move(runner)) {
-  worker_ = std::thread([this] { run(); });
+  for (int64_t w = 0; w < std::max<int64_t>(1, policy_.workers); ++w) workers_.emplace_back([this] { run(); });
 }
 
 Batcher::~Batcher() { stop(); }
@@ -45,8 +46,9 @@ void Batcher::stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
-  wake_.notify_one();
-  if (worker_.joinable()) worker_.join();
+  wake_.notify_all();
+  for (std::thread& w : workers_)
+    if (w.joinable()) w.join();
 }
 
 std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch() {
@@ -83,11 +85,12 @@ void Batcher::run() {
       // (at once when stopping: nothing more is coming).
       const auto deadline = queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
       wake_.wait_until(lock, deadline, [&] {
-        if (stopping_) return true;
+        if (stopping_ || queue_.empty()) return true;
         int64_t tokens = 0;
         for (const auto& p : queue_) tokens += p->job.total_tokens();
         return tokens >= policy_.max_batch_tokens;
       });
+      if (queue_.empty()) continue;  // another worker took it meanwhile
       batch = take_batch();
     }
     std::vector<const Job*> jobs;

@@ -1,8 +1,11 @@
 // Dynamic batching for the service: the one place that decides which queued
 // requests are translated together. Concurrent requests wait in a bounded
-// queue; one worker takes the oldest request and every later one with the
+// queue; a free worker takes the oldest request and every later one with the
 // same decoding settings while the batch stays within a token budget, once
 // that budget is reached or the oldest request has waited long enough.
+// Several workers translate batches side by side (on the CPU one per core,
+// each single-threaded: a decoding step is many small ops, so whole batches
+// are the better unit of parallel work; CTranslate2's inter_threads).
 // Nothing here knows about HTTP or the model: a BatchRunner does the work.
 #pragma once
 
@@ -26,6 +29,7 @@ struct BatchPolicy {
   int64_t max_batch_tokens = 2048;  // source tokens in one batch (a larger request goes alone)
   int64_t max_delay_ms = 5;         // the oldest request waits at most this for company
   int64_t max_queue = 256;          // sentences waiting; beyond it submit() refuses
+  int64_t workers = 1;              // batches translated at once
 };
 
 // What one request asks, and what it gets back.
@@ -51,7 +55,7 @@ struct JobResult {
 };
 
 // Translates a batch: results[i][j] for line j of jobs[i]. Throws to fail
-// every job of the batch.
+// every job of the batch. Called from every worker thread at once.
 using BatchRunner = std::function<std::vector<Sentences>(const std::vector<const Job*>& jobs)>;
 
 class Batcher {
@@ -67,7 +71,7 @@ class Batcher {
 
   // Sentences waiting (not yet taken into a batch).
   int64_t queued() const;
-  // Stops taking jobs, finishes every one already queued, then joins the worker.
+  // Stops taking jobs, finishes every one already queued, then joins the workers.
   void stop();
 
  private:
@@ -86,7 +90,7 @@ class Batcher {
   std::deque<std::unique_ptr<Pending>> queue_;
   int64_t queued_lines_ = 0;
   bool stopping_ = false;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace nmt::serve

@@ -71,6 +71,9 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
     return new httplib::ThreadPool(static_cast<size_t>(threads));
   };
   server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
+  // Headers and body leave in separate writes: with Nagle's algorithm the
+  // body would wait for the client's delayed ACK (40 ms on Linux).
+  server.set_tcp_nodelay(true);
   server.set_keep_alive_timeout(5);
   server.set_read_timeout(10);
 
@@ -150,6 +153,9 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
   if (port < 0)
     throw InputError("serve: cannot listen on " + options.host + ":" + std::to_string(options.port) +
                      " (address in use, or not an address of this machine)");
+  spdlog::info("batching: {} worker(s), at most {} source tokens a batch, {} ms delay, {} sentences queued",
+               options.batching.workers, options.batching.max_batch_tokens, options.batching.max_delay_ms,
+               options.batching.max_queue);
   spdlog::info("listening on http://{}:{} (POST {}, GET /healthz, /metrics, / for the attention explorer)",
                options.host, port, kTranslatePath);
   if (!options.port_file.empty()) write_file_atomic(options.port_file, std::to_string(port) + "\n");

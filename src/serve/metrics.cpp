@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 namespace nmt::serve {
@@ -20,6 +22,8 @@ double now_seconds() {
 // The shortest text that reads back as v (0.025, not 0.025000000000000001).
 std::string number(double v) {
   char buf[64];
+  if (v == static_cast<double>(static_cast<int64_t>(v)) && std::abs(v) < 1e15)
+    return std::to_string(static_cast<int64_t>(v));
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (std::strtod(buf, nullptr) == v) break;

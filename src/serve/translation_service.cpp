@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "data/dataset.h"
 #include "ops/attention/backend.h"
 #include "tokenizer/tokenizer.h"
+#include "util/thread_env.h"
 
 namespace nmt::serve {
 
@@ -40,7 +42,9 @@ json nested(const std::vector<torch::Tensor>& maps) {
 
 }  // namespace
 
-TranslationService::TranslationService(Model model, Metrics& metrics) : m_(std::move(model)), metrics_(metrics) {}
+TranslationService::TranslationService(Model model, Metrics& metrics) : m_(std::move(model)), metrics_(metrics) {
+  if (m_.workers > 1) set_blas_threads(1);  // OpenBLAS' pool is global; each worker's ops run on its own thread
+}
 
 Job TranslationService::make_job(const TranslateRequest& request) const {
   Job job;
@@ -70,6 +74,19 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
   }
   DecodeOptions options = m_.decode;
   options.beam = jobs.front()->beam;  // the Batcher groups jobs by beam
+  if (m_.workers > 1) {
+    // One of several workers: this batch gets this thread alone.
+    at::set_num_threads(1);
+    options.parallel_batches = 1;
+  } else if (m_.device.is_cpu()) {
+    // The only worker: the batch is cut into one sub-batch per thread (of
+    // similar lengths: translate_lines sorts first), or its decoding would
+    // run on one core while the others idle.
+    const int64_t workers = std::max<int64_t>(1, options.parallel_batches > 0 ? options.parallel_batches
+                                                                               : at::get_num_threads());
+    const int64_t n = static_cast<int64_t>(lines.size());
+    options.batch_size = std::max<int64_t>(1, std::min(options.batch_size, (n + workers - 1) / workers));
+  }
   const std::vector<std::string> out = translate_lines(m_.model, *m_.src_tok, *m_.tgt_tok, lines, options, m_.device);
   std::vector<Sentences> results;
   size_t k = 0;

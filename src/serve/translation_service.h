@@ -29,6 +29,9 @@ struct Model {
   const Tokenizer* tgt_tok = nullptr;
   c10::Device device{c10::kCPU};
   DecodeOptions decode;  // beam is set per request
+  // Batches translated side by side (BatchPolicy::workers); > 1: each on one
+  // thread with single-threaded ops.
+  int64_t workers = 1;
   std::string description;  // for GET /v1/info: checkpoint, step
 };
 

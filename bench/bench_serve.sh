@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# `nmt serve` under load on loopback, against `nmt translate` on the same
+# sentences in the same run.
+#
+# Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--sentences N]
+#          [--threads N] [--soak-minutes M] [--out DIR]
+#   defaults: data/real/test.zh, 500 sentences, 2 threads, no soak, docs/bench
+#
+# 1. Offline: nmt translate --batch-size 32 over the sentences (sentences/s
+#    from its log, model loading left out); its output is what every answer
+#    of the service must equal.
+# 2. The service (defaults: --max-batch-tokens 1024 --max-delay-ms 10) under
+#    bench/serve_load.py: closed-loop clients, one sentence per request, at
+#    concurrency 1, 8, 32 and 128; N requests each. Per level: sentences/s,
+#    latency p50/p95/p99, the server's own translation time of the request's
+#    batch (Server-Timing; at concurrency 1 a batch is that one request, so
+#    it is the time of a single translate call), statuses and failures.
+# 3. --soak-minutes M: rounds of 500 requests at concurrency 32 for M
+#    minutes; the server's resident memory (VmRSS) after every round.
+# Writes OUT/serve.md and OUT/serve.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+checkpoint="" lines=data/real/test.zh sentences=500 threads=2 soak=0 out=docs/bench
+while (($#)); do
+  case $1 in
+    --checkpoint) checkpoint=$2; shift 2 ;;
+    --lines) lines=$2; shift 2 ;;
+    --sentences) sentences=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --soak-minutes) soak=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench_serve: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$checkpoint" ] || { echo "bench_serve: --checkpoint DIR is required" >&2; exit 2; }
+nmt=${NMT_BUILD_DIR:-build}/nmt
+[ -x "$nmt" ] || { echo "bench_serve: no $nmt (run scripts/setup.sh)" >&2; exit 2; }
+python=/usr/bin/python3
+work=$(mktemp -d)
+server=""
+cleanup() { [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+mkdir -p "$out"
+head -n "$sentences" "$lines" >"$work/lines.zh"
+n=$(wc -l <"$work/lines.zh")
+
+echo "bench_serve: offline nmt translate over $n sentences" >&2
+"$nmt" translate --checkpoint "$checkpoint" --input "$work/lines.zh" --output "$work/offline.en" --threads "$threads" \
+  --batch-size 32 2>"$work/offline.log"
+offline=$(sed -n 's/.*translated [0-9]* lines in \([0-9.]*\) s (\([0-9.]*\) sentences\/s.*/\2/p' "$work/offline.log")
+
+"$nmt" serve --checkpoint "$checkpoint" --port 0 --port-file "$work/port" --threads "$threads" \
+  --max-queue 4096 >"$work/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
+[ -s "$work/port" ] || { echo "bench_serve: the server did not start:" >&2; tail -3 "$work/serve.log" >&2; exit 1; }
+port=$(cat "$work/port")
+rss() { awk '/^VmRSS/ {print $2 / 1024}' "/proc/$server/status"; }
+
+: >"$work/serve.jsonl"
+# A warm-up pass (first batches of each shape), not recorded.
+$python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests 64 >/dev/null
+for c in 1 8 32 128; do
+  echo "bench_serve: concurrency $c" >&2
+  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency "$c" --requests "$n" \
+    --expect "$work/offline.en" >>"$work/serve.jsonl"
+done
+soak_line=""
+if [ "$soak" -gt 0 ]; then
+  echo "bench_serve: soak, concurrency 32 for $soak minutes" >&2
+  $python - "$port" "$work/lines.zh" "$soak" "$server" >>"$work/serve.jsonl" <<'PY'
+import json, subprocess, sys, time
+port, lines, minutes, pid = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+def rss():
+    return next(int(l.split()[1]) / 1024 for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS"))
+end = time.time() + 60 * minutes
+samples, results, first = [], [], None
+while time.time() < end:
+    r = json.loads(subprocess.run([sys.executable, "bench/serve_load.py", "--port", port, "--lines", lines,
+                                   "--concurrency", "32", "--requests", "500"], capture_output=True, text=True,
+                                  check=True).stdout)
+    results.append(r)
+    samples.append(round(rss(), 1))
+print(json.dumps({"soak_minutes": minutes, "rss_mb": samples, "requests": sum(r["requests"] for r in results),
+                  "failures": sum(r["failures"] for r in results),
+                  "statuses": {k: sum(r["statuses"].get(k, 0) for r in results)
+                               for k in {k for r in results for k in r["statuses"]}}}))
+PY
+fi
+cp "$work/serve.jsonl" "$out/serve.jsonl"
+$python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" >"$out/serve.md" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+offline, n, threads, ckpt = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+load = [r for r in rows if "concurrency" in r]
+print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {n} sentences of the test set, {threads} threads, "
+      f"checkpoint `{ckpt}`; closed-loop clients on loopback, one sentence per request.\n")
+print(f"Offline `nmt translate --batch-size 32`: **{offline:.1f} sentences/s**.\n")
+print("| concurrency | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | server translate p50 / p99 ms | statuses | failures |")
+print("|---|---|---|---|---|---|---|---|---|")
+for r in load:
+    print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {r['sentences_per_s'] / offline:.2f} | {r['p50_ms']} | "
+          f"{r['p95_ms']} | {r['p99_ms']} | {r['translate_p50_ms']} / {r['translate_p99_ms']} | "
+          f"{', '.join(f'{k}: {v}' for k, v in sorted(r['statuses'].items()))} | {r['failures']} |")
+one = next((r for r in load if r["concurrency"] == 1), None)
+c32 = next((r for r in load if r["concurrency"] == 32), None)
+print("\nGoals:")
+if c32:
+    print(f"- concurrency 32: {c32['sentences_per_s'] / offline:.2f} of offline throughput (goal >= 0.80), "
+          f"{c32['failures']} failed requests (goal 0)")
+if one:
+    print(f"- concurrency 1: p99 {one['p99_ms']} ms against a single translate call's p99 {one['translate_p99_ms']} ms "
+          f"(the server's own time for a batch of that one sentence): {one['p99_ms'] / one['translate_p99_ms']:.2f}x "
+          f"(goal <= 1.5x)")
+soak = next((r for r in rows if "soak_minutes" in r), None)
+if soak:
+    rss = soak["rss_mb"]
+    print(f"- soak, {soak['soak_minutes']:g} min at concurrency 32: resident memory {rss[0]} MB after the first "
+          f"round, {rss[-1]} MB at the end (every round: {', '.join(map(str, rss))}); {soak['requests']} requests, "
+          f"{soak['failures']} failed")
+PY
+cat "$out/serve.md"
