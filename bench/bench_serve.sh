@@ -15,6 +15,8 @@
 #    latency p50/p95/p99, the server's own translation time of the request's
 #    batch (Server-Timing; at concurrency 1 a batch is that one request, so
 #    it is the time of a single translate call), statuses and failures.
+#    Before them, concurrency 32 with --batching static (whole batches,
+#    no joining between decoding steps), for comparison in the same run.
 # 3. --soak-minutes M: rounds of 500 requests at concurrency 32 for M
 #    minutes; the server's resident memory (VmRSS) after every round.
 # Writes OUT/serve.md and OUT/serve.jsonl.
@@ -50,22 +52,31 @@ echo "bench_serve: offline nmt translate over $n sentences" >&2
   --batch-size 32 2>"$work/offline.log"
 offline=$(sed -n 's/.*translated [0-9]* lines in \([0-9.]*\) s (\([0-9.]*\) sentences\/s.*/\2/p' "$work/offline.log")
 
-"$nmt" serve --checkpoint "$checkpoint" --port 0 --port-file "$work/port" --threads "$threads" \
-  --max-queue 4096 >"$work/serve.log" 2>&1 &
-server=$!
-for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
-[ -s "$work/port" ] || { echo "bench_serve: the server did not start:" >&2; tail -3 "$work/serve.log" >&2; exit 1; }
-port=$(cat "$work/port")
-rss() { awk '/^VmRSS/ {print $2 / 1024}' "/proc/$server/status"; }
+# start_server MODE: nmt serve --batching MODE in the background; sets server and port.
+start_server() {
+  rm -f "$work/port"
+  "$nmt" serve --checkpoint "$checkpoint" --port 0 --port-file "$work/port" --threads "$threads" \
+    --max-queue 4096 --batching "$1" >"$work/serve-$1.log" 2>&1 &
+  server=$!
+  for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
+  [ -s "$work/port" ] || { echo "bench_serve: the server did not start:" >&2; tail -3 "$work/serve-$1.log" >&2; exit 1; }
+  port=$(cat "$work/port")
+  # A warm-up pass (first batches of each shape), not recorded.
+  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests 64 >/dev/null
+}
+# load MODE C: one load level, its JSON line tagged with the batching mode.
+load() {
+  echo "bench_serve: --batching $1, concurrency $2" >&2
+  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency "$2" --requests "$n" \
+    --expect "$work/offline.en" | sed "s/^{/{\"batching\": \"$1\", /" >>"$work/serve.jsonl"
+}
 
 : >"$work/serve.jsonl"
-# A warm-up pass (first batches of each shape), not recorded.
-$python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests 64 >/dev/null
-for c in 1 8 32 128; do
-  echo "bench_serve: concurrency $c" >&2
-  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency "$c" --requests "$n" \
-    --expect "$work/offline.en" >>"$work/serve.jsonl"
-done
+start_server static
+load static 32
+kill -TERM "$server" && wait "$server" || true
+start_server continuous
+for c in 1 8 32 128; do load continuous "$c"; done
 soak_line=""
 if [ "$soak" -gt 0 ]; then
   echo "bench_serve: soak, concurrency 32 for $soak minutes" >&2
@@ -93,19 +104,22 @@ $python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" >"$out/se
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 offline, n, threads, ckpt = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-load = [r for r in rows if "concurrency" in r]
+load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous"]
+static = [r for r in rows if "concurrency" in r and r["batching"] == "static"]
 print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {n} sentences of the test set, {threads} threads, "
       f"checkpoint `{ckpt}`; closed-loop clients on loopback, one sentence per request.\n")
 print(f"Offline `nmt translate --batch-size 32`: **{offline:.1f} sentences/s**.\n")
-print("| concurrency | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | server translate p50 / p99 ms | statuses | failures |")
-print("|---|---|---|---|---|---|---|---|---|")
-for r in load:
-    print(f"| {r['concurrency']} | {r['sentences_per_s']:.1f} | {r['sentences_per_s'] / offline:.2f} | {r['p50_ms']} | "
+print("| batching | concurrency | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | server translate p50 / p99 ms | statuses | failures |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for r in load + static:
+    print(f"| {r['batching']} | {r['concurrency']} | {r['sentences_per_s']:.1f} | {r['sentences_per_s'] / offline:.2f} | {r['p50_ms']} | "
           f"{r['p95_ms']} | {r['p99_ms']} | {r['translate_p50_ms']} / {r['translate_p99_ms']} | "
           f"{', '.join(f'{k}: {v}' for k, v in sorted(r['statuses'].items()))} | {r['failures']} |")
 one = next((r for r in load if r["concurrency"] == 1), None)
 c32 = next((r for r in load if r["concurrency"] == 32), None)
-print("\nGoals:")
+print("\n`continuous`: greedy requests join the running batch between decoding steps and leave it when they end "
+      "(the default); `static`: whole batches, each translated until its longest sentence ends.\n")
+print("Goals:")
 if c32:
     print(f"- concurrency 32: {c32['sentences_per_s'] / offline:.2f} of offline throughput (goal >= 0.80), "
           f"{c32['failures']} failed requests (goal 0)")

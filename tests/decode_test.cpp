@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <numeric>
 
 #include <torch/serialize.h>
 
 #include "data/dataset.h"
+#include "decode/continuous_greedy.h"
 #include "decode/translator.h"
 #include "model/build.h"
 #include "test_util.h"
@@ -101,6 +103,46 @@ TEST(Decode, TranslationDoesNotDependOnTheBatch) {
   const auto beam_batched = decode(model, t.sources, opts, torch::kCPU);
   for (size_t i = 0; i < t.sources.size(); i += 11)
     EXPECT_EQ(decode(model, {t.sources[i]}, opts, torch::kCPU)[0], beam_batched[i]) << "sentence " << i;
+}
+
+// Continuous batching: sentences that join a running batch at different
+// steps, and leave it when they finish, get exactly decode()'s tokens, and
+// the per-row step equals the shared-position step, logit for logit.
+TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  torch::NoGradGuard no_grad;
+  // decode_step_rows at equal positions is decode_step.
+  auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
+  const auto memory = model->encode(src, len);
+  DecoderCache a = model->start_decoding(memory, len, 6), b = model->start_decoding(memory, len, 6);
+  const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 6}, torch::kLong);
+  for (int64_t i = 0; i < 6; ++i) {
+    const auto shared = model->decode_step(tgt.select(1, i), a);
+    const auto rows = model->decode_step_rows(tgt.select(1, i), torch::full({3}, i, torch::kLong), i, b);
+    EXPECT_TRUE(torch::equal(shared, rows)) << "position " << i;
+  }
+  DecodeOptions opts;
+  opts.max_len_factor = 1.5;  // per-sentence limits, as the service runs
+  const auto alone = decode(model, t.sources, opts, torch::kCPU);
+  ContinuousGreedy stream(model, opts, torch::kCPU);
+  std::map<uint64_t, std::vector<int64_t>> got;
+  size_t next = 0;
+  int steps = 0;
+  // Three sentences join every other step, then the rest as the batch drains.
+  while (got.size() < t.sources.size()) {
+    if (next < t.sources.size() && (steps % 2 == 0 || stream.rows() == 0)) {
+      std::vector<std::vector<int64_t>> srcs;
+      std::vector<uint64_t> tickets;
+      for (int k = 0; k < 3 && next < t.sources.size(); ++k, ++next) srcs.push_back(t.sources[next]), tickets.push_back(next);
+      stream.add(srcs, tickets);
+    }
+    for (auto& [ticket, ids] : stream.step()) got[ticket] = ids;
+    ASSERT_LT(++steps, 10000);
+  }
+  for (size_t i = 0; i < t.sources.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "sentence " << i;
+  EXPECT_EQ(stream.rows(), 0);
+  EXPECT_EQ(stream.source_tokens(), 0);
 }
 
 // Each sentence stops at its own limit (max_len_factor × its source + slack),

@@ -101,12 +101,18 @@ check(all(results[i] == (200, expected_greedy[i]) for i in range(len(lines))),
       f"({sum(results[i] == (200, expected_greedy[i]) for i in range(len(lines)))} equal)")
 status, _, metrics = server.request("GET", "/metrics")
 metrics = metrics.decode()
-batches = [l for l in metrics.splitlines() if l.startswith("nmt_batch_sentences_count ")]
-sentences = [l for l in metrics.splitlines() if l.startswith("nmt_sentences_total ")]
-n_batches = int(float(batches[0].split()[1])) if batches else 0
-n_sentences = int(float(sentences[0].split()[1])) if sentences else 0
-print(f"  {n_sentences} sentences in {n_batches} batches so far")
-check(status == 200 and 0 < n_batches < n_sentences, "concurrent requests were merged into batches")
+
+
+def metric(name):
+    line = next((l for l in metrics.splitlines() if l.startswith(name + " ")), None)
+    return float(line.split()[1]) if line else 0.0
+
+
+# A "batch" of greedy requests is one decoding step of a running batch
+# (continuous batching): merged means steps ran several sentences at once.
+steps, rows = metric("nmt_batch_sentences_count"), metric("nmt_batch_sentences_sum")
+print(f"  {metric('nmt_sentences_total'):.0f} sentences so far, {rows / max(steps, 1):.2f} per decoding step")
+check(status == 200 and steps > 0 and rows > 1.5 * steps, "concurrent requests were merged into batches")
 check('nmt_http_requests_total{path="/v1/translate",code="200"}' in metrics and "nmt_queue_sentences 0" in metrics
       and "# TYPE nmt_translate_latency_seconds histogram" in metrics, "/metrics in Prometheus text format")
 

@@ -1,9 +1,11 @@
 // The service's parts without HTTP (serve/): the batching policy with a fake
-// runner, request validation, the metrics text.
+// runner and fake continuous-batching streams, request validation, the metrics text.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -176,6 +178,142 @@ TEST(Batcher, ARunnerFailureFailsItsBatchOnly) {
   EXPECT_EQ(b.submit(job({"y"}, 1)).get().sentences[0].translation, "ok");
 }
 
+// A stream where a line of t tokens takes t steps (1 ms each) and
+// translates to "S(line)". Shared by every worker's stream: a log of what
+// joined and ended, and the most source tokens any step ran with.
+struct FakeStreams {
+  std::mutex mutex;
+  std::vector<std::string> log;  // "+line" when a job's line joined, "-line" when it ended
+  int64_t max_tokens = 0;
+  std::atomic<int64_t> steps{0};
+  void record(const std::string& event) {
+    std::lock_guard<std::mutex> lock(mutex);
+    log.push_back(event);
+  }
+  std::vector<std::string> events() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return log;
+  }
+};
+
+class FakeStream : public StepStream {
+ public:
+  explicit FakeStream(FakeStreams& shared) : shared_(shared) {}
+  void add(const Job& job, uint64_t ticket) override {
+    for (size_t i = 0; i < job.lines.size(); ++i) {
+      rows_.push_back({ticket, i, job.tokens[i], job.tokens[i], job.lines[i]});
+      shared_.record("+" + job.lines[i]);
+    }
+    jobs_[ticket] = {Sentences(job.lines.size()), job.lines.size()};
+  }
+  std::vector<std::pair<uint64_t, Sentences>> step() override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ++shared_.steps;
+    {
+      std::lock_guard<std::mutex> lock(shared_.mutex);
+      shared_.max_tokens = std::max(shared_.max_tokens, source_tokens());
+    }
+    std::vector<std::pair<uint64_t, Sentences>> done;
+    for (auto it = rows_.begin(); it != rows_.end();) {
+      if (--it->left > 0) {
+        ++it;
+        continue;
+      }
+      shared_.record("-" + it->line);
+      auto& j = jobs_[it->ticket];
+      j.first[it->index].translation = "S(" + it->line + ")";
+      if (--j.second == 0) {
+        done.emplace_back(it->ticket, std::move(j.first));
+        jobs_.erase(it->ticket);
+      }
+      it = rows_.erase(it);
+    }
+    return done;
+  }
+  int64_t source_tokens() const override {
+    int64_t n = 0;
+    for (const Row& r : rows_) n += r.tokens;
+    return n;
+  }
+  bool idle() const override { return jobs_.empty(); }
+
+ private:
+  struct Row {
+    uint64_t ticket;
+    size_t index;
+    int64_t tokens, left;
+    std::string line;
+  };
+  FakeStreams& shared_;
+  std::vector<Row> rows_;
+  std::map<uint64_t, std::pair<Sentences, size_t>> jobs_;
+};
+
+StreamFactory fake_streams(FakeStreams& shared) {
+  return [&shared] { return std::make_unique<FakeStream>(shared); };
+}
+
+void wait_for(const std::function<bool()>& done) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(done()) << "timed out";
+}
+
+TEST(Batcher, ShortGreedyJobsJoinARunningStreamAndLeaveBeforeLongOnes) {
+  FakeRunner fake;
+  FakeStreams streams;
+  Batcher b(no_delay(), [&](const auto& jobs) { return fake(jobs); }, fake_streams(streams));
+  auto long_job = b.submit(job({"long"}, 400));
+  wait_for([&] { return streams.steps > 5; });
+  auto short_job = b.submit(job({"short", "pair"}, 3));
+  EXPECT_EQ(short_job.get().sentences[1].translation, "S(pair)");
+  EXPECT_EQ(long_job.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "the short job waited for the long one";
+  EXPECT_EQ(long_job.get().sentences[0].translation, "S(long)");
+  EXPECT_TRUE(fake.batches.empty());  // greedy jobs never go to the batch runner
+}
+
+TEST(Batcher, NewcomersJoinOnlyWithinTheTokenBudget) {
+  FakeRunner fake;
+  FakeStreams streams;
+  BatchPolicy policy = no_delay();
+  policy.max_batch_tokens = 10;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); }, fake_streams(streams));
+  std::vector<std::future<JobResult>> results;
+  for (int i = 0; i < 12; ++i) results.push_back(b.submit(job({std::to_string(i)}, 4)));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(results[i].get().sentences[0].translation, "S(" + std::to_string(i) + ")");
+  EXPECT_EQ(streams.max_tokens, 8);  // two 4-token jobs fit in 10, a third does not
+}
+
+TEST(Batcher, ABeamJobAtTheHeadClosesTheStreamToNewcomers) {
+  FakeRunner fake;
+  FakeStreams streams;
+  Batcher b(no_delay(), [&](const auto& jobs) { return fake(jobs); }, fake_streams(streams));
+  auto running = b.submit(job({"running"}, 100));
+  wait_for([&] { return streams.steps > 0; });
+  auto beam = b.submit(job({"beam"}, 2, 4));
+  auto later = b.submit(job({"later"}, 2));
+  EXPECT_EQ(beam.get().sentences[0].translation, "T(beam)");
+  EXPECT_EQ(later.get().sentences[0].translation, "S(later)");
+  EXPECT_EQ(running.get().sentences[0].translation, "S(running)");
+  // First come, first served: "later" joined only after the beam job was taken.
+  EXPECT_EQ(streams.events(), (std::vector<std::string>{"+running", "-running", "+later", "-later"}));
+  EXPECT_EQ(fake.batches, (std::vector<std::vector<std::string>>{{"beam"}}));
+}
+
+TEST(Batcher, StopFinishesTheJobsInAStream) {
+  FakeRunner fake;
+  FakeStreams streams;
+  auto b = std::make_unique<Batcher>(no_delay(), [&](const auto& jobs) { return fake(jobs); },
+                                     fake_streams(streams));
+  auto a = b->submit(job({"a"}, 50));
+  wait_for([&] { return streams.steps > 0; });
+  auto c = b->submit(job({"c"}, 5));
+  b->stop();
+  EXPECT_EQ(a.get().sentences[0].translation, "S(a)");
+  EXPECT_EQ(c.get().sentences[0].translation, "S(c)");
+}
+
 int status_of(const std::string& body, RequestLimits limits = {}) {
   try {
     parse_translate_request(body, limits);
@@ -240,7 +378,8 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   m.request("other", 404);
   m.latency(0.02);
   m.latency(3.0);
-  m.batch(8, 100, 120, 0.2);
+  m.batch(8, 0.2);
+  m.translated(8, 100, 120);
   const std::string text = m.render(5);
   const auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
   EXPECT_TRUE(has("nmt_http_requests_total{path=\"/v1/translate\",code=\"200\"} 2"));

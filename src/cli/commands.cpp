@@ -274,6 +274,7 @@ int run_serve(const ServeArgs& args) {
   options.batching.max_delay_ms = args.max_delay_ms;
   options.batching.max_queue = args.max_queue;
   options.batching.workers = model.workers;
+  options.batching.continuous = args.batching == "continuous";
   options.limits.max_sentences = args.max_sentences;
   serve::Metrics metrics;
   serve::TranslationService service(std::move(model), metrics);

@@ -81,6 +81,7 @@ struct ServeArgs {
   int64_t max_batch_tokens = 1024, max_delay_ms = 10, max_queue = 512;
   int64_t max_sentences = 64, max_body_bytes = 1 << 20, connections = 256;
   int64_t workers = 0;  // batches translated at once (0: one per thread on the CPU, 1 on CUDA)
+  std::string batching = "continuous";  // greedy requests: continuous | static
   DecodeFlags decode;
   RuntimeFlags runtime;
 };

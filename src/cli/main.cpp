@@ -189,6 +189,10 @@ int main(int argc, char** argv) {
                      "batches translated side by side, each on one thread (default: one per --threads "
                      "on the CPU, 1 on CUDA)")
       ->check(int_range(1, 256));
+  sv_cmd->add_option("--batching", serve.batching,
+                     "greedy requests: continuous (join and leave a running batch between decoding steps) "
+                     "or static (whole batches, as beam search always is)")
+      ->check(CLI::IsMember({"continuous", "static"}));
   add_length_flags(sv_cmd, serve.decode);  // the beam comes with each request
   add_runtime_flags(sv_cmd, serve.runtime);
 

@@ -242,6 +242,24 @@ Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, int64
   return feed_forward(s2, next, rt);
 }
 
+Stream DecoderLayerImpl::forward_step_rows(const Stream& in, LayerCache& cache, const at::Tensor& positions,
+                                           int64_t max_position, const at::Tensor& src_lengths,
+                                           const NextNorm& next, const ModelRuntime& rt) {
+  // forward_step with each row's keys/values written at its own position and
+  // its causal row ending there (key lengths position + 1).
+  const int64_t c = options.d_model(), rows = in.h.size(0);
+  const at::Tensor qkv = self_attn->qkv(in.h);  // [B, 1, 3C]
+  const at::Tensor row = at::arange(rows, positions.options());
+  cache.self_kv.index_put_({row, positions}, qkv.select(1, 0).narrow(1, c, 2 * c));
+  ops::AttentionOptions opts;
+  opts.key_lengths = positions + 1;
+  const at::Tensor a = self_attn->out(ops::cross_attention(
+      qkv.narrow(2, 0, c), cache.self_kv.narrow(1, 0, max_position + 1), options.heads(), opts, rt.backend));
+  const Stream s1 = add_norm(in.x, a, norm2, {}, rt);
+  const Stream s2 = add_norm(s1.x, cross_attn(s1.h, cache.cross_kv, src_lengths, rt), norm3, {}, rt);
+  return feed_forward(s2, next, rt);
+}
+
 void DecoderCache::reorder_targets(const at::Tensor& index) {
   for (auto& l : layers) {
     at::Tensor kept = at::empty({index.size(0), l.self_kv.size(1), l.self_kv.size(2)}, l.self_kv.options());
@@ -412,6 +430,28 @@ at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, DecoderCache& 
         s, cache.layers[i], cache.position, cache.src_lengths,
         next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
   ++cache.position;
+  return output_logits(s.h).squeeze(1);  // [B, V]
+}
+
+at::Tensor TransformerImpl::decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions,
+                                             int64_t max_position, DecoderCache& cache) {
+  TORCH_CHECK(max_position < cache.layers.front().self_kv.size(1), "decode_step_rows: the cache holds ",
+              cache.layers.front().self_kv.size(1), " positions");
+  TORCH_CHECK(max_position < options_.max_positions(), "decode_step_rows: position ", max_position,
+              " exceeds model.max_positions ", options_.max_positions());
+  // The embedding kernel adds positions[offset + t] at position t: laid out
+  // as one sequence of B tokens over a table of each row's own position, it
+  // computes exactly what decode_step computes per row.
+  const int64_t rows = tokens.size(0), c = options_.d_model();
+  const at::Tensor table = positions_.to(tgt_embed->weight.scalar_type()).index_select(0, positions);
+  const at::Tensor x = ops::embed_tokens(tokens.view({1, rows}), tgt_embed->weight, table, 0,
+                                         std::sqrt(static_cast<double>(c)), kPadId, {})
+                           .view({rows, 1, c});
+  Stream s = add_norm(x, {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
+  for (size_t i = 0; i < decoder_layers->size(); ++i)
+    s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step_rows(
+        s, cache.layers[i], positions, max_position, cache.src_lengths,
+        next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
   return output_logits(s.h).squeeze(1);  // [B, V]
 }
 

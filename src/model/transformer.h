@@ -176,6 +176,11 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
   // One new position, in: [B, 1, C]; appends its keys/values to the cache at `position`.
   Stream forward_step(const Stream& in, LayerCache& cache, int64_t position,
                       const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt);
+  // The same where each row is at its own position: positions [B] (long,
+  // tokens fed so far per row), the largest of them max_position.
+  Stream forward_step_rows(const Stream& in, LayerCache& cache, const at::Tensor& positions,
+                           int64_t max_position, const at::Tensor& src_lengths, const NextNorm& next,
+                           const ModelRuntime& rt);
 
   TransformerLayerOptions options;
   SelfAttention self_attn{nullptr};
@@ -240,6 +245,12 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                               int64_t max_len);
   // tokens: [B] (the last token of each row) -> logits [B, V] for the next.
   at::Tensor decode_step(const at::Tensor& tokens, DecoderCache& cache);
+  // The same for rows at different positions (sentences that joined a
+  // running batch at different steps): positions [B] on the device, the
+  // tokens each row has fed so far; max_position their largest. Each row
+  // gets what decode_step gives it alone. cache.position is not used.
+  at::Tensor decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
+                              DecoderCache& cache);
   // Every attention probability of a teacher-forced pass over src: [B, S]
   // and tgt_in: [B, T] (for display: the explorer, translate --attention-map).
   AttentionMaps attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,

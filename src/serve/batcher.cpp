@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 
 namespace nmt::serve {
 
@@ -11,8 +12,8 @@ int64_t Job::total_tokens() const {
   return n;
 }
 
-Batcher::Batcher(BatchPolicy policy, BatchRunner runner)
-    : policy_(policy), runner_(std::move(runner)) {
+Batcher::Batcher(BatchPolicy policy, BatchRunner runner, StreamFactory make_stream)
+    : policy_(policy), runner_(std::move(runner)), make_stream_(std::move(make_stream)) {
   for (int64_t w = 0; w < std::max<int64_t>(1, policy_.workers); ++w) workers_.emplace_back([this] { run(); });
 }
 
@@ -74,46 +75,112 @@ std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch() {
   return batch;
 }
 
+std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_greedy(int64_t budget, bool take_one) {
+  // Strictly from the head: a job of another kind there stops the intake, so
+  // the streams drain and a worker takes it next.
+  std::vector<std::unique_ptr<Pending>> taken;
+  while (!queue_.empty() && queue_.front()->job.beam == 0) {
+    const Job& job = queue_.front()->job;
+    const int64_t tokens = job.total_tokens();
+    if (tokens > budget && !(take_one && taken.empty())) break;
+    budget -= tokens;
+    queued_lines_ -= static_cast<int64_t>(job.lines.size());
+    taken.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return taken;
+}
+
+void Batcher::run_batch(std::vector<std::unique_ptr<Pending>> batch) {
+  std::vector<const Job*> jobs;
+  for (const auto& p : batch) jobs.push_back(&p->job);
+  const auto start = Clock::now();
+  try {
+    std::vector<Sentences> results = runner_(jobs);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      JobResult r;
+      r.sentences = std::move(results.at(i));
+      r.queue_seconds = std::chrono::duration<double>(start - batch[i]->job.arrived).count();
+      r.batch_seconds = seconds;
+      batch[i]->done.set_value(std::move(r));
+    }
+  } catch (...) {
+    const std::exception_ptr failure = std::current_exception();
+    for (auto& p : batch) {
+      try {
+        p->done.set_exception(failure);
+      } catch (const std::future_error&) {  // already answered before the failure
+      }
+    }
+  }
+}
+
 void Batcher::run() {
+  std::unique_ptr<StepStream> stream = streams() ? make_stream_() : nullptr;
+  struct Running {
+    std::unique_ptr<Pending> pending;
+    Clock::time_point joined;
+  };
+  std::map<uint64_t, Running> running;  // by ticket: the jobs in the stream
+  uint64_t next_ticket = 0;
   for (;;) {
-    std::vector<std::unique_ptr<Pending>> batch;
+    std::vector<std::unique_ptr<Pending>> batch, joining;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to finish
-      // Wait for company until the budget is full or the oldest job's delay is up
-      // (at once when stopping: nothing more is coming).
-      const auto deadline = queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
-      wake_.wait_until(lock, deadline, [&] {
-        if (stopping_ || queue_.empty()) return true;
-        int64_t tokens = 0;
-        for (const auto& p : queue_) tokens += p->job.total_tokens();
-        return tokens >= policy_.max_batch_tokens;
-      });
-      if (queue_.empty()) continue;  // another worker took it meanwhile
-      batch = take_batch();
+      if (stream && !stream->idle()) {
+        // Between two steps: newcomers join without waiting.
+        joining = take_greedy(policy_.max_batch_tokens - stream->source_tokens(), false);
+      } else {
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and nothing left to finish
+        // Wait for company until the budget is full or the oldest job's delay is up
+        // (at once when stopping: nothing more is coming).
+        const auto deadline = queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
+        wake_.wait_until(lock, deadline, [&] {
+          if (stopping_ || queue_.empty()) return true;
+          int64_t tokens = 0;
+          for (const auto& p : queue_) tokens += p->job.total_tokens();
+          return tokens >= policy_.max_batch_tokens;
+        });
+        if (queue_.empty()) continue;  // another worker took it meanwhile
+        if (stream && queue_.front()->job.beam == 0)
+          joining = take_greedy(policy_.max_batch_tokens, true);
+        else
+          batch = take_batch();
+      }
     }
-    std::vector<const Job*> jobs;
-    for (const auto& p : batch) jobs.push_back(&p->job);
-    const auto start = Clock::now();
+    if (!batch.empty()) {
+      run_batch(std::move(batch));
+      continue;
+    }
+    const auto now = Clock::now();
+    for (auto& p : joining) {
+      const uint64_t ticket = next_ticket++;
+      try {
+        stream->add(p->job, ticket);
+        running[ticket] = {std::move(p), now};
+      } catch (...) {
+        p->done.set_exception(std::current_exception());
+      }
+    }
     try {
-      std::vector<Sentences> results = runner_(jobs);
-      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      for (size_t i = 0; i < batch.size(); ++i) {
+      for (auto& [ticket, sentences] : stream->step()) {
+        auto it = running.find(ticket);
+        if (it == running.end()) continue;
         JobResult r;
-        r.sentences = std::move(results.at(i));
-        r.queue_seconds = std::chrono::duration<double>(start - batch[i]->job.arrived).count();
-        r.batch_seconds = seconds;
-        batch[i]->done.set_value(std::move(r));
+        r.sentences = std::move(sentences);
+        r.queue_seconds = std::chrono::duration<double>(it->second.joined - it->second.pending->job.arrived).count();
+        r.batch_seconds = std::chrono::duration<double>(Clock::now() - it->second.joined).count();
+        it->second.pending->done.set_value(std::move(r));
+        running.erase(it);
       }
     } catch (...) {
+      // A failed step fails every job in the stream; a fresh one takes over.
       const std::exception_ptr failure = std::current_exception();
-      for (auto& p : batch) {
-        try {
-          p->done.set_exception(failure);
-        } catch (const std::future_error&) {  // already answered before the failure
-        }
-      }
+      for (auto& [ticket, r] : running) r.pending->done.set_exception(failure);
+      running.clear();
+      stream = make_stream_();
     }
   }
 }

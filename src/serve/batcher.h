@@ -6,7 +6,15 @@
 // Several workers translate batches side by side (on the CPU one per core,
 // each single-threaded: a decoding step is many small ops, so whole batches
 // are the better unit of parallel work; CTranslate2's inter_threads).
-// Nothing here knows about HTTP or the model: a BatchRunner does the work.
+// Greedy jobs can instead be decoded with continuous batching: each worker
+// keeps a StepStream running and, between two decoding steps, lets queued
+// greedy jobs join it while its source tokens stay within the budget; a
+// sentence leaves the step it ends and its job is answered when its last
+// line does, so no one waits for the batch's longest sentence. A job of
+// another kind at the head of the queue closes the streams to newcomers
+// until one drains and takes it (first come, first served across kinds).
+// Nothing here knows about HTTP or the model: a BatchRunner or StepStream
+// does the work.
 #pragma once
 
 #include <chrono>
@@ -19,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace nmt::serve {
@@ -30,6 +39,7 @@ struct BatchPolicy {
   int64_t max_delay_ms = 5;         // the oldest request waits at most this for company
   int64_t max_queue = 256;          // sentences waiting; beyond it submit() refuses
   int64_t workers = 1;              // batches translated at once
+  bool continuous = true;           // greedy jobs join running streams (when a StepStream factory is given)
 };
 
 // What one request asks, and what it gets back.
@@ -58,9 +68,29 @@ struct JobResult {
 // every job of the batch. Called from every worker thread at once.
 using BatchRunner = std::function<std::vector<Sentences>(const std::vector<const Job*>& jobs)>;
 
+// One worker's greedy decoding, a step at a time (continuous batching).
+// Used by one thread only.
+class StepStream {
+ public:
+  virtual ~StepStream() = default;
+  // Starts decoding the job's lines; ticket names the job in step()'s result.
+  virtual void add(const Job& job, uint64_t ticket) = 0;
+  // One decoding step for every running sentence: the jobs whose last line
+  // finished, with results[j] for line j.
+  virtual std::vector<std::pair<uint64_t, Sentences>> step() = 0;
+  // Source tokens of the sentences running (the budget counts these).
+  virtual int64_t source_tokens() const = 0;
+  // Nothing running and nothing finished left to report.
+  virtual bool idle() const = 0;
+};
+// Called once on each worker thread.
+using StreamFactory = std::function<std::unique_ptr<StepStream>()>;
+
 class Batcher {
  public:
-  Batcher(BatchPolicy policy, BatchRunner runner);
+  // With make_stream, greedy jobs are decoded by continuous batching (unless
+  // policy.continuous is false); every other job by runner.
+  Batcher(BatchPolicy policy, BatchRunner runner, StreamFactory make_stream = {});
   ~Batcher();  // stop() and join
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -82,9 +112,16 @@ class Batcher {
   void run();
   // Under mutex_: the next batch, removed from the queue.
   std::vector<std::unique_ptr<Pending>> take_batch();
+  // Under mutex_: greedy jobs from the head of the queue while their tokens
+  // fit in `budget` (the first one regardless when take_one is set).
+  std::vector<std::unique_ptr<Pending>> take_greedy(int64_t budget, bool take_one);
+  // Translates a batch with runner_ and answers its jobs.
+  void run_batch(std::vector<std::unique_ptr<Pending>> batch);
+  bool streams() const { return policy_.continuous && make_stream_ != nullptr; }
 
   const BatchPolicy policy_;
   const BatchRunner runner_;
+  const StreamFactory make_stream_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Pending>> queue_;

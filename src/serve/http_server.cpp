@@ -64,7 +64,9 @@ std::string translate_answer(const Sentences& result, bool attention) {
 }  // namespace
 
 int run_server(TranslationService& service, Metrics& metrics, const ServerOptions& options) {
-  Batcher batcher(options.batching, [&](const std::vector<const Job*>& jobs) { return service.run_batch(jobs); });
+  Batcher batcher(
+      options.batching, [&](const std::vector<const Job*>& jobs) { return service.run_batch(jobs); },
+      [&] { return service.make_stream(); });
   httplib::Server server;
   std::atomic<bool> draining{false};
   server.new_task_queue = [threads = options.connection_threads] {

@@ -71,14 +71,17 @@ void Metrics::latency(double seconds) {
   latency_.observe(seconds);
 }
 
-void Metrics::batch(int64_t sentences, int64_t source_tokens, int64_t target_tokens, double seconds) {
+void Metrics::batch(int64_t sentences, double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++batches_;
+  batch_sentences_.observe(static_cast<double>(sentences));
+  batch_seconds_.observe(seconds);
+}
+
+void Metrics::translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
   sentences_ += sentences;
   source_tokens_ += source_tokens;
   target_tokens_ += target_tokens;
-  batch_sentences_.observe(static_cast<double>(sentences));
-  batch_seconds_.observe(seconds);
   const double t = now_seconds();
   recent_.emplace_back(t, source_tokens + target_tokens);
   while (!recent_.empty() && recent_.front().first < t - kRateWindow) recent_.pop_front();
@@ -108,9 +111,9 @@ std::string Metrics::render(int64_t queue_sentences) const {
   header(out, "nmt_translate_latency_seconds", "histogram",
          "Time from reading a /v1/translate request to its answer, for answers with status 200.");
   latency_.render("nmt_translate_latency_seconds", out);
-  header(out, "nmt_batch_sentences", "histogram", "Sentences per translated batch.");
+  header(out, "nmt_batch_sentences", "histogram", "Sentences per translated batch (continuous batching: per decoding step).");
   batch_sentences_.render("nmt_batch_sentences", out);
-  header(out, "nmt_batch_seconds", "histogram", "Time to translate one batch.");
+  header(out, "nmt_batch_seconds", "histogram", "Time to translate one batch (continuous batching: one decoding step).");
   batch_seconds_.render("nmt_batch_seconds", out);
   header(out, "nmt_queue_sentences", "gauge", "Sentences waiting for a batch.");
   out += "nmt_queue_sentences " + std::to_string(queue_sentences) + "\n";
@@ -121,7 +124,7 @@ std::string Metrics::render(int64_t queue_sentences) const {
   header(out, "nmt_target_tokens_total", "counter", "Target tokens produced.");
   out += "nmt_target_tokens_total " + std::to_string(target_tokens_) + "\n";
   header(out, "nmt_tokens_per_second", "gauge",
-         "Source plus target tokens of the batches finished in the last 10 seconds, per second.");
+         "Source plus target tokens of the sentences finished in the last 10 seconds, per second.");
   out += "nmt_tokens_per_second " + number(tokens_per_second_locked()) + "\n";
   return out;
 }

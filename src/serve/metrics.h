@@ -35,8 +35,10 @@ class Metrics {
   void request(const std::string& path, int status);
   // Time from reading a /v1/translate request to its answer (200s only).
   void latency(double seconds);
-  // One translated batch.
-  void batch(int64_t sentences, int64_t source_tokens, int64_t target_tokens, double seconds);
+  // One translated batch, or with continuous batching one decoding step.
+  void batch(int64_t sentences, double seconds);
+  // Sentences finished (counters and tokens/s).
+  void translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens);
   // The text for GET /metrics; queue_sentences is read by the caller.
   std::string render(int64_t queue_sentences) const;
 
@@ -48,8 +50,8 @@ class Metrics {
   Histogram latency_;         // seconds per /v1/translate answer
   Histogram batch_sentences_;
   Histogram batch_seconds_;
-  uint64_t batches_ = 0, source_tokens_ = 0, target_tokens_ = 0, sentences_ = 0;
-  // (end time in seconds since start, tokens) of recent batches, for tokens/s
+  uint64_t source_tokens_ = 0, target_tokens_ = 0, sentences_ = 0;
+  // (end time in seconds since start, tokens) of recent sentences, for tokens/s
   // over the last kRateWindow seconds.
   std::deque<std::pair<double, int64_t>> recent_;
 };

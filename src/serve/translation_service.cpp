@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
+#include "decode/continuous_greedy.h"
 #include "ops/attention/backend.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_env.h"
@@ -72,13 +74,8 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
     lines.insert(lines.end(), job->lines.begin(), job->lines.end());
     source_tokens += job->total_tokens();
   }
-  DecodeOptions options = m_.decode;
-  options.beam = jobs.front()->beam;  // the Batcher groups jobs by beam
-  if (m_.workers > 1) {
-    // One of several workers: this batch gets this thread alone.
-    at::set_num_threads(1);
-    options.parallel_batches = 1;
-  } else if (m_.device.is_cpu()) {
+  DecodeOptions options = worker_options(jobs.front()->beam);  // the Batcher groups jobs by beam
+  if (m_.workers == 1 && m_.device.is_cpu()) {
     // The only worker: the batch is cut into one sub-batch per thread (of
     // similar lengths: translate_lines sorts first), or its decoding would
     // run on one core while the others idle.
@@ -100,10 +97,101 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
     }
     results.push_back(std::move(r));
   }
-  metrics_.batch(static_cast<int64_t>(lines.size()), source_tokens, target_tokens,
+  metrics_.batch(static_cast<int64_t>(lines.size()),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  metrics_.translated(static_cast<int64_t>(lines.size()), source_tokens, target_tokens);
   return results;
 }
+
+DecodeOptions TranslationService::worker_options(int64_t beam) const {
+  DecodeOptions options = m_.decode;
+  options.beam = beam;
+  if (m_.workers > 1) {
+    // One of several workers: this batch gets this thread alone.
+    at::set_num_threads(1);
+    options.parallel_batches = 1;
+  }
+  return options;
+}
+
+// A job's lines as rows of a ContinuousGreedy; the job is reported when its
+// last line ends (a job of empty lines at the next step).
+class TranslationService::GreedyStream : public StepStream {
+ public:
+  explicit GreedyStream(TranslationService& service)
+      : service_(service), options_(service.worker_options(0)),
+        decoder_(service.m_.model, options_, service.m_.device) {}
+
+  void add(const Job& job, uint64_t ticket) override {
+    Pending p{std::vector<SentenceResult>(job.lines.size()), 0, job.attention ? &job : nullptr, 0, 0};
+    std::vector<std::vector<int64_t>> sources;
+    std::vector<uint64_t> rows;
+    for (size_t i = 0; i < job.lines.size(); ++i) {
+      std::vector<int64_t> ids = service_.m_.src_tok->encode(job.lines[i]);
+      if (ids.empty()) continue;  // translates to "", as translate_lines has it
+      p.source_tokens += static_cast<int64_t>(ids.size());
+      sources.push_back(std::move(ids));
+      rows.push_back(next_row_);
+      row_of_[next_row_++] = {ticket, i};
+      ++p.running;
+    }
+    jobs_[ticket] = std::move(p);
+    if (sources.empty()) {
+      done_.push_back(ticket);
+      return;
+    }
+    decoder_.add(sources, rows);
+  }
+
+  std::vector<std::pair<uint64_t, Sentences>> step() override {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t rows = decoder_.rows();
+    std::vector<std::pair<uint64_t, std::vector<int64_t>>> ended;
+    if (rows > 0) ended = decoder_.step();
+    if (rows > 0)
+      service_.metrics_.batch(rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (auto& [row, ids] : ended) {
+      const auto [ticket, line] = row_of_.at(row);
+      row_of_.erase(row);
+      Pending& p = jobs_.at(ticket);
+      p.sentences[line].translation = service_.m_.tgt_tok->decode(ids);
+      p.target_tokens += static_cast<int64_t>(ids.size());
+      if (--p.running == 0) done_.push_back(ticket);
+    }
+    std::vector<std::pair<uint64_t, Sentences>> finished;
+    for (uint64_t ticket : done_) {
+      Pending& p = jobs_.at(ticket);
+      if (p.attention_job)
+        for (size_t i = 0; i < p.sentences.size(); ++i)
+          p.sentences[i].attention_json = service_.attention_json(p.attention_job->lines[i], options_);
+      service_.metrics_.translated(static_cast<int64_t>(p.sentences.size()), p.source_tokens, p.target_tokens);
+      finished.emplace_back(ticket, std::move(p.sentences));
+      jobs_.erase(ticket);
+    }
+    done_.clear();
+    return finished;
+  }
+
+  int64_t source_tokens() const override { return decoder_.source_tokens(); }
+  bool idle() const override { return jobs_.empty(); }
+
+ private:
+  struct Pending {
+    Sentences sentences;
+    int64_t running;          // lines still decoding
+    const Job* attention_job;  // set when it asked for attention (the Batcher keeps the job alive)
+    int64_t source_tokens, target_tokens;
+  };
+  TranslationService& service_;
+  DecodeOptions options_;
+  ContinuousGreedy decoder_;
+  std::map<uint64_t, Pending> jobs_;                          // by ticket
+  std::map<uint64_t, std::pair<uint64_t, size_t>> row_of_;  // decoder ticket -> (job ticket, line)
+  uint64_t next_row_ = 0;
+  std::vector<uint64_t> done_;
+};
+
+std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make_unique<GreedyStream>(*this); }
 
 std::string TranslationService::attention_json(const std::string& line, const DecodeOptions& options) {
   torch::NoGradGuard no_grad;

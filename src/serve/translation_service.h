@@ -7,6 +7,7 @@
 
 #include <c10/core/Device.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ class TranslationService {
   Job make_job(const TranslateRequest& request) const;
   // The Batcher's runner.
   std::vector<Sentences> run_batch(const std::vector<const Job*>& jobs);
+  // The Batcher's stream factory: greedy decoding with continuous batching
+  // (decode/continuous_greedy), the same tokens as run_batch's. Call on the
+  // worker thread that uses the stream.
+  std::unique_ptr<StepStream> make_stream();
   // JSON for GET /v1/info.
   std::string info_json() const;
 
@@ -51,6 +56,10 @@ class TranslationService {
   // {"source": [...], "target_in": [...], "target_out": [...], "encoder_self":
   // [L][H][S][S], "decoder_self": [L][H][T][T], "cross": [L][H][T][S]}
   std::string attention_json(const std::string& line, const DecodeOptions& options);
+  // The decoding options of a batch of this beam, on this worker's thread.
+  DecodeOptions worker_options(int64_t beam) const;
+
+  class GreedyStream;
 
   Model m_;
   Metrics& metrics_;
