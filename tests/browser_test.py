@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Headless-Chromium test of the attention explorer page that `nmt serve` serves at /.
+
+Usage:
+  browser_test.py --url http://127.0.0.1:PORT/ --screenshot out.png --sentence "中文句子"
+
+Needs selenium (Debian: python3-selenium), chromium and chromium-driver
+(/usr/bin/chromedriver). The page is checked against the server's own
+answers: the same sentence's attention maps are fetched from POST
+v1/translate directly, and every heatmap cell shown is compared with them.
+Prints one PASS line, or FAIL with the reason and exits 1.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+KINDS = ("encoder_self", "decoder_self", "cross")
+TOLERANCE = 1e-3
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def api(base, path, body=None):
+    """(status, json) of a request to the server, errors included."""
+    url = urllib.parse.urljoin(base, path)
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def start_chromium(profile):
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run",
+                "--window-size=1280,900", f"--user-data-dir={profile}"):
+        options.add_argument(arg)
+    if os.path.exists("/usr/bin/chromium"):
+        options.binary_location = "/usr/bin/chromium"
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # An explicit driver path: selenium-manager must not try to download one.
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    # --window-size is the outer size; make the page's viewport 1280x900.
+    extra_w, extra_h = driver.execute_script(
+        "return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight];")
+    if extra_w or extra_h:
+        driver.set_window_size(1280 + extra_w, 900 + extra_h)
+    return driver
+
+
+def expected_matrix(att, kind, layer, head):
+    per_head = att[kind][layer]
+    if head != "mean":
+        return per_head[int(head)]
+    rows, cols = len(per_head[0]), len(per_head[0][0]) if per_head[0] else 0
+    return [[sum(h[r][c] for h in per_head) / len(per_head) for c in range(cols)] for r in range(rows)]
+
+
+CELLS_JS = """
+return Array.from(document.querySelectorAll('#heatmap .cell'), c =>
+  [c.dataset.row, c.dataset.col, c.dataset.value, c.classList.contains('masked')]);
+"""
+
+LOOK_JS = """
+const cells = document.querySelectorAll('#heatmap .cell');
+const style = (c) => { const s = getComputedStyle(c); return s.backgroundColor + '|' + s.backgroundImage; };
+const first = cells[0].getBoundingClientRect();
+const map = document.getElementById('heatmap').getBoundingClientRect();
+const area = document.getElementById('heatmap').parentElement;
+const masked = document.querySelector('#heatmap .cell.masked');
+const unmasked = Array.from(cells).filter(c => !c.classList.contains('masked')).map(style);
+return {w: first.width, h: first.height, right: map.right, vw: window.innerWidth,
+        scroll_w: area.scrollWidth, client_w: area.clientWidth,
+        rlabels: document.querySelectorAll('#heatmap .rlabel').length,
+        clabels: document.querySelectorAll('#heatmap .clabel').length,
+        masked: masked ? style(masked) : null, unmasked: unmasked};
+"""
+
+
+def wait(driver, seconds, condition, message):
+    try:
+        return WebDriverWait(driver, seconds, poll_frequency=0.05).until(lambda d: condition(d))
+    except TimeoutException:
+        raise Failure(message) from None
+
+
+def text_of(driver, element_id):
+    return driver.execute_script(f"return document.getElementById('{element_id}').textContent.trim();")
+
+
+def error_shown(driver):
+    return driver.execute_script("const e = document.getElementById('error');"
+                                 "return e.hidden || e.offsetParent === null ? '' : e.textContent.trim();")
+
+
+def translate_in_page(driver, text):
+    source = driver.find_element(By.ID, "source")
+    source.clear()
+    driver.execute_script("arguments[0].value = arguments[1];"
+                          "arguments[0].dispatchEvent(new Event('input'));", source, text)
+    driver.find_element(By.ID, "translate").click()
+
+
+def select(driver, element_id, value):
+    Select(driver.find_element(By.ID, element_id)).select_by_value(value)
+
+
+def option_values(driver, element_id):
+    return driver.execute_script(
+        f"return Array.from(document.getElementById('{element_id}').options, o => o.value);")
+
+
+def severe_console(driver, allowed=()):
+    """The browser's SEVERE console messages, each once, except the allowed ones."""
+    messages = [e["message"] for e in driver.get_log("browser")
+                if e.get("level") == "SEVERE" and not any(a in e["message"] for a in allowed)]
+    return list(dict.fromkeys(messages))
+
+
+def run(args):
+    base = args.url if args.url.endswith("/") else args.url + "/"
+    status, info = api(base, "v1/info")
+    check(status == 200, f"GET v1/info answered {status}")
+    status, answer = api(base, "v1/translate", {"text": [args.sentence], "beam": 1, "attention": True})
+    check(status == 200, f"POST v1/translate answered {status}: {answer}")
+    att = answer["attention"][0]
+    S, T = len(att["source"]), len(att["target_in"])
+    shape = {"encoder_self": (S, S), "decoder_self": (T, T), "cross": (T, S)}
+
+    profile = tempfile.mkdtemp(prefix="nmt-browser-test-")
+    driver = None
+    checked_cells = 0
+    try:
+        driver = start_chromium(profile)
+        driver.set_page_load_timeout(20)
+        driver.get(base)
+        model_text = wait(driver, 10, lambda d: text_of(d, "model-info") or False,
+                          "#model-info stayed empty (GET v1/info from the page failed?)")
+        check(str(info["heads"]) in model_text and str(info["model"]) in model_text,
+              f"#model-info {model_text!r} does not show the heads ({info['heads']}) and model ({info['model']})")
+        check(not error_shown(driver), f"#error shown on load: {error_shown(driver)!r}")
+
+        # Bad input: empty source -> a message (or a disabled button), no crash.
+        translate_in_page(driver, "   ")
+        button = driver.find_element(By.ID, "translate")
+        time.sleep(0.2)
+        check(error_shown(driver) or not button.is_enabled(),
+              "empty source: no message in #error and the Translate button stayed enabled")
+
+        # A request the server refuses: its message must reach #error.
+        lines = ["好"] * 65
+        status, refused = api(base, "v1/translate", {"text": lines, "beam": 1, "attention": True})
+        refused_checked = False
+        if status >= 400:
+            translate_in_page(driver, "\n".join(lines))
+            wait(driver, 15, lambda d: error_shown(d) and not d.find_element(By.ID, "translate")
+                 .get_attribute("disabled"), f"a {status} answer was not shown in #error")
+            message = refused["error"]["message"]
+            check(message in error_shown(driver), f"#error {error_shown(driver)!r} lacks the server's {message!r}")
+            refused_checked = True
+        # Only the refused request may have logged a console error.
+        errors = severe_console(driver, allowed=("v1/translate - Failed to load resource",))
+        check(not errors, f"console errors: {errors}")
+
+        # The sentence, typed and sent with Ctrl+Enter... and the button.
+        source = driver.find_element(By.ID, "source")
+        source.clear()
+        source.send_keys(args.sentence)
+        driver.find_element(By.ID, "translate").click()
+        translation = wait(driver, 30, lambda d: text_of(d, "translation") or False, "#translation stayed empty")
+        check(translation == answer["translations"][0],
+              f"#translation {translation!r} differs from the API's {answer['translations'][0]!r}")
+        check(not error_shown(driver), f"#error shown after a good translation: {error_shown(driver)!r}")
+        requests_before = driver.execute_script(
+            "return performance.getEntriesByType('resource').filter(e => e.name.includes('v1/translate')).length;")
+
+        for kind in KINDS:
+            select(driver, "kind", kind)
+            layers, heads = len(att[kind]), len(att[kind][0])
+            check(option_values(driver, "layer") == [str(i) for i in range(layers)],
+                  f"{kind}: #layer options {option_values(driver, 'layer')} are not 0..{layers - 1}")
+            check(option_values(driver, "head") == ["mean"] + [str(h) for h in range(heads)],
+                  f"{kind}: #head options {option_values(driver, 'head')} are not mean, 0..{heads - 1}")
+            for layer in sorted({0, layers - 1}):
+                for head in ("mean", "0", str(heads - 1)):
+                    select(driver, "layer", str(layer))
+                    select(driver, "head", head)
+                    what = f"{kind} layer {layer} head {head}"
+                    rows, cols = shape[kind]
+                    cells = driver.execute_script(CELLS_JS)
+                    check(len(cells) == rows * cols,
+                          f"{what}: {len(cells)} cells in #heatmap, expected {rows}x{cols} = {rows * cols}")
+                    seen = {(int(r), int(c)) for r, c, _, _ in cells}
+                    check(seen == {(r, c) for r in range(rows) for c in range(cols)},
+                          f"{what}: data-row/data-col do not cover the {rows}x{cols} grid once each")
+                    want = expected_matrix(att, kind, layer, head)
+                    for r, c, value, masked in cells:
+                        r, c, value = int(r), int(c), float(value)
+                        if kind == "decoder_self" and c > r:
+                            check(value == 0.0 and masked, f"{what}: future cell ({r},{c}) is {value}, not masked")
+                        else:
+                            check(not masked, f"{what}: cell ({r},{c}) marked masked")
+                        check(abs(value - want[r][c]) <= TOLERANCE,
+                              f"{what}: cell ({r},{c}) shows {value}, the API gives {want[r][c]:.4f}")
+                    checked_cells += len(cells)
+            look = driver.execute_script(LOOK_JS)
+            check(look["rlabels"] == shape[kind][0] and look["clabels"] == shape[kind][1],
+                  f"{kind}: {look['rlabels']} row / {look['clabels']} column labels for a {shape[kind]} map")
+            check(0.8 <= look["w"] / look["h"] <= 1.25, f"{kind}: cells {look['w']}x{look['h']} px are not square")
+            check(look["right"] <= look["vw"], f"{kind}: the map ({look['right']} px) overflows the window")
+            if shape[kind][1] <= 40:
+                check(look["scroll_w"] <= look["client_w"],
+                      f"{kind}: {shape[kind][1]} columns scroll sideways ({look['scroll_w']} > {look['client_w']} px)")
+            if kind == "decoder_self" and T > 1:
+                check(look["masked"] not in look["unmasked"],
+                      f"decoder_self: masked cells look like unmasked ones ({look['masked']})")
+
+        requests_after = driver.execute_script(
+            "return performance.getEntriesByType('resource').filter(e => e.name.includes('v1/translate')).length;")
+        check(requests_after == requests_before,
+              f"switching kind/layer/head sent {requests_after - requests_before} more translate requests")
+
+        # The screenshot: cross attention, last layer, mean of heads, hovering a cell.
+        select(driver, "kind", "cross")
+        select(driver, "layer", str(len(att["cross"]) - 1))
+        select(driver, "head", "mean")
+        # The keyboard reads the map too: focus it, move one right and one down.
+        if S > 1 and T > 1:
+            heatmap = driver.find_element(By.ID, "heatmap")
+            driver.execute_script("arguments[0].focus();", heatmap)
+            heatmap.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_DOWN)
+            readout = text_of(driver, "readout")
+            value = driver.find_element(By.CSS_SELECTOR, '#heatmap .cell[data-row="1"][data-col="1"]') \
+                .get_attribute("data-value")
+            check("row 2, column 2" in readout and value in readout,
+                  f"arrow keys on the map: readout {readout!r} does not show cell (1,1) = {value}")
+            driver.execute_script("arguments[0].blur();", heatmap)
+        r, c = min(2, T - 1), min(1, S - 1)
+        cell = driver.find_element(By.CSS_SELECTOR, f'#heatmap .cell[data-row="{r}"][data-col="{c}"]')
+        ActionChains(driver).move_to_element(cell).perform()
+        tip = wait(driver, 3, lambda d: d.execute_script(
+            "const t = document.getElementById('tooltip'); return !t.hidden && t.textContent;"),
+            "hovering a cell shows no tooltip")
+        value = cell.get_attribute("data-value")
+        check("→" in tip and value in tip, f"tooltip {tip!r} lacks 'query → key' and the value {value}")
+        highlighted = driver.execute_script("return document.querySelectorAll('#heatmap .hl').length;")
+        check(highlighted >= 2, "hovering a cell highlights no row/column labels")
+        look = driver.execute_script(LOOK_JS)
+        if S <= 40:
+            check(look["scroll_w"] <= look["client_w"], "hovering a cell made the map scroll sideways")
+        driver.save_screenshot(args.screenshot)
+
+        errors = severe_console(driver)
+        check(not errors, f"console errors: {errors}")
+    except WebDriverException as e:
+        raise Failure(f"browser: {e.msg or e}") from None
+    finally:
+        if driver is not None:
+            driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+    return S, T, checked_cells, refused_checked
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", required=True, help="the explorer page, e.g. http://127.0.0.1:8080/")
+    parser.add_argument("--screenshot", required=True, help="PNG to write (cross attention of the sentence)")
+    parser.add_argument("--sentence", default="无法打开文件", help="the Chinese sentence to translate")
+    args = parser.parse_args()
+    started = time.monotonic()
+    try:
+        S, T, cells, refused = run(args)
+    except Failure as e:
+        print(f"FAIL: browser_test: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, KeyError) as e:
+        print(f"FAIL: browser_test: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(f"PASS: browser_test: {S} source x {T} target tokens, 3 kinds x layers x heads, {cells} cells "
+          f"match the API; masked future, tooltip, empty input{', server error' if refused else ''} shown, "
+          f"no console errors; screenshot {args.screenshot} ({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
