@@ -17,6 +17,7 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
+#include "ops/linear/rows_matmul.h"
 #include "ops/random/dropout.h"
 #include "ops/random/philox.h"
 #include "support/temp_dir.h"
@@ -226,6 +227,52 @@ TEST(AddLayerNorm, UnusedSumGetsNoGradient) {
   add_layer_norm_reference(rx, ry, g.detach(), b.detach(), 1e-5, dropout(0.1), at::kDouble).norm.pow(2).sum().backward();
   EXPECT_LT(error(x.grad(), rx.grad()), 1e-10);
   EXPECT_LT(error(y.grad(), ry.grad()), 1e-10);
+}
+
+// The decoding step's matrix product: every row count up to the model's
+// threshold, widths with and without a partial last tile, against float64.
+TEST(RowsMatmul, MatchesTheFloat64Reference) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(7);
+  for (int64_t m : {1, 2, 3, 5, 6, 7, 13, 48})
+    for (int64_t k : {1, 37, 256})
+      for (int64_t n : {1, 15, 64, 65, 200, 768})
+        for (bool with_bias : {false, true}) {
+          const auto x = torch::randn({m, k}), w = torch::randn({k, n}) / std::sqrt(double(k));
+          const auto b = with_bias ? torch::randn({n}) : torch::Tensor();
+          const auto y = rows_matmul(x, w, b);
+          const auto ref = rows_matmul_reference(x, w, b);
+          ASSERT_EQ(y.sizes(), ref.sizes());
+          const double err = (y.to(torch::kDouble) - ref).abs().max().item<double>();
+          EXPECT_LT(err, 1e-5 * std::sqrt(double(k)) + 1e-6) << m << "x" << k << " · " << k << "x" << n
+                                                             << (with_bias ? " + bias" : "");
+        }
+}
+
+// A row's result is bit for bit the same alone or among others (and from a
+// strided x): a sentence's translation does not depend on its batch.
+TEST(RowsMatmul, ARowDoesNotDependOnItsCompany) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(8);
+  const auto wide = torch::randn({13, 300}), w = torch::randn({256, 6000}) / 16, b = torch::randn({6000});
+  const auto x = wide.narrow(1, 20, 256);  // row stride 300
+  ASSERT_TRUE(rows_matmul_applies(x, w));
+  const auto all = rows_matmul(x, w, b);
+  for (int64_t r = 0; r < 13; ++r) {
+    EXPECT_TRUE(torch::equal(rows_matmul(x.narrow(0, r, 1), w, b), all.narrow(0, r, 1))) << "row " << r;
+    EXPECT_TRUE(torch::equal(rows_matmul(x.narrow(0, 0, r + 1), w, b), all.narrow(0, 0, r + 1))) << "rows 0.." << r;
+  }
+  EXPECT_LT((all.to(torch::kDouble) - rows_matmul_reference(x, w, b)).abs().max().item<double>(), 1e-4);
+}
+
+TEST(RowsMatmul, OnlyForInferenceOnFloatCpuTensors) {
+  const auto x = torch::randn({4, 8}), w = torch::randn({8, 16});
+  EXPECT_FALSE(rows_matmul_applies(x, w));  // gradients wanted (the default mode)
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(rows_matmul_applies(x, w));
+  EXPECT_FALSE(rows_matmul_applies(x.to(torch::kDouble), w.to(torch::kDouble)));
+  EXPECT_FALSE(rows_matmul_applies(x, w.t().contiguous().t()));  // w not row-major
+  EXPECT_FALSE(rows_matmul_applies(x.t(), torch::randn({4, 16})));  // x columns strided
 }
 
 TEST(BiasReluDropout, MatchesTheCompositeForwardAndBackward) {

@@ -9,6 +9,7 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
+#include "ops/linear/rows_matmul.h"
 
 namespace nmt {
 
@@ -55,16 +56,11 @@ at::Tensor pad_rows(const at::Tensor& x, int64_t quantum) {
 }
 
 at::Tensor matmul_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-  // For a handful of rows (a decode step at batch 1, or a beam of 4),
-  // OpenBLAS's GEMM first copies (packs) the whole weight matrix, which costs
-  // more than the product itself; matrix-vector products read it once.
-  constexpr int64_t kVectorRows = 4;
-  if (x.size(0) > kVectorRows || at::GradMode::is_enabled() || x.scalar_type() != at::kFloat)
-    return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
-  std::vector<at::Tensor> rows;
-  for (int64_t i = 0; i < x.size(0); ++i)
-    rows.push_back(bias.defined() ? at::addmv(bias, w.t(), x[i]) : at::mv(w.t(), x[i]));
-  return at::stack(rows);
+  // For the few rows of a decoding step, OpenBLAS's GEMM first copies
+  // (packs) the whole weight matrix, which costs as much as the product:
+  // rows_matmul reads it as it is.
+  if (x.size(0) <= ops::kRowsMatmulMaxRows && ops::rows_matmul_applies(x, w)) return ops::rows_matmul(x, w, bias);
+  return bias.defined() ? at::addmm(bias, x, w) : at::mm(x, w);
 }
 
 DenseImpl::DenseImpl(const DenseOptions& o) : options(o) { reset(); }
