@@ -172,6 +172,11 @@ for what, method, path, body, code in bad:
     if code == 405:
         check("Allow" in headers, f"{what}: 405 names the allowed methods ({headers.get('Allow')})")
 check(server.request("GET", "/healthz")[0] == 200 and server.proc.poll() is None, "still healthy after bad requests")
+# A second server on a port in use fails (exit 2) instead of sharing it.
+second = subprocess.run([nmt, "serve", "--checkpoint", checkpoint, "--port", str(server.port), "--threads", "1"],
+                        capture_output=True, text=True, timeout=60)
+check(second.returncode == 2 and "cannot listen" in second.stderr,
+      f"a port in use: exit {second.returncode}, {second.stderr.strip()[-120:]!r}")
 rc = server.stop()
 check(rc == 0, f"SIGTERM when idle: exit {rc}")
 

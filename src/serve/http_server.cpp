@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -82,11 +84,15 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
   server.Post(kTranslatePath, [&](const httplib::Request& req, httplib::Response& res) {
     const auto start = Clock::now();
     try {
-      if (draining) throw RequestError(503, "the service is shutting down");
+      if (draining) {
+        res.set_header("Retry-After", "1");
+        throw RequestError(503, "the service is shutting down");
+      }
       const TranslateRequest request = parse_translate_request(req.body, options.limits);
       std::future<JobResult> done = batcher.submit(service.make_job(request));
       if (!done.valid()) {
         res.set_header("Retry-After", "1");
+        if (draining) throw RequestError(503, "the service is shutting down");
         throw RequestError(503, "the queue is full (" + std::to_string(options.batching.max_queue) +
                                     " sentences waiting); retry later");
       }
@@ -139,17 +145,27 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
   // Errors httplib answers itself (413 for a body over the limit, 400 for a
   // malformed request line) get the same JSON shape as ours.
   server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request&, httplib::Response& res) {
+      [](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, res.status,
-               res.status == 413 ? "body: larger than the limit (--max-body-bytes)"
-                                 : "malformed HTTP request (status " + std::to_string(res.status) + ")");
+    std::string message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
+    if (res.status == 413)
+      message = "body: larger than the limit (--max-body-bytes)";
+    else if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
+      message = "body: a POST needs a Content-Length (or chunked encoding) and a JSON body";
+    send_error(res, res.status, message);
     return httplib::Server::HandlerResponse::Handled;
   }));
   server.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
     metrics.request(route_label(req.path), res.status);
   });
 
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind
+  // the same port and silently take half the connections: address reuse
+  // (restarting while old connections linger) only.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   const int port = options.port == 0 ? server.bind_to_any_port(options.host)
                                      : (server.bind_to_port(options.host, options.port) ? options.port : -1);
   if (port < 0)
