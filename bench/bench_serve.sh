@@ -3,15 +3,18 @@
 # sentences in the same run.
 #
 # Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--sentences N]
-#          [--threads N] [--soak-minutes M] [--out DIR]
-#   defaults: data/real/test.zh, 500 sentences, 2 threads, no soak, docs/bench
+#          [--requests R] [--threads N] [--soak-minutes M] [--out DIR]
+#   defaults: data/real/test.zh, 500 sentences, 2000 requests per level,
+#   2 threads, no soak, docs/bench
 #
 # 1. Offline: nmt translate --batch-size 32 over the sentences (sentences/s
 #    from its log, model loading left out); its output is what every answer
 #    of the service must equal.
 # 2. The service (defaults: --max-batch-tokens 1024 --max-delay-ms 10) under
 #    bench/serve_load.py: closed-loop clients, one sentence per request, at
-#    concurrency 1, 8, 32 and 128; N requests each. Per level: sentences/s,
+#    concurrency 1, 8, 32 and 128; R requests each, going round the N
+#    sentences (a level's first and last requests run at lower concurrency:
+#    enough requests make that a small part of the run). Per level: sentences/s,
 #    latency p50/p95/p99, the server's own translation time of the request's
 #    batch (Server-Timing; at concurrency 1 a batch is that one request, so
 #    it is the time of a single translate call), statuses and failures.
@@ -22,12 +25,13 @@
 # Writes OUT/serve.md and OUT/serve.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-checkpoint="" lines=data/real/test.zh sentences=500 threads=2 soak=0 out=docs/bench
+checkpoint="" lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench
 while (($#)); do
   case $1 in
     --checkpoint) checkpoint=$2; shift 2 ;;
     --lines) lines=$2; shift 2 ;;
     --sentences) sentences=$2; shift 2 ;;
+    --requests) requests=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --soak-minutes) soak=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -67,7 +71,7 @@ start_server() {
 # load MODE C: one load level, its JSON line tagged with the batching mode.
 load() {
   echo "bench_serve: --batching $1, concurrency $2" >&2
-  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency "$2" --requests "$n" \
+  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency "$2" --requests "$requests" \
     --expect "$work/offline.en" | sed "s/^{/{\"batching\": \"$1\", /" >>"$work/serve.jsonl"
 }
 
@@ -100,14 +104,15 @@ print(json.dumps({"soak_minutes": minutes, "rss_mb": samples, "requests": sum(r[
 PY
 fi
 cp "$work/serve.jsonl" "$out/serve.jsonl"
-$python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" >"$out/serve.md" <<'PY'
+$python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" >"$out/serve.md" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-offline, n, threads, ckpt = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+offline, n, threads, ckpt, requests = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous"]
 static = [r for r in rows if "concurrency" in r and r["batching"] == "static"]
 print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {n} sentences of the test set, {threads} threads, "
-      f"checkpoint `{ckpt}`; closed-loop clients on loopback, one sentence per request.\n")
+      f"checkpoint `{ckpt}`; closed-loop clients on loopback, one sentence per request, {requests} requests "
+      f"per level going round the sentences.\n")
 print(f"Offline `nmt translate --batch-size 32`: **{offline:.1f} sentences/s**.\n")
 print("| batching | concurrency | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | server translate p50 / p99 ms | statuses | failures |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -129,9 +134,13 @@ if one:
           f"(goal <= 1.5x)")
 soak = next((r for r in rows if "soak_minutes" in r), None)
 if soak:
-    rss = soak["rss_mb"]
-    print(f"- soak, {soak['soak_minutes']:g} min at concurrency 32: resident memory {rss[0]} MB after the first "
-          f"round, {rss[-1]} MB at the end (every round: {', '.join(map(str, rss))}); {soak['requests']} requests, "
-          f"{soak['failures']} failed")
+    rss, minutes = soak["rss_mb"], soak["soak_minutes"]
+    # Rounds take about the same time: round i ends near minute (i + 1) * minutes / rounds.
+    marks = sorted({min(len(rss) - 1, max(0, round(f * len(rss) / minutes) - 1)) for f in range(0, int(minutes) + 1)})
+    by_minute = ", ".join(f"{(i + 1) * minutes / len(rss):.1f} min {rss[i]}" for i in marks)
+    print(f"- soak, {minutes:g} min at concurrency 32 ({len(rss)} rounds of 500 requests, {soak['requests']} in all, "
+          f"{soak['failures']} failed): resident memory {rss[0]} MB after the first round, {rss[-1]} MB at the end "
+          f"({100 * (rss[-1] - rss[0]) / rss[0]:+.1f}%); in the second half {rss[len(rss) // 2]} -> {rss[-1]} MB. "
+          f"By time: {by_minute}")
 PY
 cat "$out/serve.md"

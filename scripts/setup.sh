@@ -11,6 +11,7 @@ packages=(
   python3 python3-nltk python3-yaml
   clang libclang-rt-dev
   iproute2 nftables
+  chromium chromium-driver python3-selenium fonts-wqy-microhei  # the explorer's browser test (tests/browser_test.py)
 )
 missing=()
 for p in "${packages[@]}"; do
