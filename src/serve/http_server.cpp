@@ -171,9 +171,11 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
   if (port < 0)
     throw InputError("serve: cannot listen on " + options.host + ":" + std::to_string(options.port) +
                      " (address in use, or not an address of this machine)");
-  spdlog::info("batching: {} worker(s), at most {} source tokens a batch, {} ms delay, {} sentences queued",
-               options.batching.workers, options.batching.max_batch_tokens, options.batching.max_delay_ms,
-               options.batching.max_queue);
+  spdlog::info("batching: {} worker(s), {}, at most {} source tokens a batch, {} ms delay, {} sentences queued",
+               options.batching.workers,
+               options.batching.continuous ? "greedy requests continuously (beam ones in whole batches)"
+                                           : "whole batches",
+               options.batching.max_batch_tokens, options.batching.max_delay_ms, options.batching.max_queue);
   spdlog::info("listening on http://{}:{} (POST {}, GET /healthz, /metrics, / for the attention explorer)",
                options.host, port, kTranslatePath);
   if (!options.port_file.empty()) write_file_atomic(options.port_file, std::to_string(port) + "\n");
