@@ -69,6 +69,8 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
+CpuIsa best_cpu_isa() { return best_isa(cpu_features()); }
+
 CpuIsa kernel_isa() {
   static const CpuIsa isa = choose_isa();
   return isa;

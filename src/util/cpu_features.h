@@ -21,6 +21,8 @@ enum class CpuIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
 // The best supported one, lowered by NMT_CPU_ISA. An unknown value or one
 // the CPU lacks is an InputError naming the variable.
 CpuIsa kernel_isa();
+// The best this CPU supports, whatever NMT_CPU_ISA says.
+CpuIsa best_cpu_isa();
 const char* isa_name(CpuIsa isa);
 
 // bf16 matrix multiplies that are faster than float32 (AVX512-BF16 or AMX).
