@@ -11,13 +11,16 @@
 #    from its log, model loading left out); its output is what every answer
 #    of the service must equal.
 # 2. The service (defaults: --max-batch-tokens 1024 --max-delay-ms 10) under
-#    bench/serve_load.py: closed-loop clients, one sentence per request, at
+#    serve_load (bench/src/serve_load.cpp, built beside nmt; a C++ client, so
+#    that the load generator takes little of the cores the server runs on):
+#    closed-loop clients, one sentence per request, at
 #    concurrency 1, 8, 32 and 128; R requests each, going round the N
 #    sentences (a level's first and last requests run at lower concurrency:
 #    enough requests make that a small part of the run). Per level: sentences/s,
 #    latency p50/p95/p99, the server's own translation time of the request's
 #    batch (Server-Timing; at concurrency 1 a batch is that one request, so
-#    it is the time of a single translate call), statuses and failures.
+#    it is the time of a single translate call), statuses, failures and the
+#    CPU seconds the load generator itself used.
 #    Before them, concurrency 32 with --batching static (whole batches,
 #    no joining between decoding steps), for comparison in the same run.
 # 3. --soak-minutes M: rounds of 500 requests at concurrency 32 for M
@@ -42,6 +45,8 @@ done
 [ -n "$checkpoint" ] || { echo "bench_serve: --checkpoint DIR is required" >&2; exit 2; }
 nmt=${NMT_BUILD_DIR:-build}/nmt
 [ -x "$nmt" ] || { echo "bench_serve: no $nmt (run scripts/setup.sh)" >&2; exit 2; }
+serve_load=${NMT_BUILD_DIR:-build}/serve_load
+[ -x "$serve_load" ] || { echo "bench_serve: no $serve_load (run scripts/setup.sh)" >&2; exit 2; }
 python=/usr/bin/python3
 work=$(mktemp -d)
 server=""
@@ -66,12 +71,12 @@ start_server() {
   [ -s "$work/port" ] || { echo "bench_serve: the server did not start:" >&2; tail -3 "$work/serve-$1.log" >&2; exit 1; }
   port=$(cat "$work/port")
   # A warm-up pass (first batches of each shape), not recorded.
-  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests 64 >/dev/null
+  "$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests 64 >/dev/null
 }
 # load MODE C: one load level, its JSON line tagged with the batching mode.
 load() {
   echo "bench_serve: --batching $1, concurrency $2" >&2
-  $python bench/serve_load.py --port "$port" --lines "$work/lines.zh" --concurrency "$2" --requests "$requests" \
+  "$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency "$2" --requests "$requests" \
     --expect "$work/offline.en" | sed "s/^{/{\"batching\": \"$1\", /" >>"$work/serve.jsonl"
 }
 
@@ -84,15 +89,15 @@ for c in 1 8 32 128; do load continuous "$c"; done
 soak_line=""
 if [ "$soak" -gt 0 ]; then
   echo "bench_serve: soak, concurrency 32 for $soak minutes" >&2
-  $python - "$port" "$work/lines.zh" "$soak" "$server" >>"$work/serve.jsonl" <<'PY'
+  $python - "$port" "$work/lines.zh" "$soak" "$server" "$serve_load" >>"$work/serve.jsonl" <<'PY'
 import json, subprocess, sys, time
-port, lines, minutes, pid = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+port, lines, minutes, pid, serve_load = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5]
 def rss():
     return next(int(l.split()[1]) / 1024 for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS"))
 end = time.time() + 60 * minutes
 samples, results, first = [], [], None
 while time.time() < end:
-    r = json.loads(subprocess.run([sys.executable, "bench/serve_load.py", "--port", port, "--lines", lines,
+    r = json.loads(subprocess.run([serve_load, "--port", port, "--lines", lines,
                                    "--concurrency", "32", "--requests", "500"], capture_output=True, text=True,
                                   check=True).stdout)
     results.append(r)
@@ -114,12 +119,13 @@ print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {n} sentences of the t
       f"checkpoint `{ckpt}`; closed-loop clients on loopback, one sentence per request, {requests} requests "
       f"per level going round the sentences.\n")
 print(f"Offline `nmt translate --batch-size 32`: **{offline:.1f} sentences/s**.\n")
-print("| batching | concurrency | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | server translate p50 / p99 ms | statuses | failures |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| batching | concurrency | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | server translate p50 / p99 ms | statuses | failures | load generator CPU s / run s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in load + static:
     print(f"| {r['batching']} | {r['concurrency']} | {r['sentences_per_s']:.1f} | {r['sentences_per_s'] / offline:.2f} | {r['p50_ms']} | "
           f"{r['p95_ms']} | {r['p99_ms']} | {r['translate_p50_ms']} / {r['translate_p99_ms']} | "
-          f"{', '.join(f'{k}: {v}' for k, v in sorted(r['statuses'].items()))} | {r['failures']} |")
+          f"{', '.join(f'{k}: {v}' for k, v in sorted(r['statuses'].items()))} | {r['failures']} | "
+          f"{r['client_cpu_s']} / {r['seconds']} |")
 one = next((r for r in load if r["concurrency"] == 1), None)
 c32 = next((r for r in load if r["concurrency"] == 32), None)
 print("\n`continuous`: greedy requests join the running batch between decoding steps and leave it when they end "
