@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "data/placeholder_mask.h"
+#include "data/text_io.h"
 #include "eval/placeholders.h"
 
 namespace nmt::eval {
@@ -37,7 +39,95 @@ TEST(Placeholders, ReportCountsAgainstSourceAndReference) {
   EXPECT_EQ(r.lines_with_reference, 2);
   EXPECT_EQ(r.lines_exact, 1);
   EXPECT_NE(format_placeholders(r).find("80.0% of the reference's"), std::string::npos);
+  ASSERT_EQ(r.by_kind.size(), 2u);
+  EXPECT_EQ(r.by_kind.at("printf").total, 3);    // %s %d, %s
+  EXPECT_EQ(r.by_kind.at("printf").matched, 3);
+  EXPECT_EQ(r.by_kind.at("markup").total, 2);    // <b> </b>
+  EXPECT_EQ(r.by_kind.at("markup").matched, 1);
+  EXPECT_NE(format_placeholders(r).find("by kind (kept of the reference's): markup 50.0% of 2, printf 100.0% of 3"),
+            std::string::npos) << format_placeholders(r);
+  EXPECT_STREQ(placeholder_kind("%(n)d"), "python");
+  EXPECT_STREQ(placeholder_kind("{0}"), "brace");
+  EXPECT_STREQ(placeholder_kind("&amp;"), "entity");
+  EXPECT_STREQ(placeholder_kind("--force"), "option");
   EXPECT_THROW(placeholder_report(src, hyp, {"x"}), std::invalid_argument);
+}
+
+TEST(Placeholders, FindsPythonNamesAndCharacterReferences) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(find_placeholders("%(count)d of %(name)s, %(x)r; %(bad"), (V{"%(count)d", "%(name)s", "%(x)r"}));
+  EXPECT_EQ(find_placeholders("Tom &amp; Jerry &#39;x&#x27; & y &nosemicolon"), (V{"&amp;", "&#39;", "&#x27;"}));
+  const auto spans = find_placeholder_spans("a %s b");
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].offset, 2u);
+  EXPECT_EQ(spans[0].length, 2u);
+}
+
+using data::mask_source;
+using data::mask_target;
+using data::restore_target;
+using data::sentinel;
+
+TEST(PlaceholderMask, PrintfArgumentsKeepTheirNumbersAcrossLanguages) {
+  // Chinese with positions, English in turn: the same arguments, the same sentinels.
+  const data::MaskedSource m = mask_source("%2$s 的 %1$lu");
+  EXPECT_EQ(m.text, sentinel(2) + " 的 " + sentinel(1));
+  ASSERT_EQ(m.slots.size(), 2u);
+  EXPECT_EQ(m.slots[0].text, "%1$lu");
+  EXPECT_EQ(m.slots[0].conversion, "%lu");
+  EXPECT_EQ(mask_target("%lu of %s", m), sentinel(1) + " of " + sentinel(2));
+  // Back in argument order: no positions; in another order: positions.
+  EXPECT_EQ(restore_target(sentinel(1) + " of " + sentinel(2), m), "%lu of %s");
+  EXPECT_EQ(restore_target(sentinel(2) + " of " + sentinel(1), m), "%2$s of %1$lu");
+}
+
+TEST(PlaceholderMask, OtherPlaceholdersStandForTheirText) {
+  // Printf arguments first (1), then the others in order of appearance.
+  const data::MaskedSource m = mask_source("<b>%s</b> 和 {0}，使用 --force &amp; %%");
+  const auto S = [](int k) { return sentinel(k); };
+  EXPECT_EQ(m.text, S(2) + S(1) + S(3) + " 和 " + S(4) + "，使用 " + S(5) + " " + S(6) + " " + S(7));
+  const std::string en = "<b>%s</b> and {0}, use --force &amp; %%";
+  const std::string masked = mask_target(en, m);
+  EXPECT_EQ(masked, S(2) + S(1) + S(3) + " and " + S(4) + ", use " + S(5) + " " + S(6) + " " + S(7));
+  EXPECT_EQ(restore_target(masked, m), en);
+  // What the source lacks stays verbatim in a target, and is dropped from a translation.
+  EXPECT_EQ(mask_target("<i>{1}</i> %s %d", m), "<i>{1}</i> " + S(1) + " %d");
+  EXPECT_EQ(restore_target(S(9) + "x" + S(data::kMaxSentinels) + S(4), m), "x{0}");
+}
+
+TEST(PlaceholderMask, ALineWithMorePlaceholdersThanSentinelsKeepsTheRest) {
+  std::string zh, expect;
+  for (int i = 0; i < data::kMaxSentinels + 6; ++i) {
+    const std::string p = "{a" + std::to_string(i) + "}";
+    zh += p + " ";
+    expect += (i < data::kMaxSentinels ? sentinel(i + 1) : p) + " ";
+  }
+  const data::MaskedSource m = mask_source(zh);
+  EXPECT_EQ(m.text, expect);
+  EXPECT_EQ(restore_target(m.text, m), zh);
+  EXPECT_EQ(mask_source("no placeholders").text, "no placeholders");
+}
+
+// On the real corpus: masking a reference and restoring it gives it back,
+// except where arguments are numbered ("%2$s") in a way the restored order
+// cannot say (binutils' "%X%C ... %3$s ... %1$s" mixes both kinds).
+TEST(PlaceholderMask, MaskingAndRestoringTheRealReferencesIsLossless) {
+  const auto zh = read_lines(std::string(NMT_SOURCE_DIR) + "/data/real/test.zh");
+  const auto en = read_lines(std::string(NMT_SOURCE_DIR) + "/data/real/test.en");
+  ASSERT_EQ(zh.size(), en.size());
+  int masked_lines = 0, lossy = 0;
+  for (size_t i = 0; i < zh.size(); ++i) {
+    const data::MaskedSource m = mask_source(zh[i]);
+    const std::string target = mask_target(en[i], m);
+    masked_lines += target != en[i];
+    if (restore_target(target, m) != en[i]) {
+      ++lossy;
+      EXPECT_TRUE(en[i].find('$') != std::string::npos || zh[i].find('$') != std::string::npos)
+          << "line " << i + 1 << ": " << en[i];
+    }
+  }
+  EXPECT_GT(masked_lines, 600);  // ~700 of the 2,000 references carry placeholders
+  EXPECT_LE(lossy, 3);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/placeholder_mask.h"
 #include "support/temp_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -53,6 +54,35 @@ TEST(Tokenizer, ReusesCachedModelsAndRetrainsWhenDataOrSettingsChange) {
   tc.src_vocab_size = 60;
   write_lines(dir + "/a.en", "dog", 300);  // other data: other models
   EXPECT_TRUE(prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en").trained);
+}
+
+// tokenizer.protect_placeholders: each sentinel is one piece on both sides,
+// decodes to itself, and the setting is part of the cache key.
+TEST(Tokenizer, ProtectedPlaceholdersAreSinglePieces) {
+  const std::string dir = testing::temp_dir("tok_sentinels");
+  write_lines(dir + "/a.zh", "猫", 300);
+  write_lines(dir + "/a.en", "cat", 300);
+  TokenizerConfig tc;
+  tc.cache_dir = dir + "/cache";
+  tc.src_vocab_size = tc.tgt_vocab_size = 80;
+  const TokenizerPaths plain = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  tc.protect_placeholders = true;
+  const TokenizerPaths paths = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  EXPECT_TRUE(paths.trained);
+  EXPECT_NE(paths.src_model, plain.src_model);
+  for (const auto& [model, word] : {std::pair{paths.src_model, std::string("猫")}, std::pair{paths.tgt_model, std::string("cat")}}) {
+    const Tokenizer tok(model);
+    for (int k : {1, 7, data::kMaxSentinels}) {
+      const std::string line = word + "1 " + data::sentinel(k) + word + data::sentinel(1);
+      const auto ids = tok.encode(line);
+      EXPECT_EQ(tok.decode(ids), line) << model;
+      // One piece each (after the word-start piece SentencePiece puts first).
+      const auto pieces = tok.pieces(tok.encode(data::sentinel(k)));
+      ASSERT_FALSE(pieces.empty());
+      EXPECT_EQ(pieces.back(), data::sentinel(k)) << model << " sentinel " << k;
+      EXPECT_LE(pieces.size(), 2u);
+    }
+  }
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ int run_check_causality(const CausalityArgs& args) {
   std::vector<std::vector<int64_t>> src, tgt;
   const auto& d = ck.cfg.data;
   if (std::filesystem::exists(d.valid_src) && std::filesystem::exists(d.valid_tgt)) {
-    const auto corpus = load_parallel(d.valid_src, d.valid_tgt, *ck.src_tok, *ck.tgt_tok, 0);
+    const auto corpus = load_parallel(d.valid_src, d.valid_tgt, *ck.src_tok, *ck.tgt_tok, 0,
+                                      ck.cfg.tokenizer.protect_placeholders);
     for (int64_t i = 0; i < args.sentences && i < static_cast<int64_t>(corpus.src.size()); ++i)
       src.push_back(corpus.src[i]), tgt.push_back(corpus.tgt[i]);
   } else {

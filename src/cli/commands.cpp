@@ -8,14 +8,18 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
 #include "data/dataset.h"
+#include "data/po_catalog.h"
 #include "data/text_io.h"
+#include "decode/scorer.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
 #include "eval/placeholders.h"
+#include "eval/po_check.h"
 #include "export/ctranslate2_export.h"
 #include "ops/attention/attention.h"
 #include "serve/http_server.h"
@@ -71,7 +75,7 @@ Session open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
 }
 
 DecodeOptions decode_options(const Config& cfg, const DecodeFlags& flags) {
-  DecodeOptions o = nmt::decode_options(cfg.decode);
+  DecodeOptions o = nmt::decode_options(cfg);
   o.max_len = flags.max_len.value_or(o.max_len);
   o.batch_size = flags.batch_size.value_or(o.batch_size);
   o.max_len_factor = flags.max_len_factor.value_or(o.max_len_factor);
@@ -103,7 +107,7 @@ void write_attention_maps(Session& s, const TranslateArgs& args,
     throw InputError("--attention-head: " + std::to_string(args.map_head) + " but the model has " +
                      std::to_string(heads) + " heads");
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::vector<int64_t> src = s.ck.src_tok->encode(lines[i]);
+    const std::vector<int64_t> src = s.ck.src_tok->encode(SourceText(lines[i], opts).text());
     if (src.empty()) continue;
     const std::vector<int64_t> hyp = decode(model, {src}, opts, s.device)[0];
     std::vector<int64_t> tgt_in{kStartId};
@@ -238,6 +242,134 @@ int run_evaluate(const EvaluateArgs& args) {
               static_cast<long long>(opts.beam), src.size() / std::max(seconds, 1e-9));
   print_scores(hyp, ref, src);
   return kExitOk;
+}
+
+namespace {
+
+// One checked translation with the model's figures (check-po with a checkpoint).
+struct RankedItem {
+  const eval::PoItem* item = nullptr;
+  std::string back;     // the Chinese translated back to English
+  double score = 0;     // mean log-probability per token of the msgid given the msgstr
+  double gap = 0;       // score - the same for `back`: how much less likely than the model's own
+  double chrf = 0;      // chrF2 of `back` against the msgid
+  double key = 0;       // the one ranked by
+};
+
+std::string where(const std::string& file, const eval::PoItem& item) {
+  std::string s = file + ":" + std::to_string(item.entry->line);
+  if (item.entry->msgid_plural) s += " msgstr[" + std::to_string(item.form) + "]";
+  return s;
+}
+
+std::string quoted(const std::string& text) { return "\"" + data::po_escape(text) + "\""; }
+
+}  // namespace
+
+int run_check_po(const CheckPoArgs& args) {
+  install_interrupt_handlers();
+  if (args.rank != "score" && args.rank != "gap" && args.rank != "chrf")
+    throw InputError("--rank: '" + args.rank + "' is not one of: score | gap | chrf");
+  const data::PoCatalog catalog = data::read_po(args.file);
+  const eval::PoCheck check = eval::check_placeholders(catalog);
+  std::vector<const eval::PoItem*> faulty;
+  for (const auto& item : check.items)
+    if (!item.problems.empty()) faulty.push_back(&item);
+
+  std::vector<RankedItem> ranked;
+  std::string model_name;
+  if (!args.checkpoint.empty() && !check.items.empty()) {
+    Session s = open_checkpoint(args.checkpoint, args.runtime);
+    model_name = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
+    std::vector<std::string> chinese, english;
+    for (const auto& item : check.items) {
+      chinese.push_back(item.chinese);
+      english.push_back(item.english);
+    }
+    const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
+    const auto start = std::chrono::steady_clock::now();
+    const auto back = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device);
+    const bool masked = opts.protect_placeholders;
+    const auto msgid_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, english, s.device, masked);
+    const auto back_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, back, s.device, masked);
+    for (size_t i = 0; i < check.items.size(); ++i) {
+      RankedItem r;
+      r.item = &check.items[i];
+      r.back = back[i];
+      r.score = mean_logprob(msgid_lp[i]);
+      r.gap = r.score - mean_logprob(back_lp[i]);
+      r.chrf = eval::chrf({back[i]}, {english[i]});
+      r.key = args.rank == "score" ? r.score : args.rank == "gap" ? r.gap : r.chrf;
+      ranked.push_back(std::move(r));
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const RankedItem& a, const RankedItem& b) { return a.key < b.key; });
+    spdlog::info("check-po: {} translations back-translated and scored in {:.1f} s", check.items.size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  const size_t shown = args.top == 0 ? ranked.size() : std::min(ranked.size(), static_cast<size_t>(args.top));
+
+  if (args.json) {
+    using nlohmann::json;
+    auto base = [&](const eval::PoItem& item) {
+      json j = {{"line", item.entry->line}, {"msgid", item.english}, {"msgstr", item.chinese}};
+      if (item.entry->context) j["msgctxt"] = *item.entry->context;
+      if (item.entry->msgid_plural) j["form"] = item.form;
+      j["flags"] = item.entry->flags;
+      return j;
+    };
+    json out = {{"file", args.file},
+                {"entries", check.entries},
+                {"translated", check.translated},
+                {"fuzzy", check.fuzzy},
+                {"untranslated", check.untranslated},
+                {"obsolete", check.obsolete},
+                {"placeholders", json::array()},
+                {"ranked", json::array()}};
+    for (const auto* item : faulty) {
+      json j = base(*item);
+      for (const auto& p : item->problems) j["problems"].push_back({{"kind", eval::fault_name(p.fault)}, {"placeholder", p.detail}});
+      out["placeholders"].push_back(j);
+    }
+    if (!model_name.empty()) {
+      out["model"] = model_name;
+      out["rank"] = args.rank;
+    }
+    for (size_t k = 0; k < shown; ++k) {
+      const RankedItem& r = ranked[k];
+      json j = base(*r.item);
+      j["back_translation"] = r.back;
+      j["score"] = r.score;
+      j["gap"] = r.gap;
+      j["chrf"] = r.chrf;
+      out["ranked"].push_back(j);
+    }
+    std::printf("%s\n", out.dump(1).c_str());
+  } else {
+    std::printf("check-po: %s: %zu entries; %zu translated and checked (skipped: %zu fuzzy, %zu untranslated, "
+                "%zu obsolete)\n",
+                args.file.c_str(), check.entries, check.translated, check.fuzzy, check.untranslated, check.obsolete);
+    std::printf("\nplaceholders: %zu translation(s) differ from their msgid\n", faulty.size());
+    for (const auto* item : faulty) {
+      std::string what;
+      for (const auto& p : item->problems) what += (what.empty() ? "" : "; ") + std::string(eval::fault_name(p.fault)) + " " + p.detail;
+      std::printf("%s: %s\n  msgid  %s\n  msgstr %s\n", where(args.file, *item).c_str(), what.c_str(),
+                  quoted(item->english).c_str(), quoted(item->chinese).c_str());
+    }
+    if (!model_name.empty()) {
+      std::printf("\nfurthest from their msgid, by %s (model %s): %zu of %zu\n", args.rank.c_str(), model_name.c_str(),
+                  shown, ranked.size());
+      for (size_t k = 0; k < shown; ++k) {
+        const RankedItem& r = ranked[k];
+        std::printf("%s: score %.2f  gap %.2f  chrF %.1f\n  msgid  %s\n  msgstr %s\n  back   %s\n",
+                    where(args.file, *r.item).c_str(), r.score, r.gap, r.chrf, quoted(r.item->english).c_str(),
+                    quoted(r.item->chinese).c_str(), quoted(r.back).c_str());
+      }
+    } else if (args.checkpoint.empty()) {
+      std::printf("\n(no --checkpoint: placeholders only; with one, every translation is also back-translated and "
+                  "ranked)\n");
+    }
+  }
+  return faulty.empty() ? kExitOk : kExitRuntime;
 }
 
 int run_export(const ExportArgs& args) {

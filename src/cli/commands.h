@@ -64,6 +64,21 @@ struct ScoreArgs {
 };
 int run_score(const ScoreArgs& args);
 
+// `nmt check-po`: a reviewer's check of a Chinese gettext catalog. Without a
+// checkpoint, placeholders only; with one, every translated entry is also
+// back-translated and scored, and the entries whose English fits their
+// Chinese worst are listed. Exit 0, or 1 when placeholders are wrong.
+struct CheckPoArgs {
+  std::string file;
+  std::string checkpoint;    // empty: placeholder checks only
+  int64_t top = 20;          // entries listed by rank (0 = all)
+  std::string rank = "gap";  // score | gap | chrf (see run_check_po)
+  bool json = false;
+  DecodeFlags decode;
+  RuntimeFlags runtime;
+};
+int run_check_po(const CheckPoArgs& args);
+
 // `nmt export`: a checkpoint as a CTranslate2 model directory.
 struct ExportArgs {
   std::string checkpoint, output;

@@ -157,6 +157,24 @@ int main(int argc, char** argv) {
                    "drop the decoder's causal mask, to see the check fail");
   add_runtime_flags(cc_cmd, causality.runtime);
 
+  nmt::cli::CheckPoArgs check_po;
+  auto* po_cmd = app.add_subcommand(
+      "check-po", "check a Chinese gettext catalog (.po): placeholders, and with --checkpoint the entries whose "
+                  "back-translation is furthest from their msgid (exit 1 when placeholders are wrong)");
+  po_cmd->add_option("FILE.po", check_po.file, "the catalog (msgunfmt turns an installed .mo back into one)")
+      ->required();
+  po_cmd->add_option("--checkpoint", check_po.checkpoint,
+                     "checkpoint or run folder: back-translate and rank every translated entry");
+  po_cmd->add_option("--top", check_po.top, "entries listed by rank (0 = all; default 20)")
+      ->check(int_range(0, 100000000));
+  po_cmd->add_option("--rank", check_po.rank,
+                     "rank by: gap (the msgid's log-probability per token given the msgstr, minus the "
+                     "back-translation's; default) | score (the msgid's alone) | chrf (back-translation vs msgid)")
+      ->check(CLI::IsMember({"gap", "score", "chrf"}));
+  po_cmd->add_flag("--json", check_po.json, "print one JSON object instead of text");
+  add_decode_flags(po_cmd, check_po.decode);
+  add_runtime_flags(po_cmd, check_po.runtime);
+
   nmt::cli::ExportArgs exp;
   auto* ex_cmd = app.add_subcommand("export", "write a checkpoint as a CTranslate2 model directory");
   ex_cmd->add_option("--checkpoint", exp.checkpoint, "checkpoint or run folder (its best/, else last/)")->required();
@@ -237,6 +255,7 @@ int main(int argc, char** argv) {
     if (ev_cmd->parsed()) return nmt::cli::run_evaluate(eval);
     if (sc_cmd->parsed()) return nmt::cli::run_score(score);
     if (cc_cmd->parsed()) return nmt::cli::run_check_causality(causality);
+    if (po_cmd->parsed()) return nmt::cli::run_check_po(check_po);
     if (ex_cmd->parsed()) return nmt::cli::run_export(exp);
     if (sv_cmd->parsed()) return nmt::cli::run_serve(serve);
     if (bench_cmd->parsed()) return nmt::bench::run_bench_attention(bench);

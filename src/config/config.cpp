@@ -142,6 +142,7 @@ const std::vector<Field>& fields() {
                    {"identity", "nmt_nfkc", "nfkc"}),
       bool_field("tokenizer.byte_fallback", NMT_REF(tokenizer.byte_fallback)),
       bool_field("tokenizer.placeholder_symbols", NMT_REF(tokenizer.placeholder_symbols)),
+      bool_field("tokenizer.protect_placeholders", NMT_REF(tokenizer.protect_placeholders)),
       string_field("tokenizer.cache_dir", NMT_REF(tokenizer.cache_dir)),
 
       int_field("model.d_model", NMT_REF(model.d_model), 8, 8192),

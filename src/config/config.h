@@ -30,6 +30,10 @@ struct TokenizerConfig {
   std::string normalization = "identity";  // SentencePiece normalization: identity | nmt_nfkc | nfkc
   bool byte_fallback = false;      // rare characters become UTF-8 byte pieces instead of <unk>
   bool placeholder_symbols = false;  // printf conversions, markup tags, "--": always single pieces
+  // Placeholders become indexed sentinel symbols before tokenization and are
+  // restored after decoding (data/placeholder_mask.h): training, translation,
+  // evaluation and the service all do it, as the checkpoint's config says.
+  bool protect_placeholders = false;
   std::string cache_dir = "checkpoints/tokenizers";  // trained models are reused from here
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "data/placeholder_mask.h"
 #include "data/text_io.h"
 #include "tokenizer/special_ids.h"
 #include "tokenizer/tokenizer.h"
@@ -12,12 +13,19 @@ namespace nmt {
 
 ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt_path,
                              const Tokenizer& src_tok, const Tokenizer& tgt_tok,
-                             int64_t max_len) {
+                             int64_t max_len, bool protect_placeholders) {
   auto [src, tgt] = read_parallel_text(src_path, tgt_path);
   ParallelCorpus corpus;
   for (size_t i = 0; i < src.size(); ++i) {
-    std::vector<int64_t> s = src_tok.encode(src[i]);
-    std::vector<int64_t> t = tgt_tok.encode(tgt[i]);
+    std::vector<int64_t> s, t;
+    if (protect_placeholders) {
+      const data::MaskedSource masked = data::mask_source(src[i]);
+      s = src_tok.encode(masked.text);
+      t = tgt_tok.encode(data::mask_target(tgt[i], masked));
+    } else {
+      s = src_tok.encode(src[i]);
+      t = tgt_tok.encode(tgt[i]);
+    }
     if (s.empty() || t.empty()) {
       ++corpus.skipped_empty;
       continue;

@@ -23,9 +23,11 @@ struct ParallelCorpus {
 };
 
 // Loads line-aligned files; InputError when their line counts differ.
-// max_len <= 0 keeps everything.
+// max_len <= 0 keeps everything. protect_placeholders: the token ids are
+// those of the masked lines (data/placeholder_mask.h); the texts stay as read.
 ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt_path,
-                             const Tokenizer& src_tok, const Tokenizer& tgt_tok, int64_t max_len);
+                             const Tokenizer& src_tok, const Tokenizer& tgt_tok, int64_t max_len,
+                             bool protect_placeholders = false);
 
 // The first max_n pairs (all when max_n <= 0).
 ParallelCorpus head(const ParallelCorpus& corpus, int64_t max_n);

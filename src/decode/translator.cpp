@@ -233,12 +233,22 @@ int64_t target_limit(const DecodeOptions& options, int64_t src_tokens) {
   return std::max<int64_t>(1, std::min<int64_t>(options.max_len, static_cast<int64_t>(bound)));
 }
 
-DecodeOptions decode_options(const DecodeConfig& config) {
+DecodeOptions decode_options(const Config& config) {
   DecodeOptions o;
-  o.max_len = config.max_len;
-  o.max_len_factor = config.max_len_factor;
-  o.batch_size = config.batch_size;
+  o.max_len = config.decode.max_len;
+  o.max_len_factor = config.decode.max_len_factor;
+  o.batch_size = config.decode.batch_size;
+  o.protect_placeholders = config.tokenizer.protect_placeholders;
   return o;
+}
+
+SourceText::SourceText(const std::string& line, const DecodeOptions& options)
+    : line_(line), protect_(options.protect_placeholders) {
+  if (protect_) masked_ = data::mask_source(line);
+}
+
+std::string SourceText::finish(const std::string& translation) const {
+  return protect_ ? data::restore_target(translation, masked_) : translation;
 }
 
 std::vector<std::vector<int64_t>> decode(Transformer& model,
@@ -266,9 +276,12 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
                                          const DecodeOptions& options, const c10::Device& device) {
   std::vector<std::string> result(lines.size());
   std::vector<std::vector<int64_t>> encoded(lines.size());
+  std::vector<SourceText> sources_text;
+  sources_text.reserve(lines.size());
   std::vector<size_t> order;
   for (size_t i = 0; i < lines.size(); ++i) {
-    encoded[i] = src_tok.encode(lines[i]);
+    sources_text.emplace_back(lines[i], options);
+    encoded[i] = src_tok.encode(sources_text[i].text());
     // Clip over-long input to what the position table covers.
     if (static_cast<int64_t>(encoded[i].size()) > model->options().max_positions())
       encoded[i].resize(model->options().max_positions());
@@ -285,7 +298,8 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
     std::vector<std::vector<int64_t>> sources;
     for (size_t k = start; k < end; ++k) sources.push_back(encoded[order[k]]);
     const auto hyps = decode(model, sources, options, device);
-    for (size_t k = start; k < end; ++k) result[order[k]] = tgt_tok.decode(hyps[k - start]);
+    for (size_t k = start; k < end; ++k)
+      result[order[k]] = sources_text[order[k]].finish(tgt_tok.decode(hyps[k - start]));
   };
   const int intra = at::get_num_threads();
   size_t workers = options.parallel_batches > 0 ? static_cast<size_t>(options.parallel_batches)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/placeholder_mask.h"
 #include "model/transformer.h"
 
 namespace nmt {
@@ -31,6 +32,9 @@ struct DecodeOptions {
   // Stop at the next batch once SIGINT/SIGTERM came (throws Interrupted).
   // The service turns it off: it finishes every request it has read.
   bool stop_on_interrupt = true;
+  // Sources masked and translations restored (tokenizer.protect_placeholders,
+  // data/placeholder_mask.h): set from the model's config, never by hand.
+  bool protect_placeholders = false;
 };
 
 constexpr int64_t kLengthSlack = 5;
@@ -38,8 +42,24 @@ constexpr int64_t kLengthSlack = 5;
 // The most target tokens decoding may produce for a source of `src_tokens`.
 int64_t target_limit(const DecodeOptions& options, int64_t src_tokens);
 
-// The config's decoding settings (greedy).
-DecodeOptions decode_options(const DecodeConfig& config);
+// The config's decoding settings (greedy), and whether its model was
+// trained on masked placeholders.
+DecodeOptions decode_options(const Config& config);
+
+// What the source tokenizer reads for `line`, and how a translation of it is
+// finished: the line itself, or with placeholder protection the masked line
+// and the restoring of the source's placeholders.
+class SourceText {
+ public:
+  SourceText(const std::string& line, const DecodeOptions& options);
+  const std::string& text() const { return protect_ ? masked_.text : line_; }
+  std::string finish(const std::string& translation) const;
+
+ private:
+  std::string line_;
+  bool protect_;
+  data::MaskedSource masked_;
+};
 
 // sources: token ids without specials. Returns target ids without <start>
 // and <end>. Each result depends only on its own source, not on what else is

@@ -21,6 +21,14 @@ size_t printf_length(const std::string& s, size_t i) {
   size_t k = j;
   while (k < s.size() && is_digit(s[k])) ++k;
   if (k > j && k < s.size() && s[k] == '$') j = k + 1;  // positional: %1$s
+  bool named = false;
+  if (j < s.size() && s[j] == '(') {  // Python's %(name)s
+    k = j + 1;
+    while (k < s.size() && is_ident(s[k])) ++k;
+    if (k == j + 1 || k >= s.size() || s[k] != ')') return 0;
+    j = k + 1;
+    named = true;
+  }
   // Flags, without the space flag: in prose "50 % ok" is a percent sign.
   while (j < s.size() && s[j] != '\0' && std::strchr("-+#0'", s[j])) ++j;
   while (j < s.size() && (is_digit(s[j]) || s[j] == '*')) ++j;
@@ -35,7 +43,26 @@ size_t printf_length(const std::string& s, size_t i) {
     }
   }
   if (j < s.size() && s[j] != '\0' && std::strchr("diouxXeEfFgGaAcspn", s[j])) return j + 1 - i;
+  if (named && j < s.size() && s[j] == 'r') return j + 1 - i;  // %(name)r
   return 0;
+}
+
+// A character reference of markup: &amp; &lt; &#39; &#x27;
+size_t entity_length(const std::string& s, size_t i) {
+  size_t j = i + 1;
+  if (j < s.size() && s[j] == '#') {
+    ++j;
+    const bool hex = j < s.size() && (s[j] == 'x' || s[j] == 'X');
+    if (hex) ++j;
+    const size_t digits = j;
+    while (j < s.size() && (is_digit(s[j]) || (hex && s[j] != '\0' && std::strchr("abcdefABCDEF", s[j])))) ++j;
+    if (j == digits) return 0;
+  } else {
+    const size_t name = j;
+    while (j < s.size() && is_alpha(s[j])) ++j;
+    if (j == name || j - name > 8) return 0;
+  }
+  return j < s.size() && s[j] == ';' ? j + 1 - i : 0;
 }
 
 // {name} or {0}
@@ -81,22 +108,37 @@ int64_t multiset_overlap(std::vector<std::string> a, std::vector<std::string> b)
 
 }  // namespace
 
-std::vector<std::string> find_placeholders(const std::string& line) {
-  std::vector<std::string> out;
+std::vector<PlaceholderSpan> find_placeholder_spans(const std::string& line) {
+  std::vector<PlaceholderSpan> out;
   for (size_t i = 0; i < line.size();) {
     size_t n = 0;
     if (line[i] == '%') n = printf_length(line, i);
     else if (line[i] == '{') n = brace_length(line, i);
     else if (line[i] == '<') n = tag_length(line, i);
+    else if (line[i] == '&') n = entity_length(line, i);
     else if (line[i] == '-' && line.compare(i, 2, "--") == 0) n = option_length(line, i);
     if (n > 0) {
-      out.push_back(line.substr(i, n));
+      out.push_back({i, n});
       i += n;
     } else {
       ++i;
     }
   }
   return out;
+}
+
+std::vector<std::string> find_placeholders(const std::string& line) {
+  std::vector<std::string> out;
+  for (const PlaceholderSpan& s : find_placeholder_spans(line)) out.push_back(line.substr(s.offset, s.length));
+  return out;
+}
+
+const char* placeholder_kind(const std::string& p) {
+  if (p.size() >= 2 && p[0] == '%') return p[1] == '(' ? "python" : "printf";
+  if (!p.empty() && p[0] == '{') return "brace";
+  if (!p.empty() && p[0] == '<') return "markup";
+  if (!p.empty() && p[0] == '&') return "entity";
+  return "option";
 }
 
 PlaceholderReport placeholder_report(const std::vector<std::string>& sources,
@@ -120,6 +162,14 @@ PlaceholderReport placeholder_report(const std::vector<std::string>& sources,
       ++r.lines_with_reference;
       r.reference_total += static_cast<int64_t>(ref.size());
       r.reference_matched += multiset_overlap(ref, hyp);
+      // Per kind: the multiset overlap counted for each reference placeholder's kind.
+      std::map<std::string, int64_t> available;
+      for (const auto& x : hyp) ++available[x];
+      for (const auto& x : ref) {
+        PlaceholderReport::Kind& k = r.by_kind[placeholder_kind(x)];
+        ++k.total;
+        if (available[x]-- > 0) ++k.matched;
+      }
       auto a = hyp, b = ref;
       std::sort(a.begin(), a.end());
       std::sort(b.begin(), b.end());
@@ -130,7 +180,7 @@ PlaceholderReport placeholder_report(const std::vector<std::string>& sources,
 }
 
 std::string format_placeholders(const PlaceholderReport& r) {
-  char buf[320];
+  char buf[400];
   std::snprintf(buf, sizeof buf,
                 "placeholders: %lld source lines carry %lld; hypotheses keep %.1f%% of the "
                 "source's verbatim and %.1f%% of the reference's; %.1f%% of %lld lines match the "
@@ -138,7 +188,16 @@ std::string format_placeholders(const PlaceholderReport& r) {
                 static_cast<long long>(r.lines), static_cast<long long>(r.source_total),
                 r.source_kept_pct(), r.reference_matched_pct(), r.lines_exact_pct(),
                 static_cast<long long>(r.lines_with_reference));
-  return buf;
+  std::string out = buf;
+  std::string kinds;
+  for (const auto& [kind, k] : r.by_kind) {
+    std::snprintf(buf, sizeof buf, "%s%s %.1f%% of %lld", kinds.empty() ? "" : ", ", kind.c_str(),
+                  k.total ? 100.0 * static_cast<double>(k.matched) / static_cast<double>(k.total) : 100.0,
+                  static_cast<long long>(k.total));
+    kinds += buf;
+  }
+  if (!kinds.empty()) out += "; by kind (kept of the reference's): " + kinds;
+  return out;
 }
 
 }  // namespace nmt::eval

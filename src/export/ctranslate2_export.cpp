@@ -260,6 +260,12 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
   const fs::path parent = fs::absolute(output).parent_path();
   if (!fs::is_directory(parent, ec)) throw InputError(output + ": parent folder " + parent.string() + " does not exist");
 
+  // The model reads sentinels where placeholders were and writes them for the
+  // caller to restore (data/placeholder_mask.h); CTranslate2 does neither, so
+  // its translations would carry raw sentinels.
+  if (ck.cfg.tokenizer.protect_placeholders)
+    throw ExportError("tokenizer.protect_placeholders: this model was trained on placeholders masked as sentinel "
+                      "symbols, which CTranslate2 neither makes nor restores");
   const TransformerImpl& m = *ck.model;
   // The positions the model adds, row t for position t (from 0), as a table.
   const at::Tensor positions = m.named_buffers(/*recurse=*/false)["positions"];

@@ -55,7 +55,7 @@ Job TranslationService::make_job(const TranslateRequest& request) const {
   job.attention = request.attention;
   const int64_t limit = m_.model->options().max_positions();
   for (size_t i = 0; i < job.lines.size(); ++i) {
-    const int64_t n = static_cast<int64_t>(m_.src_tok->encode(job.lines[i]).size());
+    const int64_t n = static_cast<int64_t>(m_.src_tok->encode(SourceText(job.lines[i], m_.decode).text()).size());
     if (n > limit)
       throw RequestError(400, "text[" + std::to_string(i) + "]: " + std::to_string(n) +
                                   " tokens, more than the " + std::to_string(limit) + " this model reads");
@@ -123,11 +123,12 @@ class TranslationService::GreedyStream : public StepStream {
         decoder_(service.m_.model, options_, service.m_.device) {}
 
   void add(const Job& job, uint64_t ticket) override {
-    Pending p{std::vector<SentenceResult>(job.lines.size()), 0, job.attention ? &job : nullptr, 0, 0};
+    Pending p{std::vector<SentenceResult>(job.lines.size()), {}, 0, job.attention ? &job : nullptr, 0, 0};
     std::vector<std::vector<int64_t>> sources;
     std::vector<uint64_t> rows;
     for (size_t i = 0; i < job.lines.size(); ++i) {
-      std::vector<int64_t> ids = service_.m_.src_tok->encode(job.lines[i]);
+      p.texts.emplace_back(job.lines[i], options_);
+      std::vector<int64_t> ids = service_.m_.src_tok->encode(p.texts.back().text());
       if (ids.empty()) continue;  // translates to "", as translate_lines has it
       p.source_tokens += static_cast<int64_t>(ids.size());
       sources.push_back(std::move(ids));
@@ -154,7 +155,7 @@ class TranslationService::GreedyStream : public StepStream {
       const auto [ticket, line] = row_of_.at(row);
       row_of_.erase(row);
       Pending& p = jobs_.at(ticket);
-      p.sentences[line].translation = service_.m_.tgt_tok->decode(ids);
+      p.sentences[line].translation = p.texts[line].finish(service_.m_.tgt_tok->decode(ids));
       p.target_tokens += static_cast<int64_t>(ids.size());
       if (--p.running == 0) done_.push_back(ticket);
     }
@@ -178,6 +179,7 @@ class TranslationService::GreedyStream : public StepStream {
  private:
   struct Pending {
     Sentences sentences;
+    std::vector<SourceText> texts;  // what each line's source tokens were made from
     int64_t running;          // lines still decoding
     const Job* attention_job;  // set when it asked for attention (the Batcher keeps the job alive)
     int64_t source_tokens, target_tokens;
@@ -195,7 +197,7 @@ std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make
 
 std::string TranslationService::attention_json(const std::string& line, const DecodeOptions& options) {
   torch::NoGradGuard no_grad;
-  const std::vector<int64_t> src = m_.src_tok->encode(line);
+  const std::vector<int64_t> src = m_.src_tok->encode(SourceText(line, options).text());
   json j;
   if (src.empty()) {
     j = {{"source", json::array()}, {"target_in", json::array()}, {"target_out", json::array()},

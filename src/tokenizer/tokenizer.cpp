@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "config/config.h"
+#include "data/placeholder_mask.h"
 #include "nmt_build_paths.h"
 #include "tokenizer/special_ids.h"
 #include "tokenizer/spm_shim.h"
@@ -202,10 +203,13 @@ void train_model(const std::string& input, const std::string& prefix, int64_t vo
        << " --normalization_rule_name=" << cfg.normalization
        << " --byte_fallback=" << (cfg.byte_fallback ? "true" : "false")
        << " --hard_vocab_limit=false --num_threads=2 --minloglevel=2";
-  if (cfg.placeholder_symbols) {
+  std::vector<std::string> symbols;
+  if (cfg.placeholder_symbols) symbols = placeholder_pieces();
+  if (cfg.protect_placeholders)
+    symbols.insert(symbols.end(), data::sentinel_symbols().begin(), data::sentinel_symbols().end());
+  if (!symbols.empty()) {
     args << " --user_defined_symbols=";
-    const auto& pieces = placeholder_pieces();
-    for (size_t i = 0; i < pieces.size(); ++i) args << (i ? "," : "") << pieces[i];
+    for (size_t i = 0; i < symbols.size(); ++i) args << (i ? "," : "") << symbols[i];
   }
   char err[512] = {0};
   if (SpmLibrary::get().train(args.str().c_str(), err, sizeof err) != 0)
@@ -223,6 +227,7 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
            << cfg.tgt_vocab_size << '|' << cfg.src_character_coverage << '|'
            << cfg.tgt_character_coverage << '|' << cfg.normalization << '|' << cfg.byte_fallback
            << '|' << cfg.placeholder_symbols << "|v2";
+  if (cfg.protect_placeholders) settings << "|sentinels" << data::kMaxSentinels;
   uint64_t h = fnv1a(settings.str());
   h = fnv1a(src_text, h);
   h = fnv1a(tgt_text, h);

@@ -35,7 +35,7 @@ std::shared_ptr<GradientSync> make_sync(const DistributedEnv& env, const c10::De
 
 ParallelCorpus load_split(const Config& cfg, const std::string& src, const std::string& tgt,
                           const Tokenizer& src_tok, const Tokenizer& tgt_tok) {
-  return load_parallel(src, tgt, src_tok, tgt_tok, cfg.data.max_len);
+  return load_parallel(src, tgt, src_tok, tgt_tok, cfg.data.max_len, cfg.tokenizer.protect_placeholders);
 }
 
 Transformer seeded_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab) {
@@ -141,7 +141,7 @@ class Evaluation {
         reporter_(reporter),
         validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
         stopping_(lower_is_better(validators_, s.cfg.train.best_metric), s.cfg.train.patience),
-        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg.decode),
+        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg),
              s.cfg.train.batch_tokens, s.cfg.train.batch_sentences, s.cfg.train.valid_bleu_sentences,
              s.device) {
     stopping_.restore(s.state.best, s.state.evals_since_best);

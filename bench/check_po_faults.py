@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Faults injected into real zh_CN catalogs, and what `nmt check-po` finds of them.
+
+Used by bench/bench_check_po.sh. Subcommands:
+
+  inject CLEAN.po FAULTY.po TRUTH.json --seed S --per-kind N
+      Writes FAULTY.po: CLEAN.po (msgunfmt's output) with N entries of each
+      fault kind changed, and TRUTH.json: the kind ("clean" or a fault) of
+      every translated singular entry by its msgid line in FAULTY.po.
+      Kinds: placeholder-drop (one placeholder of the msgstr removed),
+      placeholder-alter (one changed: %s <-> %d, {0} -> {1}, ...), swap (two
+      entries exchange their msgstr; both count), truncate (the msgstr cut to
+      its first half). Entries are drawn from the translated singular ones;
+      each is changed at most once.
+
+  report --dev DIR... --test DIR... [--out FILE]
+      DIR holds one catalog's TRUTH.json, checkpo.json (nmt check-po --json
+      --top 0) and msgfmt.txt (msgfmt -c's errors). For each ranking of
+      check-po (gap, score, chrf) the threshold is the one that flags 5% of
+      the dev catalogs' clean entries; the test catalogs are scored with it.
+      Prints, per fault kind, the share found by the placeholder check, by the
+      ranking and by either, the false alarms among clean entries, and what
+      msgfmt -c alone finds.
+
+Only msgunfmt's regular output is read here (blocks of keyword lines and
+continued strings); the product's reader is src/data/po_catalog.cpp.
+"""
+import argparse
+import ast
+import json
+import os
+import random
+import re
+import sys
+
+PLACEHOLDER = re.compile(r"%(?:\d+\$)?[-+#0']*\d*(?:\.\d+)?(?:hh|ll|[hlLqjzt])?[diouxXeEfFgGaAcsp]|\{\w+\}")
+KINDS = ["placeholder-drop", "placeholder-alter", "swap", "truncate"]
+
+
+def decode(quoted_parts):
+    return "".join(ast.literal_eval(p) for p in quoted_parts)
+
+
+def encode(text):
+    out = []
+    for c in text:
+        out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\"}.get(c, c))
+    return '"' + "".join(out) + '"'
+
+
+def read_blocks(path):
+    """[{keyword: [quoted strings]} in order], one per entry."""
+    blocks, cur, key = [], None, None
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if not line.strip():
+            if cur:
+                blocks.append(cur)
+            cur, key = None, None
+            continue
+        if line.startswith("#"):
+            cur = cur or []
+            cur.append(("#", line))
+            continue
+        cur = cur or []
+        if line.startswith('"'):
+            cur[-1][1].append(line)
+        else:
+            key, rest = line.split(" ", 1)
+            cur.append((key, [rest]))
+    if cur:
+        blocks.append(cur)
+    return blocks
+
+
+def field(block, key):
+    for k, v in block:
+        if k == key:
+            return decode(v)
+    return None
+
+
+def set_field(block, key, text):
+    for i, (k, _) in enumerate(block):
+        if k == key:
+            block[i] = (k, [encode(text)])
+
+
+def write_blocks(blocks, path):
+    """Writes the blocks; returns the msgid line of each."""
+    lines, msgid_lines = [], []
+    for b in blocks:
+        for k, v in b:
+            if k == "#":
+                lines.append(v)
+                continue
+            if k == "msgid":
+                msgid_lines.append(len(lines) + 1)
+            lines.append(f"{k} {v[0]}")
+            lines.extend(v[1:])
+        lines.append("")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    return msgid_lines
+
+
+def alter(p):
+    swaps = {"s": "d", "d": "s", "u": "s", "ld": "s", "lu": "d", "zu": "s", "x": "d", "c": "s", "f": "d", "p": "s"}
+    m = re.match(r"(%(?:\d+\$)?[-+#0']*\d*(?:\.\d+)?)((?:hh|ll|[hlLqjzt])?[diouxXeEfFgGaAcsp])$", p)
+    if m:
+        return m.group(1) + swaps.get(m.group(2), "s")
+    if p.startswith("{"):
+        inner = p[1:-1]
+        return "{" + (str(int(inner) + 1) if inner.isdigit() else inner + "_x") + "}"
+    return None
+
+
+def inject(args):
+    rnd = random.Random(args.seed)
+    blocks = read_blocks(args.clean)
+    usable = [i for i, b in enumerate(blocks)
+              if field(b, "msgid") and field(b, "msgstr") and field(b, "msgid_plural") is None
+              and not any(k == "#" and "fuzzy" in v for k, v in b)]
+    rnd.shuffle(usable)
+    taken, truth = set(), {}
+
+    def pick(cond):
+        for i in usable:
+            if i not in taken and cond(i):
+                taken.add(i)
+                return i
+        return None
+
+    for _ in range(args.per_kind):
+        i = pick(lambda i: PLACEHOLDER.search(field(blocks[i], "msgstr")))
+        if i is not None:
+            s = field(blocks[i], "msgstr")
+            ms = list(PLACEHOLDER.finditer(s))
+            m = ms[rnd.randrange(len(ms))]
+            set_field(blocks[i], "msgstr", s[:m.start()] + s[m.end():])
+            truth[i] = "placeholder-drop"
+        i = pick(lambda i: any(alter(m.group()) for m in PLACEHOLDER.finditer(field(blocks[i], "msgstr"))))
+        if i is not None:
+            s = field(blocks[i], "msgstr")
+            ms = [m for m in PLACEHOLDER.finditer(s) if alter(m.group())]
+            m = ms[rnd.randrange(len(ms))]
+            set_field(blocks[i], "msgstr", s[:m.start()] + alter(m.group()) + s[m.end():])
+            truth[i] = "placeholder-alter"
+        a = pick(lambda i: True)
+        b = pick(lambda i: a is not None and field(blocks[i], "msgstr") != field(blocks[a], "msgstr")
+                 and field(blocks[i], "msgid") != field(blocks[a], "msgid"))
+        if a is not None and b is not None:
+            sa, sb = field(blocks[a], "msgstr"), field(blocks[b], "msgstr")
+            set_field(blocks[a], "msgstr", sb)
+            set_field(blocks[b], "msgstr", sa)
+            truth[a] = truth[b] = "swap"
+        i = pick(lambda i: len(field(blocks[i], "msgstr").strip()) >= 4)
+        if i is not None:
+            s = field(blocks[i], "msgstr")
+            set_field(blocks[i], "msgstr", s[:len(s) // 2])
+            truth[i] = "truncate"
+    msgid_lines = write_blocks(blocks, args.faulty)
+    # Every translated singular entry, faulty or clean, by its msgid line.
+    entries = {str(msgid_lines[i]): truth.get(i, "clean") for i in usable}
+    json.dump({"entries": entries, "msgid_lines": msgid_lines}, open(args.truth, "w"), indent=0)
+
+
+def msgfmt_lines(path):
+    """Lines msgfmt -c names, as the msgid lines of their entries (it names the msgstr's or the msgid's)."""
+    out = set()
+    for line in open(path, encoding="utf-8", errors="replace"):
+        m = re.match(r"[^:]+:(\d+):", line)
+        if m:
+            out.add(int(m.group(1)))
+    return out
+
+
+def load(d):
+    t = json.load(open(os.path.join(d, "truth.json")))
+    truth = {int(k): v for k, v in t["entries"].items()}
+    check = json.load(open(os.path.join(d, "checkpo.json")))
+    ph = {e["line"] for e in check["placeholders"]}
+    ranked = {e["line"]: e for e in check["ranked"]}
+    named = msgfmt_lines(os.path.join(d, "msgfmt.txt"))
+    # msgfmt names the msgstr's line: the entry is the one whose msgid line is the last before it.
+    starts = sorted(t["msgid_lines"])
+    by_msgfmt = set()
+    for n in named:
+        before = [s for s in starts if s <= n]
+        if before:
+            by_msgfmt.add(before[-1])
+    return truth, ph, ranked, by_msgfmt
+
+
+def report(args):
+    dev = [load(d) for d in args.dev]
+    test = [load(d) for d in args.test]
+    out = []
+    p = out.append
+    counts = {}
+    for truth, *_ in test:
+        for kind in truth.values():
+            counts[kind] = counts.get(kind, 0) + 1
+    p(f"Test catalogs: {', '.join(os.path.basename(d.rstrip('/')) for d in args.test)}; "
+      f"dev (threshold): {', '.join(os.path.basename(d.rstrip('/')) for d in args.dev)}.")
+    p("Entries checked: " + ", ".join(f"{k} {counts.get(k, 0)}" for k in ["clean"] + KINDS) + ".\n")
+    for rank in ["gap", "score", "chrf"]:
+        clean_dev = sorted(r[line][rank] for truth, _, r, _ in dev for line, k in truth.items() if k == "clean" and line in r)
+        threshold = clean_dev[int(0.05 * len(clean_dev))] if clean_dev else float("-inf")
+        p(f"### ranked by {rank}: flagged when below {threshold:.3f} (flags 5% of the dev catalogs' clean entries)\n")
+        p("| fault | entries | placeholder check | ranking | either | msgfmt -c |")
+        p("|---|---|---|---|---|---|")
+        for kind in KINDS + ["clean"]:
+            n = ph_hits = rank_hits = either = mf = 0
+            for truth, ph, r, by_msgfmt in test:
+                for line, k in truth.items():
+                    if k != kind:
+                        continue
+                    n += 1
+                    a = line in ph
+                    b = line in r and r[line][rank] < threshold
+                    ph_hits += a
+                    rank_hits += b
+                    either += a or b
+                    mf += line in by_msgfmt
+            pct = lambda x: f"{x} ({100 * x / n:.1f}%)" if n else "0"
+            label = "clean (false alarms)" if kind == "clean" else kind
+            p(f"| {label} | {n} | {pct(ph_hits)} | {pct(rank_hits)} | {pct(either)} | {pct(mf)} |")
+        p("")
+    text = "\n".join(out)
+    print(text)
+    if args.out:
+        open(args.out, "w").write(text + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("inject")
+    a.add_argument("clean")
+    a.add_argument("faulty")
+    a.add_argument("truth")
+    a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--per-kind", type=int, default=10)
+    r = sub.add_parser("report")
+    r.add_argument("--dev", nargs="+", required=True)
+    r.add_argument("--test", nargs="+", required=True)
+    r.add_argument("--out")
+    args = ap.parse_args()
+    inject(args) if args.cmd == "inject" else report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+// Placeholder protection (tokenizer.protect_placeholders): before the model
+// reads a line, each placeholder of the source (eval/placeholders.h) becomes
+// an indexed sentinel symbol; in training the target's matching placeholders
+// become the same sentinels; after decoding, the sentinels of a translation
+// are turned back into the source's placeholders. The model then only has
+// to place a few symbols it sees in its input, not to spell "%1$lu" or
+// "<span weight=\"bold\">" piece by piece.
+//
+// Printf conversions are indexed by the argument they print (a positional
+// "%2$s" is argument 2; "%s" the next one in turn), so a Chinese "%2$s 的
+// %1$s" and its English "%s of %s" carry the same sentinels. A translation
+// whose conversions come out in argument order gets them back without
+// positions ("%s ... %d", as English messages have them); in another order,
+// with positions ("%2$d ... %1$s"), which printf reads the same way. Every
+// other placeholder ({0}, <b>, &amp;, --force) stands for its own text.
+// Plain C++17, no LibTorch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace nmt::data {
+
+// Sentinels are the private-use characters U+E001 .. U+E000+kMaxSentinels:
+// no text of either language has them, and no normalization changes them.
+constexpr int kMaxSentinels = 24;
+std::string sentinel(int k);  // 1 <= k <= kMaxSentinels
+const std::vector<std::string>& sentinel_symbols();  // all of them, for the tokenizers
+
+struct MaskedSource {
+  struct Slot {
+    std::string text;  // the placeholder as the source has it ("%2$lu", "<b>"); empty: unused
+    int arg = 0;       // > 0: the printf argument it prints
+    std::string conversion;  // printf: the conversion without its position ("%lu")
+  };
+  std::string text;         // the line with sentinels
+  std::vector<Slot> slots;  // slots[k - 1] for sentinel k
+};
+
+// The source line with its placeholders replaced (those beyond kMaxSentinels,
+// and lines with more printf arguments than that, stay as they are).
+MaskedSource mask_source(const std::string& line);
+
+// A training target with the placeholders that `source` has replaced by the
+// same sentinels; the others stay verbatim.
+std::string mask_target(const std::string& line, const MaskedSource& source);
+
+// A translation with its sentinels turned back into the source's
+// placeholders; a sentinel the source does not have is dropped.
+std::string restore_target(const std::string& translation, const MaskedSource& source);
+
+}  // namespace nmt::data

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# nmt check-po end to end: placeholders without a model (exit 1 when wrong,
+# 0 when right), the ranked back-translations with a tiny model (text and
+# JSON), and bad catalogs (exit 2, "FILE:LINE: what").
+# Usage: check_po_test.sh NMT_BINARY SOURCE_DIR
+set -u
+nmt=$1
+src=$2
+. "$(dirname "$0")/lib.sh"
+make_temp_dir
+
+cat >"$tmp/good.po" <<'PO'
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+"Plural-Forms: nplurals=1; plural=0;\n"
+
+#, c-format
+msgid "cannot open %s: %s"
+msgstr "无法打开 %s：%s"
+
+msgid "he likes to dance"
+msgstr "他喜欢跳舞"
+
+#, c-format
+msgid "%d file"
+msgid_plural "%d files"
+msgstr[0] "%d 个文件"
+
+#, fuzzy, c-format
+msgid "removed %s"
+msgstr "已删除"
+
+#~ msgid "old"
+#~ msgstr "旧"
+PO
+# The same with three placeholder faults: one dropped, one reordered, one extra.
+sed -e 's/msgstr "无法打开 %s：%s"/msgstr "无法打开 %s"/' "$tmp/good.po" >"$tmp/faulty.po"
+cat >>"$tmp/faulty.po" <<'PO'
+
+#, c-format
+msgid "%s has %d items"
+msgstr "%d 项在 %s 中"
+
+msgid "<b>Name</b>"
+msgstr "<b>名称</b> %d"
+PO
+
+# ---- Placeholders alone, no model.
+out=$("$nmt" check-po "$tmp/good.po" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && grep -q "3 translated and checked (skipped: 1 fuzzy, 0 untranslated, 1 obsolete)" <<<"$out" &&
+   grep -q "placeholders: 0 translation(s) differ" <<<"$out"; then ok; else bad "good.po: exit $rc: $out"; fi
+
+out=$("$nmt" check-po "$tmp/faulty.po" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "placeholders: 3 translation(s) differ" <<<"$out" &&
+   grep -q "faulty.po:7: missing %s" <<<"$out" &&
+   grep -q "faulty.po:[0-9]*: reordered %s %d -> %d %s" <<<"$out" &&
+   grep -q "faulty.po:[0-9]*: extra %d" <<<"$out"; then ok; else bad "faulty.po: exit $rc: $out"; fi
+
+# ---- With a (tiny, barely trained) model: every translation back-translated and ranked.
+tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=5 --set train.checkpoint_dir="$tmp/run" >"$tmp/train.log" 2>&1 ||
+  { bad "training the tiny model failed: $(tail -3 "$tmp/train.log")"; summary check_po; exit; }
+"$nmt" check-po "$tmp/faulty.po" --checkpoint "$tmp/run" --json --top 0 >"$tmp/out.json" 2>"$tmp/err.log"
+rc=$?
+if [ $rc -eq 1 ] && python3 - "$tmp/out.json" <<'PY'; then ok; else bad "check-po --json: exit $rc: $(cat "$tmp/err.log")"; fi
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+assert j["translated"] == 5 and j["fuzzy"] == 1 and j["obsolete"] == 1, j
+assert len(j["placeholders"]) == 3, j["placeholders"]
+kinds = sorted(p["kind"] for e in j["placeholders"] for p in e["problems"])
+assert kinds == ["extra", "missing", "reordered"], kinds
+r = j["ranked"]
+assert len(r) == 5 and j["rank"] == "gap", r
+assert all(isinstance(e["back_translation"], str) for e in r), r  # a 5-step model often says nothing
+assert all(math.isfinite(e["score"]) and e["score"] < 0 and 0 <= e["chrf"] <= 100 for e in r), r
+gaps = [e["gap"] for e in r]
+assert gaps == sorted(gaps), gaps
+assert any(e.get("form") == 0 and e["msgid"] == "%d files" for e in r), r
+PY
+out=$("$nmt" check-po "$tmp/good.po" --checkpoint "$tmp/run" --top 2 --rank chrf 2>/dev/null)
+rc=$?
+if [ $rc -eq 0 ] && grep -q "furthest from their msgid, by chrf (model .*): 2 of 3" <<<"$out" &&
+   [ "$(grep -c '^  back   "' <<<"$out")" -eq 2 ]; then ok; else bad "good.po --top 2: exit $rc: $out"; fi
+
+# ---- Bad catalogs and flags: exit 2, one line naming the file and line.
+expect2() {  # PATTERN -- command...
+  local pattern=$1
+  shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(grep -c '^nmt: error: ' <<<"$err")" -eq 1 ] && grep -qE -- "$pattern" <<<"$err"; then ok
+  else bad "$* -> exit $rc: $err (wanted exit 2 and /$pattern/)"; fi
+}
+printf 'msgid "a"\nmsgstr "b\n' >"$tmp/bad.po"
+expect2 "bad.po:2: a string without its closing quote" -- "$nmt" check-po "$tmp/bad.po"
+printf 'msgid "a"\nmsgstr "b"\n\nmsgid "a"\nmsgstr "c"\n' >"$tmp/dup.po"
+expect2 "dup.po:4: duplicate message definition \\(first at line 1\\)" -- "$nmt" check-po "$tmp/dup.po"
+expect2 "none.po: cannot open catalog" -- "$nmt" check-po "$tmp/none.po"
+expect2 "rank" -- "$nmt" check-po "$tmp/good.po" --rank best
+expect2 "no such checkpoint folder" -- "$nmt" check-po "$tmp/good.po" --checkpoint "$tmp/nothing"
+
+summary check_po
