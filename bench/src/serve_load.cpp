@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
 
   std::atomic<long> issued{0};
   Results results;
+  const auto start = Clock::now();
   auto client = [&](int k) {
     httplib::Client http("127.0.0.1", args.port);
     http.set_keep_alive(true);
@@ -144,7 +145,12 @@ int main(int argc, char** argv) {
       double translate = std::nan("");
       if (!response) {
         status = httplib::to_string(response.error());
-        failure = "line " + std::to_string(i + 1) + ": " + status;
+        // When it failed, and after how long: a connection refused at once
+        // and a reply cut off mid-wait are different faults.
+        char when[96];
+        std::snprintf(when, sizeof when, " after %.0f ms, %.2f s into the run", dt * 1000.0,
+                      std::chrono::duration<double>(t0 - start).count());
+        failure = "line " + std::to_string(i + 1) + ": " + status + when;
       } else {
         status = std::to_string(response->status);
         translate = server_translate_ms(response->get_header_value("Server-Timing"));
@@ -166,7 +172,6 @@ int main(int argc, char** argv) {
     }
   };
 
-  const auto start = Clock::now();
   std::vector<std::thread> threads;
   for (int k = 0; k < args.concurrency; ++k) threads.emplace_back(client, k);
   for (auto& t : threads) t.join();

@@ -162,15 +162,25 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind
   // the same port and silently take half the connections: address reuse
   // (restarting while old connections linger) only.
-  server.set_socket_options([](socket_t sock) {
+  socket_t listening = INVALID_SOCKET;
+  server.set_socket_options([&listening](socket_t sock) {
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    listening = sock;  // the last one tried is the one bound
   });
   const int port = options.port == 0 ? server.bind_to_any_port(options.host)
                                      : (server.bind_to_port(options.host, options.port) ? options.port : -1);
   if (port < 0)
     throw InputError("serve: cannot listen on " + options.host + ":" + std::to_string(options.port) +
                      " (address in use, or not an address of this machine)");
+  // Debian's libcpp-httplib is built with a listen backlog of 5: when more
+  // clients than that connect at once (128 at the start of a load test),
+  // the kernel drops their handshakes and some requests fail after the
+  // 1-second SYN retry. A second listen() on the socket raises the backlog.
+  if (listening != INVALID_SOCKET) ::listen(listening, SOMAXCONN);
+  // httplib closes a kept-alive connection after 5 requests by default, so
+  // busy clients reconnect every fifth request; nginx's default is 1000.
+  server.set_keep_alive_max_count(1000);
   spdlog::info("batching: {} worker(s), {}, at most {} source tokens a batch, {} ms delay, {} sentences queued",
                options.batching.workers,
                options.batching.continuous ? "greedy requests continuously (beam ones in whole batches)"
