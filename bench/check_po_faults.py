@@ -7,6 +7,8 @@ Used by bench/bench_check_po.sh. Subcommands:
       Writes FAULTY.po: CLEAN.po (msgunfmt's output) with N entries of each
       fault kind changed, and TRUTH.json: the kind ("clean" or a fault) of
       every translated singular entry by its msgid line in FAULTY.po.
+      Entries whose msgid has a printf conversion get "#, c-format" (the .mo
+      lost the flag; xgettext sets it), so that msgfmt -c checks them.
       Kinds: placeholder-drop (one placeholder of the msgstr removed),
       placeholder-alter (one changed: %s <-> %d, {0} -> {1}, ...), swap (two
       entries exchange their msgstr; both count), truncate (the msgstr cut to
@@ -118,6 +120,14 @@ def alter(p):
 def inject(args):
     rnd = random.Random(args.seed)
     blocks = read_blocks(args.clean)
+    # A .mo keeps no flags, so msgunfmt's catalog has none, and msgfmt -c checks
+    # formats only of entries flagged c-format. xgettext flags a message with
+    # printf conversions so: give msgfmt the flags the source catalog had.
+    for b in blocks:
+        msgid = field(b, "msgid")
+        if msgid and re.search(r"%(?:\d+\$)?[-+#0' ]*\d*(?:\.\d+)?(?:hh|ll|[hlLqjzt])?[diouxXeEfFgGaAcsp]", msgid) \
+                and not any(k == "#" for k, _ in b):
+            b.insert(0, ("#", "#, c-format"))
     usable = [i for i, b in enumerate(blocks)
               if field(b, "msgid") and field(b, "msgstr") and field(b, "msgid_plural") is None
               and not any(k == "#" and "fuzzy" in v for k, v in b)]

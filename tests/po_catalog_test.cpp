@@ -146,6 +146,8 @@ TEST(PoCheck, PlaceholdersMissingExtraAndReordered) {
   using eval::PlaceholderFault;
   EXPECT_TRUE(compare_placeholders("cannot open %s: %s", "无法打开 %s：%s").empty());
   EXPECT_TRUE(compare_placeholders("%1$s of %2$d", "%2$d 的 %1$s").empty());  // positions: free to move
+  EXPECT_TRUE(compare_placeholders("%s of %d", "%2$d 的 %1$s").empty());      // plain in English, numbered in Chinese
+  EXPECT_TRUE(compare_placeholders("%-5lu items", "%lu 项").empty());          // width may differ
 
   auto p = compare_placeholders("cannot open %s: %s", "无法打开 %s");
   ASSERT_EQ(p.size(), 1u);
@@ -161,6 +163,15 @@ TEST(PoCheck, PlaceholdersMissingExtraAndReordered) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].fault, PlaceholderFault::kReordered);
   EXPECT_EQ(p[0].detail, "%s %d -> %d %s");
+
+  p = compare_placeholders("%d files in %s", "%s 个文件在 %s");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].fault, PlaceholderFault::kChanged);
+  EXPECT_EQ(p[0].detail, "argument 1: %d -> %s");
+
+  p = compare_placeholders("%s: %s", "%2$s");  // argument 1 never printed
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].fault, PlaceholderFault::kMissing);
 
   p = compare_placeholders("\nUsage:\n", "用法：");
   ASSERT_EQ(p.size(), 2u);

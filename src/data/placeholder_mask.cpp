@@ -25,12 +25,9 @@ namespace {
 
 // "%2$lu" -> (2, "%lu"); "%s" -> (0, "%s"); not an argument ("%%", "%(name)s", "{0}"): (-1, "").
 std::pair<int, std::string> printf_argument(const std::string& p) {
-  if (p.size() < 2 || p[0] != '%' || p == "%%" || p[1] == '(') return {-1, ""};
-  size_t i = 1;
-  int n = 0;
-  while (i < p.size() && p[i] >= '0' && p[i] <= '9' && n < 1000) n = n * 10 + (p[i++] - '0');
-  if (i > 1 && i < p.size() && p[i] == '$') return {n, "%" + p.substr(i + 1)};
-  return {0, p};
+  eval::PrintfArgument a;
+  if (!eval::parse_printf_argument(p, &a)) return {-1, ""};
+  return {a.position, a.conversion};
 }
 
 // The sentinel number at s[i] (0: none), and its length in bytes.

@@ -33,6 +33,13 @@ std::vector<std::vector<double>> score_pairs(Transformer& model, const Tokenizer
       ys[i] = tgt_tok.encode(targets[i]);
     }
   }
+  // Over-long pairs are cut to what the position table covers, as
+  // translate_lines cuts its input: the score is then that of the prefix.
+  const size_t max_positions = static_cast<size_t>(model->options().max_positions());
+  for (size_t i = 0; i < n; ++i) {
+    if (xs[i].size() > max_positions) xs[i].resize(max_positions);
+    if (ys[i].size() + 1 > max_positions) ys[i].resize(max_positions - 1);
+  }
   // Length-sorted batches waste little on padding; padding itself is masked
   // (source and target lengths), so a pair's scores are its own.
   std::vector<size_t> order(n);

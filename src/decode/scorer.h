@@ -20,7 +20,8 @@ class Tokenizer;
 // Pairs are scored in length-sorted batches of `batch_size`; a pair's figures
 // do not depend on its batch. InputError when the lists differ in length.
 // protect_placeholders: the pairs are masked as in training (the tokens
-// scored are those of the masked target).
+// scored are those of the masked target). A side longer than the model's
+// position table is cut to fit (the scores are then those of its prefix).
 std::vector<std::vector<double>> score_pairs(Transformer& model, const Tokenizer& src_tok,
                                              const Tokenizer& tgt_tok,
                                              const std::vector<std::string>& sources,

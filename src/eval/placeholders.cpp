@@ -133,6 +133,26 @@ std::vector<std::string> find_placeholders(const std::string& line) {
   return out;
 }
 
+bool parse_printf_argument(const std::string& p, PrintfArgument* out) {
+  if (p.size() < 2 || p[0] != '%' || p == "%%" || p[1] == '(') return false;
+  size_t i = 1;
+  int n = 0;
+  while (i < p.size() && is_digit(p[i]) && n < 1000) n = n * 10 + (p[i++] - '0');
+  PrintfArgument a;
+  if (i > 1 && i < p.size() && p[i] == '$') {
+    a.position = n;
+    a.conversion = "%" + p.substr(i + 1);
+  } else {
+    a.conversion = p;
+  }
+  // The type: the length modifier and conversion at the end, without flags, width or precision.
+  size_t t = a.conversion.size() - 1;
+  while (t > 1 && std::strchr("hlLqjzt", a.conversion[t - 1]) && a.conversion[t - 1] != '\0') --t;
+  a.type = a.conversion.substr(t);
+  *out = std::move(a);
+  return true;
+}
+
 const char* placeholder_kind(const std::string& p) {
   if (p.size() >= 2 && p[0] == '%') return p[1] == '(' ? "python" : "printf";
   if (!p.empty() && p[0] == '{') return "brace";

@@ -21,6 +21,16 @@ struct PlaceholderSpan {
 std::vector<PlaceholderSpan> find_placeholder_spans(const std::string& line);
 std::vector<std::string> find_placeholders(const std::string& line);
 
+// A printf conversion that prints an argument ("%s", "%-5.2f", "%2$lu"; not
+// "%%" nor Python's "%(name)s"): which argument and what it prints.
+struct PrintfArgument {
+  int position = 0;        // n of "%n$...", 0 when it takes the next argument in turn
+  std::string conversion;  // the conversion without its position: "%2$-5lu" -> "%-5lu"
+  std::string type;        // what the argument must be: length modifier and conversion ("lu")
+};
+// false when `p` (one of find_placeholders' results) is not such a conversion.
+bool parse_printf_argument(const std::string& p, PrintfArgument* out);
+
 // What kind of placeholder `p` is (one of find_placeholders' results):
 // "printf" (%s, %1$lu, %%), "python" (%(name)s), "brace" ({0}), "markup"
 // (<b>), "entity" (&amp;), "option" (--force).

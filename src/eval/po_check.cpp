@@ -12,63 +12,93 @@ const char* fault_name(PlaceholderFault fault) {
     case PlaceholderFault::kMissing: return "missing";
     case PlaceholderFault::kExtra: return "extra";
     case PlaceholderFault::kReordered: return "reordered";
+    case PlaceholderFault::kChanged: return "changed";
   }
   return "?";
 }
 
 namespace {
 
-// A printf conversion that takes an argument in turn: "%s", "%-5d", not
-// "%1$s" (positional: free to move) nor "%%".
-bool takes_argument_in_order(const std::string& p) {
-  if (p.size() < 2 || p[0] != '%' || p == "%%") return false;
-  size_t i = 1;
-  while (i < p.size() && p[i] >= '0' && p[i] <= '9') ++i;
-  return !(i > 1 && i < p.size() && p[i] == '$');
-}
+// A string's placeholders as a printf call reads them: the arguments by
+// number (a positional "%2$s" is argument 2, a plain "%s" the next one in
+// turn), and every other placeholder by its text.
+struct Parsed {
+  std::map<int, PrintfArgument> args;  // the first conversion of each argument
+  std::vector<std::string> order;      // the argument types in the order they appear
+  bool positional = false;
+  std::vector<std::string> other;      // non-printf placeholders, and a newline at either end
+};
 
-std::vector<std::string> with_edge_newlines(const std::string& text) {
-  std::vector<std::string> out = find_placeholders(text);
-  if (!text.empty() && text.front() == '\n') out.push_back("\\n at the start");
-  if (text.size() > 1 && text.back() == '\n') out.push_back("\\n at the end");
-  return out;
+Parsed parse(const std::string& text) {
+  Parsed r;
+  int next = 0;
+  for (const std::string& p : find_placeholders(text)) {
+    PrintfArgument a;
+    if (!parse_printf_argument(p, &a)) {
+      r.other.push_back(p);
+      continue;
+    }
+    const int k = a.position > 0 ? a.position : ++next;
+    r.positional = r.positional || a.position > 0;
+    r.order.push_back(a.type);
+    r.args.emplace(k, std::move(a));
+  }
+  if (!text.empty() && text.front() == '\n') r.other.push_back("\\n at the start");
+  if (text.size() > 1 && text.back() == '\n') r.other.push_back("\\n at the end");
+  return r;
 }
 
 }  // namespace
 
 std::vector<PlaceholderProblem> compare_placeholders(const std::string& english, const std::string& chinese) {
-  const std::vector<std::string> want = with_edge_newlines(english);
-  const std::vector<std::string> have = with_edge_newlines(chinese);
-  std::map<std::string, int> balance;  // > 0: missing from the Chinese; < 0: extra in it
-  for (const auto& p : want) ++balance[p];
-  for (const auto& p : have) --balance[p];
+  const Parsed en = parse(english), zh = parse(chinese);
   std::vector<PlaceholderProblem> out;
-  // In the English order, then the extras in the Chinese order, so that a
-  // report reads like the strings.
-  for (const auto& p : want)
+  // Printf arguments: each of the English must be printed, as the same type.
+  std::vector<PlaceholderProblem> changed;
+  for (const auto& [k, a] : en.args) {
+    const auto it = zh.args.find(k);
+    if (it == zh.args.end()) out.push_back({PlaceholderFault::kMissing, a.conversion});
+    else if (it->second.type != a.type)
+      changed.push_back({PlaceholderFault::kChanged,
+                         "argument " + std::to_string(k) + ": " + a.conversion + " -> " + it->second.conversion});
+  }
+  for (const auto& [k, a] : zh.args)
+    if (!en.args.count(k)) out.push_back({PlaceholderFault::kExtra, a.conversion});
+  // Other placeholders: as a multiset, in the English order, then the extras in the Chinese order.
+  std::map<std::string, int> balance;  // > 0: missing from the Chinese; < 0: extra in it
+  for (const auto& p : en.other) ++balance[p];
+  for (const auto& p : zh.other) --balance[p];
+  for (const auto& p : en.other)
     if (balance[p] > 0) {
       out.push_back({PlaceholderFault::kMissing, p});
       --balance[p];
     }
-  for (const auto& p : have)
+  for (const auto& p : zh.other)
     if (balance[p] < 0) {
       out.push_back({PlaceholderFault::kExtra, p});
       ++balance[p];
     }
-  if (!out.empty()) return out;
-  std::vector<std::string> a, b;
-  for (const auto& p : want)
-    if (takes_argument_in_order(p)) a.push_back(p);
-  for (const auto& p : have)
-    if (takes_argument_in_order(p)) b.push_back(p);
-  if (a != b) {
-    auto join = [](const std::vector<std::string>& v) {
-      std::string s;
-      for (const auto& p : v) s += (s.empty() ? "" : " ") + p;
-      return s;
+  // Types that moved between arguments without positions: the conversions were reordered.
+  if (!changed.empty() && out.empty() && !zh.positional) {
+    auto sorted = [](std::vector<std::string> v) {
+      std::sort(v.begin(), v.end());
+      return v;
     };
-    out.push_back({PlaceholderFault::kReordered, join(a) + " -> " + join(b)});
+    if (sorted(en.order) == sorted(zh.order)) {
+      // In the order the strings have them.
+      std::string from, to;
+      for (const auto& p : find_placeholders(english)) {
+        PrintfArgument a;
+        if (parse_printf_argument(p, &a)) from += (from.empty() ? "" : " ") + a.conversion;
+      }
+      for (const auto& p : find_placeholders(chinese)) {
+        PrintfArgument a;
+        if (parse_printf_argument(p, &a)) to += (to.empty() ? "" : " ") + a.conversion;
+      }
+      return {{PlaceholderFault::kReordered, from + " -> " + to}};
+    }
   }
+  out.insert(out.end(), changed.begin(), changed.end());
   return out;
 }
 

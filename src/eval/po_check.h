@@ -11,18 +11,22 @@
 
 namespace nmt::eval {
 
-enum class PlaceholderFault { kMissing, kExtra, kReordered };
-const char* fault_name(PlaceholderFault fault);  // "missing", "extra", "reordered"
+enum class PlaceholderFault { kMissing, kExtra, kReordered, kChanged };
+const char* fault_name(PlaceholderFault fault);  // "missing", "extra", "reordered", "changed"
 
 struct PlaceholderProblem {
   PlaceholderFault fault;
-  std::string detail;  // the placeholder, or for kReordered "%s %d -> %d %s"
+  std::string detail;  // the placeholder; kReordered: "%s %d -> %d %s"; kChanged: "argument 2: %d -> %s"
 };
 
 // english: the msgid (msgid_plural for a plural entry's forms); chinese: a msgstr.
-// Placeholders are those of find_placeholders, plus a newline at the start or
-// the end (msgfmt -c checks those too). Printf conversions without positions
-// ("%s", not "%1$s") must keep their order: the arguments come in that order.
+// Printf conversions are compared as printf reads them, argument by argument:
+// "%2$s 的 %1$d" translates "%d of %s" correctly, and every argument of the
+// English must be printed as the same type (length and conversion: "%lu" is
+// not "%d"; flags and width may differ). Types that moved between arguments
+// without positions are "reordered". Other placeholders (find_placeholders,
+// plus a newline at the start or the end, which msgfmt -c checks too) are
+// compared as a multiset.
 std::vector<PlaceholderProblem> compare_placeholders(const std::string& english, const std::string& chinese);
 
 // One translation of a checked entry: an entry that is used at run time
