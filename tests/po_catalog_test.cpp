@@ -130,6 +130,7 @@ TEST(PoCatalog, BadCatalogsNameTheFileAndLine) {
       {"msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=GB2312\\n\"\n",
        "bad.po:1: the header declares charset GB2312"},
       {"msgid \"a\"\nmsgctxt \"c\"\nmsgstr \"b\"\n", "bad.po:2: msgctxt must come before msgid"},
+      {"\nmsgid \"a\"\nmsgstr \"\\xff\"\n", "bad.po:2: its escapes make the msgstr not UTF-8"},
   };
   for (const auto& c : cases) {
     try {

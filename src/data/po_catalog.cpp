@@ -171,6 +171,16 @@ class Parser {
     if (field_ != Field::kStr)
       fail(std::string(at_end ? "the file ends inside" : "a new entry begins inside") + " the entry at line " +
            std::to_string(entry_.line) + ", which has no msgstr");
+    // The file is UTF-8, but \x and octal escapes can spell any byte.
+    auto check_utf8 = [&](const std::string& s, const char* what) {
+      if (utf8::valid(s)) return;
+      line_ = entry_.line;
+      fail(std::string("its escapes make the ") + what + " not UTF-8");
+    };
+    if (entry_.context) check_utf8(*entry_.context, "msgctxt");
+    check_utf8(entry_.msgid, "msgid");
+    if (entry_.msgid_plural) check_utf8(*entry_.msgid_plural, "msgid_plural");
+    for (const auto& s : entry_.msgstr) check_utf8(s, "msgstr");
     if (!entry_.obsolete) {
       const auto key = std::make_pair(entry_.context.value_or(std::string(1, '\4')), entry_.msgid);
       const auto [it, fresh] = first_line_.emplace(key, entry_.line);
