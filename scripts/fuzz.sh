@@ -42,7 +42,12 @@ if [ -z "${NMT_FUZZ_NO_BUILD:-}" ]; then
     cmake -S . -B "$build" "${generator[@]}" -DNMT_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   fi
-  cmake --build "$build" -j"${NMT_FUZZ_JOBS:-$(nproc)}" >/dev/null
+  # Quiet when it builds; the log's end when it does not (CI shows only this script's output).
+  if ! cmake --build "$build" -j"${NMT_FUZZ_JOBS:-$(nproc)}" >"$build/build.log" 2>&1; then
+    echo "fuzz: building $build failed; the errors in $build/build.log:" >&2
+    grep -E "error|FAILED" "$build/build.log" | head -20 >&2
+    exit 1
+  fi
 fi
 
 failed=0
