@@ -17,15 +17,9 @@ ParallelCorpus load_parallel(const std::string& src_path, const std::string& tgt
   auto [src, tgt] = read_parallel_text(src_path, tgt_path);
   ParallelCorpus corpus;
   for (size_t i = 0; i < src.size(); ++i) {
-    std::vector<int64_t> s, t;
-    if (protect_placeholders) {
-      const data::MaskedSource masked = data::mask_source(src[i]);
-      s = src_tok.encode(masked.text);
-      t = tgt_tok.encode(data::mask_target(tgt[i], masked));
-    } else {
-      s = src_tok.encode(src[i]);
-      t = tgt_tok.encode(tgt[i]);
-    }
+    const auto [source, target] = data::model_pair(src[i], tgt[i], protect_placeholders);
+    std::vector<int64_t> s = src_tok.encode(source);
+    std::vector<int64_t> t = tgt_tok.encode(target);
     if (s.empty() || t.empty()) {
       ++corpus.skipped_empty;
       continue;

@@ -111,6 +111,13 @@ std::string mask_target(const std::string& line, const MaskedSource& source) {
   return out + line.substr(at);
 }
 
+std::pair<std::string, std::string> model_pair(const std::string& source, const std::string& target, bool protect) {
+  if (!protect) return {source, target};
+  MaskedSource masked = mask_source(source);
+  std::string masked_target = mask_target(target, masked);
+  return {std::move(masked.text), std::move(masked_target)};
+}
+
 std::string restore_target(const std::string& translation, const MaskedSource& source) {
   // Are the printf arguments in order, each once? Then without positions.
   std::vector<int> order;

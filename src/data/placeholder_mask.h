@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nmt::data {
@@ -44,6 +45,10 @@ MaskedSource mask_source(const std::string& line);
 // A training target with the placeholders that `source` has replaced by the
 // same sentinels; the others stay verbatim.
 std::string mask_target(const std::string& line, const MaskedSource& source);
+
+// What the two tokenizers read for a (source, target) pair in training or
+// scoring: the pair as it is, or with `protect` both sides masked.
+std::pair<std::string, std::string> model_pair(const std::string& source, const std::string& target, bool protect);
 
 // A translation with its sentinels turned back into the source's
 // placeholders; a sentinel the source does not have is dropped.

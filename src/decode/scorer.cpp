@@ -24,14 +24,9 @@ std::vector<std::vector<double>> score_pairs(Transformer& model, const Tokenizer
   const size_t n = sources.size();
   std::vector<std::vector<int64_t>> xs(n), ys(n);
   for (size_t i = 0; i < n; ++i) {
-    if (protect_placeholders) {
-      const data::MaskedSource masked = data::mask_source(sources[i]);
-      xs[i] = src_tok.encode(masked.text);
-      ys[i] = tgt_tok.encode(data::mask_target(targets[i], masked));
-    } else {
-      xs[i] = src_tok.encode(sources[i]);
-      ys[i] = tgt_tok.encode(targets[i]);
-    }
+    const auto [source, target] = data::model_pair(sources[i], targets[i], protect_placeholders);
+    xs[i] = src_tok.encode(source);
+    ys[i] = tgt_tok.encode(target);
   }
   // Over-long pairs are cut to what the position table covers, as
   // translate_lines cuts its input: the score is then that of the prefix.

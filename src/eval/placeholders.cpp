@@ -181,14 +181,16 @@ PlaceholderReport placeholder_report(const std::vector<std::string>& sources,
     if (!ref.empty()) {
       ++r.lines_with_reference;
       r.reference_total += static_cast<int64_t>(ref.size());
-      r.reference_matched += multiset_overlap(ref, hyp);
-      // Per kind: the multiset overlap counted for each reference placeholder's kind.
+      // The multiset overlap, counted under each reference placeholder's kind.
       std::map<std::string, int64_t> available;
       for (const auto& x : hyp) ++available[x];
       for (const auto& x : ref) {
         PlaceholderReport::Kind& k = r.by_kind[placeholder_kind(x)];
         ++k.total;
-        if (available[x]-- > 0) ++k.matched;
+        if (available[x]-- > 0) {
+          ++k.matched;
+          ++r.reference_matched;
+        }
       }
       auto a = hyp, b = ref;
       std::sort(a.begin(), a.end());

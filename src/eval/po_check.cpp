@@ -24,7 +24,8 @@ namespace {
 // turn), and every other placeholder by its text.
 struct Parsed {
   std::map<int, PrintfArgument> args;  // the first conversion of each argument
-  std::vector<std::string> order;      // the argument types in the order they appear
+  std::vector<std::string> types;        // the argument types in the order they appear
+  std::vector<std::string> conversions;  // ... and the conversions, as written without positions
   bool positional = false;
   std::vector<std::string> other;      // non-printf placeholders, and a newline at either end
 };
@@ -40,7 +41,8 @@ Parsed parse(const std::string& text) {
     }
     const int k = a.position > 0 ? a.position : ++next;
     r.positional = r.positional || a.position > 0;
-    r.order.push_back(a.type);
+    r.types.push_back(a.type);
+    r.conversions.push_back(a.conversion);
     r.args.emplace(k, std::move(a));
   }
   if (!text.empty() && text.front() == '\n') r.other.push_back("\\n at the start");
@@ -84,18 +86,13 @@ std::vector<PlaceholderProblem> compare_placeholders(const std::string& english,
       std::sort(v.begin(), v.end());
       return v;
     };
-    if (sorted(en.order) == sorted(zh.order)) {
-      // In the order the strings have them.
-      std::string from, to;
-      for (const auto& p : find_placeholders(english)) {
-        PrintfArgument a;
-        if (parse_printf_argument(p, &a)) from += (from.empty() ? "" : " ") + a.conversion;
-      }
-      for (const auto& p : find_placeholders(chinese)) {
-        PrintfArgument a;
-        if (parse_printf_argument(p, &a)) to += (to.empty() ? "" : " ") + a.conversion;
-      }
-      return {{PlaceholderFault::kReordered, from + " -> " + to}};
+    if (sorted(en.types) == sorted(zh.types)) {
+      auto join = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& c : v) s += (s.empty() ? "" : " ") + c;
+        return s;
+      };
+      return {{PlaceholderFault::kReordered, join(en.conversions) + " -> " + join(zh.conversions)}};
     }
   }
   out.insert(out.end(), changed.begin(), changed.end());
