@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -10,7 +12,9 @@
 
 #include "data/dataset.h"
 #include "decode/continuous_greedy.h"
+#include "decode/placeholder_constraint.h"
 #include "decode/translator.h"
+#include "data/placeholder_mask.h"
 #include "model/build.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -192,6 +196,116 @@ TEST(Decode, BeamOneIsGreedyAndBeamsEndProperly) {
   }
   EXPECT_GE(exact_g, 55);  // learnt by heart
   EXPECT_GE(exact_b, exact_g - 1);
+}
+
+// The mask itself, row by row, on a made-up vocabulary of 10 with
+// "sentinels" 5, 6 and 7 (the third sentinel is not in the vocabulary).
+TEST(PlaceholderConstraint, ForbidsExactlyWhatEachRowMayNotWrite) {
+  const PlaceholderConstraint constraint({5, 6, -1, 7});
+  ASSERT_TRUE(constraint.active());
+  EXPECT_FALSE(PlaceholderConstraint({}).active());
+  const std::vector<int64_t> owed0{5, 5, 6}, tok0{8, 5};  // owes 5 and 6 once more; 7 never
+  const std::vector<int64_t> owed1{5}, tok1{5};           // done: no sentinel, <end> allowed
+  const std::vector<int64_t> owed3{6, 7}, tok3{8, 9, 9};  // 2 missing, 2 tokens left: forced
+  const std::vector<int64_t> owed4, tok4;                 // a source without placeholders
+  const std::vector<PlaceholderConstraint::Row> rows{
+      {&owed0, &tok0, 10}, {&owed1, &tok1, 10}, {}, {&owed3, &tok3, 5}, {&owed4, &tok4, 10}};
+  const double inf = std::numeric_limits<double>::infinity();
+  // expected[r][v]: -inf where forbidden, else the score as it was.
+  const std::vector<std::vector<int64_t>> forbidden{{3, 7}, {5, 6, 7}, {}, {0, 1, 2, 3, 4, 5, 8, 9}, {5, 6, 7}};
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    const torch::Tensor before = torch::randn({5, 10}, dtype);
+    torch::Tensor scores = before.clone();
+    constraint.apply(scores, rows);
+    for (int64_t r = 0; r < 5; ++r)
+      for (int64_t v = 0; v < 10; ++v) {
+        const bool off = std::count(forbidden[r].begin(), forbidden[r].end(), v) > 0;
+        const double got = scores[r][v].item<double>();
+        if (off) EXPECT_EQ(got, -inf) << "row " << r << " id " << v;
+        else EXPECT_EQ(got, before[r][v].item<double>()) << "row " << r << " id " << v;
+      }
+  }
+}
+
+// What a masked source owes: each sentinel as often as the masked line has
+// it, as target ids.
+TEST(PlaceholderConstraint, SourceTextOwesItsSentinels) {
+  DecodeOptions opts;
+  opts.protect_placeholders = true;
+  for (int k = 1; k <= data::kMaxSentinels; ++k) opts.sentinel_ids.push_back(100 + k);
+  EXPECT_EQ(SourceText("%s 和 %d：%s", opts).owed(), (std::vector<int64_t>{101, 102, 103}));
+  EXPECT_EQ(SourceText("<b>是</b>或<b>否</b>", opts).owed(), (std::vector<int64_t>{101, 102, 101, 102}));
+  EXPECT_TRUE(SourceText("没有占位符", opts).owed().empty());
+  opts.sentinel_ids[1] = -1;  // a sentinel the vocabulary lacks is not owed
+  EXPECT_EQ(SourceText("%s 和 %d", opts).owed(), (std::vector<int64_t>{101}));
+  opts.sentinel_ids.clear();  // decode.placeholder_constraint false
+  EXPECT_TRUE(SourceText("%s", opts).owed().empty());
+  opts.protect_placeholders = false;
+  opts.sentinel_ids.assign(data::kMaxSentinels, 7);
+  EXPECT_TRUE(SourceText("%s", opts).owed().empty());
+}
+
+// Decoding under the constraint, with three ordinary target pieces playing
+// the sentinels (the tiny model never saw real ones): greedy, beam search
+// and continuous batching write each owed id exactly as often as owed and
+// no other, also when the length limit leaves room for nothing else.
+TEST(Decode, PlaceholderConstraintPlacesEachOwedSentinelExactly) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  const std::vector<int64_t> fake{20, 21, 22};
+  const std::vector<std::vector<int64_t>> kinds{{}, {20}, {21, 21, 22}};
+  std::vector<std::vector<int64_t>> owed;
+  for (size_t i = 0; i < t.sources.size(); ++i) owed.push_back(kinds[i % 3]);
+  const auto counts_ok = [&](const std::vector<int64_t>& out, const std::vector<int64_t>& want) {
+    for (int64_t id : fake)
+      if (std::count(out.begin(), out.end(), id) != std::count(want.begin(), want.end(), id)) return false;
+    return true;
+  };
+  DecodeOptions opts;
+  opts.sentinel_ids = fake;
+  opts.max_len_factor = 1.5;
+  const auto free_run = decode(model, t.sources, opts, torch::kCPU);  // no owed given: unconstrained
+  int changed = 0;
+  for (int64_t beam : {0, 4}) {
+    opts.beam = beam;
+    const auto got = decode(model, t.sources, opts, torch::kCPU, owed);
+    for (size_t i = 0; i < t.sources.size(); ++i) {
+      EXPECT_TRUE(counts_ok(got[i], owed[i])) << "sentence " << i << " beam " << beam;
+      if (beam == 0) changed += got[i] != free_run[i];
+      if (beam == 0 && counts_ok(free_run[i], owed[i])) EXPECT_EQ(got[i], free_run[i]) << "sentence " << i;
+    }
+  }
+  EXPECT_GE(changed, 30) << "the owed ids should change most translations";
+  // Continuous batching gives decode()'s constrained tokens.
+  opts.beam = 0;
+  const auto alone = decode(model, t.sources, opts, torch::kCPU, owed);
+  ContinuousGreedy stream(model, opts, torch::kCPU);
+  std::map<uint64_t, std::vector<int64_t>> got;
+  for (size_t i = 0; i < t.sources.size(); i += 7) {
+    std::vector<std::vector<int64_t>> srcs, ow;
+    std::vector<uint64_t> tickets;
+    for (size_t j = i; j < std::min(i + 7, t.sources.size()); ++j)
+      srcs.push_back(t.sources[j]), ow.push_back(owed[j]), tickets.push_back(j);
+    stream.add(srcs, tickets, ow);
+    for (auto& [ticket, ids] : stream.step()) got[ticket] = ids;
+  }
+  for (int steps = 0; stream.rows() > 0; ++steps) {
+    for (auto& [ticket, ids] : stream.step()) got[ticket] = ids;
+    ASSERT_LT(steps, 10000);
+  }
+  for (size_t i = 0; i < t.sources.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "sentence " << i;
+  // Three tokens allowed, three owed: the sentinels are all there is.
+  opts.max_len = 3;
+  opts.max_len_factor = 0;
+  for (int64_t beam : {0, 3}) {
+    opts.beam = beam;
+    const auto tight = decode(model, {t.sources[2], t.sources[5]}, opts, torch::kCPU, {kinds[2], kinds[2]});
+    for (const auto& out : tight) {
+      std::vector<int64_t> sorted = out;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(sorted, kinds[2]) << "beam " << beam;
+    }
+  }
 }
 
 }  // namespace

@@ -81,7 +81,12 @@ TEST(Tokenizer, ProtectedPlaceholdersAreSinglePieces) {
       ASSERT_FALSE(pieces.empty());
       EXPECT_EQ(pieces.back(), data::sentinel(k)) << model << " sentinel " << k;
       EXPECT_LE(pieces.size(), 2u);
+      // ... and the id decoding constraints look it up by.
+      const int64_t id = tok.piece_id(data::sentinel(k));
+      ASSERT_GE(id, 0) << model;
+      EXPECT_EQ(tok.pieces({id}), std::vector<std::string>{data::sentinel(k)}) << model;
     }
+    EXPECT_EQ(tok.piece_id("no-such-piece"), -1) << model;
   }
 }
 

@@ -74,8 +74,10 @@ Session open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
   return s;
 }
 
-DecodeOptions decode_options(const Config& cfg, const DecodeFlags& flags) {
-  DecodeOptions o = nmt::decode_options(cfg);
+DecodeOptions decode_options(const LoadedCheckpoint& ck, const DecodeFlags& flags) {
+  Config cfg = ck.cfg;
+  if (flags.no_placeholder_constraint) cfg.decode.placeholder_constraint = false;
+  DecodeOptions o = nmt::decode_options(cfg, ck.tgt_tok.get());
   o.max_len = flags.max_len.value_or(o.max_len);
   o.batch_size = flags.batch_size.value_or(o.batch_size);
   o.max_len_factor = flags.max_len_factor.value_or(o.max_len_factor);
@@ -107,9 +109,10 @@ void write_attention_maps(Session& s, const TranslateArgs& args,
     throw InputError("--attention-head: " + std::to_string(args.map_head) + " but the model has " +
                      std::to_string(heads) + " heads");
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::vector<int64_t> src = s.ck.src_tok->encode(SourceText(lines[i], opts).text());
+    const SourceText text(lines[i], opts);
+    const std::vector<int64_t> src = s.ck.src_tok->encode(text.text());
     if (src.empty()) continue;
-    const std::vector<int64_t> hyp = decode(model, {src}, opts, s.device)[0];
+    const std::vector<int64_t> hyp = decode(model, {src}, opts, s.device, {text.owed()})[0];
     std::vector<int64_t> tgt_in{kStartId};
     tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
     auto [src_t, src_len] = make_source_batch({src});
@@ -163,7 +166,7 @@ int run_train(const TrainArgs& args) {
 int run_translate(const TranslateArgs& args) {
   install_interrupt_handlers();
   Session s = open_checkpoint(args.checkpoint, args.runtime);
-  const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
+  const DecodeOptions opts = decode_options(s.ck, args.decode);
   LineReader reader(args.input);
   // In chunks, so that a large input neither waits for its last line nor
   // sits in memory whole; --output is written once, complete, at the end.
@@ -228,7 +231,7 @@ int run_evaluate(const EvaluateArgs& args) {
   if (src.size() != ref.size())
     throw InputError(args.ref + ": has " + std::to_string(ref.size()) + " lines but " + args.src +
                      " has " + std::to_string(src.size()));
-  const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
+  const DecodeOptions opts = decode_options(s.ck, args.decode);
   const auto start = std::chrono::steady_clock::now();
   const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device);
   const double seconds =
@@ -284,7 +287,7 @@ int run_check_po(const CheckPoArgs& args) {
       chinese.push_back(item.chinese);
       english.push_back(item.english);
     }
-    const DecodeOptions opts = decode_options(s.ck.cfg, args.decode);
+    const DecodeOptions opts = decode_options(s.ck, args.decode);
     const auto start = std::chrono::steady_clock::now();
     const auto back = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device);
     const bool masked = opts.protect_placeholders;
@@ -390,7 +393,7 @@ int run_serve(const ServeArgs& args) {
   model.src_tok = s.ck.src_tok.get();
   model.tgt_tok = s.ck.tgt_tok.get();
   model.device = s.device;
-  model.decode = decode_options(s.ck.cfg, args.decode);
+  model.decode = decode_options(s.ck, args.decode);
   model.decode.stop_on_interrupt = false;  // a signal drains the service instead (serve/http_server.h)
   model.description = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
   model.workers = args.workers > 0 ? args.workers : (s.device.is_cpu() ? at::get_num_threads() : 1);

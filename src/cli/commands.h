@@ -34,6 +34,7 @@ struct DecodeFlags {
   int64_t beam = 0;  // 0 = greedy
   double length_penalty = 0.0;
   bool no_cache = false;
+  bool no_placeholder_constraint = false;  // decode.placeholder_constraint false
   std::optional<int64_t> parallel_batches;  // batches decoded side by side (CPU; default: --threads)
 };
 

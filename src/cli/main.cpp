@@ -65,6 +65,9 @@ void add_length_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
   sub->add_option("--length-penalty", f.length_penalty,
                   "GNMT length penalty alpha for beam search (0 = none)")
       ->check(real_range(0.0, 10.0));
+  sub->add_flag("--no-placeholder-constraint", f.no_placeholder_constraint,
+                "with a placeholder-protected model: let a translation leave out or repeat its source's "
+                "placeholders (by default it carries each as often as the source does)");
 }
 
 void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {

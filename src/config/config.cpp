@@ -192,6 +192,7 @@ const std::vector<Field>& fields() {
       int_field("decode.max_len", NMT_REF(decode.max_len), 1, 4096),
       int_field("decode.batch_size", NMT_REF(decode.batch_size), 1, 100000),
       double_field("decode.max_len_factor", NMT_REF(decode.max_len_factor), 0, 1000),
+      bool_field("decode.placeholder_constraint", NMT_REF(decode.placeholder_constraint)),
   };
   return table;
 }

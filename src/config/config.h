@@ -89,6 +89,10 @@ struct DecodeConfig {
   // by what a translation of that source could plausibly need.
   double max_len_factor = 3.0;
   int64_t batch_size = 64;    // sentences decoded together
+  // With tokenizer.protect_placeholders: each translation carries every
+  // placeholder of its source exactly as often as the source has it
+  // (decode/placeholder_constraint.h). false: the model alone decides.
+  bool placeholder_constraint = true;
 };
 
 struct Config {

@@ -118,6 +118,13 @@ std::pair<std::string, std::string> model_pair(const std::string& source, const 
   return {std::move(masked.text), std::move(masked_target)};
 }
 
+std::vector<int> sentinels_in(const std::string& text) {
+  std::vector<int> out;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (const int k = sentinel_at(text, i); k > 0) out.push_back(k), i += 2;
+  return out;
+}
+
 std::string restore_target(const std::string& translation, const MaskedSource& source) {
   // Are the printf arguments in order, each once? Then without positions.
   std::vector<int> order;

@@ -50,6 +50,9 @@ std::string mask_target(const std::string& line, const MaskedSource& source);
 // scoring: the pair as it is, or with `protect` both sides masked.
 std::pair<std::string, std::string> model_pair(const std::string& source, const std::string& target, bool protect);
 
+// The sentinel numbers in `text`, in order, repeats included.
+std::vector<int> sentinels_in(const std::string& text);
+
 // A translation with its sentinels turned back into the source's
 // placeholders; a sentinel the source does not have is dropped.
 std::string restore_target(const std::string& translation, const MaskedSource& source);

@@ -3,20 +3,25 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "data/dataset.h"
 
 namespace nmt {
 
 ContinuousGreedy::ContinuousGreedy(Transformer& model, DecodeOptions options, c10::Device device)
-    : model_(model), options_(options), device_(device) {
+    : model_(model), options_(options), constraint_(options_.sentinel_ids), device_(device) {
   // Limits as decode() sets them; a row feeds its <start> and every token it
   // produces before the last.
   capacity_ = std::min(options_.max_len, model_->options().max_positions() - 1);
 }
 
-void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, const std::vector<uint64_t>& tickets) {
+void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, const std::vector<uint64_t>& tickets,
+                           const std::vector<std::vector<int64_t>>& owed) {
   if (sources.empty()) return;
+  if (!owed.empty() && owed.size() != sources.size())
+    throw std::invalid_argument("ContinuousGreedy::add: owed sentinels for " + std::to_string(owed.size()) + " of " +
+                                std::to_string(sources.size()) + " sources");
   torch::NoGradGuard no_grad;
   auto [src, src_len] = make_source_batch(sources);
   src = src.to(device_), src_len = src_len.to(device_);
@@ -27,7 +32,9 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
   int64_t positions = 1;
   for (size_t i = 0; i < sources.size(); ++i) {
     const int64_t len = static_cast<int64_t>(sources[i].size());
-    rows_.push_back({tickets[i], std::min(capacity_, target_limit(options_, len)), 0, kStartId, len, {}});
+    const bool constrained = constraint_.active() && !owed.empty();
+    rows_.push_back({tickets[i], std::min(capacity_, target_limit(options_, len)), 0, kStartId, len, {},
+                     constrained ? owed[i] : std::vector<int64_t>{}, constrained});
     positions = std::max(positions, rows_.back().limit);
     source_tokens_ += len;
   }
@@ -94,11 +101,15 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousGreedy::step() 
   DecoderCache cache;
   for (LayerCache& c : slots_) cache.layers.push_back({c.self_kv.narrow(0, 0, n), c.cross_kv.narrow(0, 0, n).narrow(1, 0, max_src)});
   cache.src_lengths = torch::tensor(src_lengths, torch::kLong).to(device_);
-  const torch::Tensor ids =
+  const torch::Tensor logits =  // [n, V]
       model_->decode_step_rows(torch::tensor(tokens, torch::kLong).to(device_),
-                               torch::tensor(positions, torch::kLong).to(device_), max_position, cache)
-          .argmax(-1)
-          .to(torch::kCPU);
+                               torch::tensor(positions, torch::kLong).to(device_), max_position, cache);
+  std::vector<PlaceholderConstraint::Row> constrained(n);
+  bool any = false;
+  for (int64_t r = 0; r < n; ++r)
+    if (rows_[r].constrained) constrained[r] = {&rows_[r].owed, &rows_[r].out, rows_[r].limit}, any = true;
+  if (any) constraint_.apply(logits, constrained);
+  const torch::Tensor ids = logits.argmax(-1).to(torch::kCPU);
   const int64_t* next = ids.data_ptr<int64_t>();
   std::vector<int64_t> ended;
   for (int64_t r = 0; r < n; ++r) {

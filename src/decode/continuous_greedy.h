@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "decode/placeholder_constraint.h"
 #include "decode/translator.h"
 #include "model/transformer.h"
 
@@ -26,8 +27,10 @@ class ContinuousGreedy {
   ContinuousGreedy(Transformer& model, DecodeOptions options, c10::Device device);
 
   // Encodes the sources (token ids without specials, each non-empty) and adds
-  // them to the batch; ticket i names sources[i] when it finishes.
-  void add(const std::vector<std::vector<int64_t>>& sources, const std::vector<uint64_t>& tickets);
+  // them to the batch; ticket i names sources[i] when it finishes. owed:
+  // empty, or the sentinel ids each translation must carry (SourceText::owed).
+  void add(const std::vector<std::vector<int64_t>>& sources, const std::vector<uint64_t>& tickets,
+           const std::vector<std::vector<int64_t>>& owed = {});
   // One step for every row; returns the sentences that finished: (ticket, ids
   // without <start>/<end>).
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> step();
@@ -42,6 +45,8 @@ class ContinuousGreedy {
     int64_t next;       // the token to feed next
     int64_t src_len;
     std::vector<int64_t> out;
+    std::vector<int64_t> owed;  // the sentinel ids its translation must carry (counted against `out`)
+    bool constrained = false;
   };
   // Grows the slot tensors to hold `slots` rows, `positions` fed tokens and
   // `src` source tokens per row (doubling), copying the first `in_use` rows.
@@ -51,6 +56,7 @@ class ContinuousGreedy {
 
   Transformer model_;
   DecodeOptions options_;
+  PlaceholderConstraint constraint_;
   c10::Device device_;
   int64_t capacity_;  // positions a row may feed at most
   // Row r of the batch lives in slot r of every layer's tensors: self_kv

@@ -7,9 +7,11 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <stdexcept>
 #include <thread>
 
 #include "data/dataset.h"
+#include "decode/placeholder_constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/interrupt.h"
 #include "util/thread_env.h"
@@ -67,7 +69,10 @@ class StepModel {
 // copies the caches, so not for every single row.
 bool worth_compacting(size_t finished, size_t rows) { return finished > 0 && finished * 8 >= rows; }
 
+// owed: empty, or by sentence the sentinel ids its translation must carry.
 std::vector<std::vector<int64_t>> greedy(StepModel& step, const std::vector<int64_t>& limits,
+                                         const PlaceholderConstraint& constraint,
+                                         const std::vector<std::vector<int64_t>>& owed,
                                          const c10::Device& device) {
   const int64_t n = static_cast<int64_t>(limits.size());
   const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
@@ -78,8 +83,15 @@ std::vector<std::vector<int64_t>> greedy(StepModel& step, const std::vector<int6
   size_t finished_rows = 0;
   torch::Tensor tokens = torch::full({n}, kStartId, long_opts);  // [rows]
   while (finished_rows < sentence.size()) {
+    torch::Tensor logits = step.next(tokens);  // [rows, V]
+    if (!owed.empty()) {
+      std::vector<PlaceholderConstraint::Row> rows(sentence.size());
+      for (size_t r = 0; r < sentence.size(); ++r)
+        if (!finished[r]) rows[r] = {&owed[sentence[r]], &out[sentence[r]], limits[sentence[r]]};
+      constraint.apply(logits, rows);
+    }
     // Only the argmax is needed: no softmax over the vocabulary.
-    tokens = step.next(tokens).argmax(-1);  // [rows]
+    tokens = logits.argmax(-1);  // [rows]
     const torch::Tensor ids_cpu = tokens.to(torch::kCPU);
     const int64_t* ids = ids_cpu.data_ptr<int64_t>();
     for (size_t r = 0; r < sentence.size(); ++r) {
@@ -117,7 +129,9 @@ double length_norm(double alpha, size_t len) {
 // out a better hypothesis still being written. Finished sentences leave the
 // batch.
 std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector<int64_t>& limits,
-                                              int64_t k, double alpha, const c10::Device& device) {
+                                              int64_t k, double alpha, const PlaceholderConstraint& constraint,
+                                              const std::vector<std::vector<int64_t>>& owed,
+                                              const c10::Device& device) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const int64_t n = static_cast<int64_t>(limits.size());
   const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
@@ -153,6 +167,13 @@ std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector
   while (!sentence.empty()) {
     const int64_t groups = static_cast<int64_t>(sentence.size());
     const torch::Tensor logp = torch::log_softmax(step.next(tokens).to(torch::kDouble), -1).to(torch::kCPU);
+    if (!owed.empty()) {  // on the log-probabilities: the scores stay the model's
+      std::vector<PlaceholderConstraint::Row> rows(groups * k);
+      for (int64_t r = 0; r < groups * k; ++r)
+        if (!beams[r].ended && beams[r].score != kNegInf)
+          rows[r] = {&owed[sentence[r / k]], &beams[r].tokens, limits[sentence[r / k]]};
+      constraint.apply(logp, rows);
+    }
     const int64_t vocab = logp.size(1);
     std::vector<double> base(groups * k);
     for (int64_t r = 0; r < groups * k; ++r) base[r] = beams[r].ended ? kNegInf : beams[r].score;
@@ -233,18 +254,24 @@ int64_t target_limit(const DecodeOptions& options, int64_t src_tokens) {
   return std::max<int64_t>(1, std::min<int64_t>(options.max_len, static_cast<int64_t>(bound)));
 }
 
-DecodeOptions decode_options(const Config& config) {
+DecodeOptions decode_options(const Config& config, const Tokenizer* target) {
   DecodeOptions o;
   o.max_len = config.decode.max_len;
   o.max_len_factor = config.decode.max_len_factor;
   o.batch_size = config.decode.batch_size;
   o.protect_placeholders = config.tokenizer.protect_placeholders;
+  if (o.protect_placeholders && config.decode.placeholder_constraint && target)
+    for (const std::string& s : data::sentinel_symbols()) o.sentinel_ids.push_back(target->piece_id(s));
   return o;
 }
 
 SourceText::SourceText(const std::string& line, const DecodeOptions& options)
     : line_(line), protect_(options.protect_placeholders) {
-  if (protect_) masked_ = data::mask_source(line);
+  if (!protect_) return;
+  masked_ = data::mask_source(line);
+  if (options.sentinel_ids.empty()) return;
+  for (int k : data::sentinels_in(masked_.text))
+    if (const int64_t id = options.sentinel_ids[static_cast<size_t>(k - 1)]; id >= 0) owed_.push_back(id);
 }
 
 std::string SourceText::finish(const std::string& translation) const {
@@ -253,10 +280,18 @@ std::string SourceText::finish(const std::string& translation) const {
 
 std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const std::vector<std::vector<int64_t>>& sources,
-                                         const DecodeOptions& options, const c10::Device& device) {
+                                         const DecodeOptions& options, const c10::Device& device,
+                                         const std::vector<std::vector<int64_t>>& owed) {
   torch::NoGradGuard no_grad;
   const int64_t n = static_cast<int64_t>(sources.size());
   if (n == 0) return {};
+  if (!owed.empty() && owed.size() != sources.size())
+    throw std::invalid_argument("decode: owed sentinels for " + std::to_string(owed.size()) + " of " +
+                                std::to_string(n) + " sources");
+  const PlaceholderConstraint constraint(options.sentinel_ids);
+  // Without sentinel ids, or with none owed and none to forbid, nothing to do.
+  const std::vector<std::vector<int64_t>> none;
+  const auto& quota = constraint.active() ? owed : none;
   auto [src, src_len] = make_source_batch(sources);
   src = src.to(device), src_len = src_len.to(device);
   const torch::Tensor memory = model->encode(src, src_len);  // [N, S, C]
@@ -266,8 +301,8 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
     limits[i] = std::min(limit, target_limit(options, static_cast<int64_t>(sources[i].size())));
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   StepModel step(model, memory, src_len, options.use_cache, longest);
-  if (options.beam <= 0) return greedy(step, limits, device);
-  return beam_search(step, limits, options.beam, options.length_penalty, device);
+  if (options.beam <= 0) return greedy(step, limits, constraint, quota, device);
+  return beam_search(step, limits, options.beam, options.length_penalty, constraint, quota, device);
 }
 
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
@@ -295,9 +330,12 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   // Batch b: decoded, then its lines detokenized into their places.
   const auto run_batch = [&](size_t b) {
     const size_t start = b * batch, end = std::min(order.size(), start + batch);
-    std::vector<std::vector<int64_t>> sources;
-    for (size_t k = start; k < end; ++k) sources.push_back(encoded[order[k]]);
-    const auto hyps = decode(model, sources, options, device);
+    std::vector<std::vector<int64_t>> sources, owed;
+    for (size_t k = start; k < end; ++k) {
+      sources.push_back(encoded[order[k]]);
+      if (!options.sentinel_ids.empty()) owed.push_back(sources_text[order[k]].owed());
+    }
+    const auto hyps = decode(model, sources, options, device, owed);
     for (size_t k = start; k < end; ++k)
       result[order[k]] = sources_text[order[k]].finish(tgt_tok.decode(hyps[k - start]));
   };

@@ -35,6 +35,11 @@ struct DecodeOptions {
   // Sources masked and translations restored (tokenizer.protect_placeholders,
   // data/placeholder_mask.h): set from the model's config, never by hand.
   bool protect_placeholders = false;
+  // With protection, the target ids of sentinels 1..kMaxSentinels (-1:
+  // not in the vocabulary): decoding then writes each of a source's
+  // sentinels as often as the source has it (decode/placeholder_constraint.h).
+  // Empty: unconstrained (decode.placeholder_constraint false).
+  std::vector<int64_t> sentinel_ids;
 };
 
 constexpr int64_t kLengthSlack = 5;
@@ -43,8 +48,9 @@ constexpr int64_t kLengthSlack = 5;
 int64_t target_limit(const DecodeOptions& options, int64_t src_tokens);
 
 // The config's decoding settings (greedy), and whether its model was
-// trained on masked placeholders.
-DecodeOptions decode_options(const Config& config);
+// trained on masked placeholders; given the target tokenizer, the sentinel
+// ids that constrain its translations (decode.placeholder_constraint).
+DecodeOptions decode_options(const Config& config, const Tokenizer* target = nullptr);
 
 // What the source tokenizer reads for `line`, and how a translation of it is
 // finished: the line itself, or with placeholder protection the masked line
@@ -54,19 +60,25 @@ class SourceText {
   SourceText(const std::string& line, const DecodeOptions& options);
   const std::string& text() const { return protect_ ? masked_.text : line_; }
   std::string finish(const std::string& translation) const;
+  // The target ids of the sentinels its translation must carry (empty
+  // without protection or constraint).
+  const std::vector<int64_t>& owed() const { return owed_; }
 
  private:
   std::string line_;
   bool protect_;
   data::MaskedSource masked_;
+  std::vector<int64_t> owed_;
 };
 
 // sources: token ids without specials. Returns target ids without <start>
 // and <end>. Each result depends only on its own source, not on what else is
-// in the batch. Empty sources give empty outputs.
+// in the batch. Empty sources give empty outputs. owed: empty, or for each
+// source the sentinel ids its translation must carry (SourceText::owed).
 std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const std::vector<std::vector<int64_t>>& sources,
-                                         const DecodeOptions& options, const c10::Device& device);
+                                         const DecodeOptions& options, const c10::Device& device,
+                                         const std::vector<std::vector<int64_t>>& owed = {});
 
 // Tokenize, decode in length-sorted batches (options.parallel_batches of them
 // at a time on the CPU), detokenize; output i translates line i, whatever

@@ -124,7 +124,7 @@ class TranslationService::GreedyStream : public StepStream {
 
   void add(const Job& job, uint64_t ticket) override {
     Pending p{std::vector<SentenceResult>(job.lines.size()), {}, 0, job.attention ? &job : nullptr, 0, 0};
-    std::vector<std::vector<int64_t>> sources;
+    std::vector<std::vector<int64_t>> sources, owed;
     std::vector<uint64_t> rows;
     for (size_t i = 0; i < job.lines.size(); ++i) {
       p.texts.emplace_back(job.lines[i], options_);
@@ -132,6 +132,7 @@ class TranslationService::GreedyStream : public StepStream {
       if (ids.empty()) continue;  // translates to "", as translate_lines has it
       p.source_tokens += static_cast<int64_t>(ids.size());
       sources.push_back(std::move(ids));
+      owed.push_back(p.texts.back().owed());
       rows.push_back(next_row_);
       row_of_[next_row_++] = {ticket, i};
       ++p.running;
@@ -141,7 +142,7 @@ class TranslationService::GreedyStream : public StepStream {
       done_.push_back(ticket);
       return;
     }
-    decoder_.add(sources, rows);
+    decoder_.add(sources, rows, owed);
   }
 
   std::vector<std::pair<uint64_t, Sentences>> step() override {
@@ -197,7 +198,8 @@ std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make
 
 std::string TranslationService::attention_json(const std::string& line, const DecodeOptions& options) {
   torch::NoGradGuard no_grad;
-  const std::vector<int64_t> src = m_.src_tok->encode(SourceText(line, options).text());
+  const SourceText text(line, options);
+  const std::vector<int64_t> src = m_.src_tok->encode(text.text());
   json j;
   if (src.empty()) {
     j = {{"source", json::array()}, {"target_in", json::array()}, {"target_out", json::array()},
@@ -206,7 +208,7 @@ std::string TranslationService::attention_json(const std::string& line, const De
   }
   // The same decode as translate_lines' (a sentence's result does not depend
   // on its batch), for the token ids the strings no longer carry.
-  const std::vector<int64_t> hyp = decode(m_.model, {src}, options, m_.device)[0];
+  const std::vector<int64_t> hyp = decode(m_.model, {src}, options, m_.device, {text.owed()})[0];
   std::vector<int64_t> tgt_in{kStartId};
   tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
   std::vector<int64_t> tgt_out = hyp;

@@ -71,6 +71,13 @@ int nmt_spm_id_to_piece(void* handle, int id, char* out, int cap) {
   return copy_out(static_cast<Processor*>(handle)->IdToPiece(id), out, cap);
 }
 
+int nmt_spm_piece_to_id(void* handle, const char* piece) {
+  const auto* sp = static_cast<Processor*>(handle);
+  // PieceToId answers the unknown piece's id for a piece it lacks.
+  const int id = sp->PieceToId(piece);
+  return id == sp->unk_id() && sp->IdToPiece(id) != piece ? -1 : id;
+}
+
 int nmt_spm_vocab_size(void* handle) { return static_cast<Processor*>(handle)->GetPieceSize(); }
 
 int nmt_spm_special_id(void* handle, int which) {

@@ -22,6 +22,8 @@ int nmt_spm_encode(void* handle, const char* text, int* ids, int cap);
 // Writes up to cap bytes (no terminator); returns the full length.
 int nmt_spm_decode(void* handle, const int* ids, int n, char* out, int cap);
 int nmt_spm_id_to_piece(void* handle, int id, char* out, int cap);
+// The id of a piece, or -1 when the vocabulary lacks it.
+int nmt_spm_piece_to_id(void* handle, const char* piece);
 int nmt_spm_vocab_size(void* handle);
 // which: 0 <pad>, 1 <unk>, 2 <start> (bos), 3 <end> (eos).
 int nmt_spm_special_id(void* handle, int which);

@@ -30,6 +30,7 @@ struct SpmLibrary {
   decltype(&nmt_spm_encode) encode;
   decltype(&nmt_spm_decode) decode;
   decltype(&nmt_spm_id_to_piece) id_to_piece;
+  decltype(&nmt_spm_piece_to_id) piece_to_id;
   decltype(&nmt_spm_vocab_size) vocab_size;
   decltype(&nmt_spm_special_id) special_id;
   decltype(&nmt_spm_train) train;
@@ -77,6 +78,7 @@ struct SpmLibrary {
     lib.encode = reinterpret_cast<decltype(lib.encode)>(sym("nmt_spm_encode"));
     lib.decode = reinterpret_cast<decltype(lib.decode)>(sym("nmt_spm_decode"));
     lib.id_to_piece = reinterpret_cast<decltype(lib.id_to_piece)>(sym("nmt_spm_id_to_piece"));
+    lib.piece_to_id = reinterpret_cast<decltype(lib.piece_to_id)>(sym("nmt_spm_piece_to_id"));
     lib.vocab_size = reinterpret_cast<decltype(lib.vocab_size)>(sym("nmt_spm_vocab_size"));
     lib.special_id = reinterpret_cast<decltype(lib.special_id)>(sym("nmt_spm_special_id"));
     lib.train = reinterpret_cast<decltype(lib.train)>(sym("nmt_spm_train"));
@@ -162,6 +164,10 @@ std::vector<std::string> Tokenizer::pieces(const std::vector<int64_t>& ids) cons
     out.push_back(std::move(p));
   }
   return out;
+}
+
+int64_t Tokenizer::piece_id(const std::string& piece) const {
+  return SpmLibrary::get().piece_to_id(handle_, piece.c_str());
 }
 
 int64_t Tokenizer::vocab_size() const { return vocab_size_; }

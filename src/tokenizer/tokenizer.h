@@ -26,6 +26,7 @@ class Tokenizer {
   std::vector<int64_t> encode(const std::string& text) const;  // no <start>/<end>
   std::string decode(const std::vector<int64_t>& ids) const;   // specials dropped
   std::vector<std::string> pieces(const std::vector<int64_t>& ids) const;
+  int64_t piece_id(const std::string& piece) const;  // -1: not in the vocabulary
   int64_t vocab_size() const;
   const std::string& path() const { return path_; }
 

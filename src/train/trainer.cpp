@@ -141,7 +141,7 @@ class Evaluation {
         reporter_(reporter),
         validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
         stopping_(lower_is_better(validators_, s.cfg.train.best_metric), s.cfg.train.patience),
-        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg),
+        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg, &s.tgt_tok),
              s.cfg.train.batch_tokens, s.cfg.train.batch_sentences, s.cfg.train.valid_bleu_sentences,
              s.device) {
     stopping_.restore(s.state.best, s.state.evals_since_best);
