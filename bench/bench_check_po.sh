@@ -2,8 +2,9 @@
 # nmt check-po on real zh_CN catalogs with injected faults: how many of each
 # fault kind it finds, at how many false alarms, against msgfmt -c alone.
 #
-# Usage: bench/bench_check_po.sh --checkpoint DIR [--per-kind N] [--seed S] [--threads N] [--out DIR]
+# Usage: bench/bench_check_po.sh --checkpoint DIR [--per-kind N] [--seed S] [--threads N] [--out DIR] [--keep DIR]
 #   defaults: 10 faults of each kind per catalog, seed 1, 2 threads, docs/bench
+#   --keep DIR: leave each catalog's faulty .po, truth and check-po JSON there
 #
 # The catalogs are Debian's installed zh_CN .mo files that data/real was not
 # made from (turned back into .po by msgunfmt): xz and initdb-15 set the
@@ -16,7 +17,7 @@
 # found. Writes OUT/check_po.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-checkpoint="" per_kind=10 seed=1 threads=2 out=docs/bench
+checkpoint="" per_kind=10 seed=1 threads=2 out=docs/bench keep=""
 while (($#)); do
   case $1 in
     --checkpoint) checkpoint=$2; shift 2 ;;
@@ -24,6 +25,7 @@ while (($#)); do
     --seed) seed=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_check_po: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -35,8 +37,13 @@ command -v msgunfmt >/dev/null || { echo "bench_check_po: needs gettext (msgunfm
 locale=/usr/share/locale/zh_CN/LC_MESSAGES
 dev=(xz initdb-15)
 test=(psql-15 pg_dump-15 systemd findutils gnutls30 PackageKit)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ -n "$keep" ]; then
+  work=$keep
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 mkdir -p "$out"
 for name in "${dev[@]}" "${test[@]}"; do
   [ -f "$locale/$name.mo" ] || { echo "bench_check_po: $locale/$name.mo is not installed" >&2; exit 2; }

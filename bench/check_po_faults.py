@@ -214,7 +214,8 @@ def report(args):
     p(f"Test catalogs: {', '.join(os.path.basename(d.rstrip('/')) for d in args.test)}; "
       f"dev (threshold): {', '.join(os.path.basename(d.rstrip('/')) for d in args.dev)}.")
     p("Entries checked: " + ", ".join(f"{k} {counts.get(k, 0)}" for k in ["clean"] + KINDS) + ".\n")
-    for rank in ["gap", "score", "chrf"]:
+    ranks = [k for k in ["gap", "score", "support", "chrf"] if any(k in e for _, _, r, _ in dev for e in r.values())]
+    for rank in ranks:
         clean_dev = sorted(r[line][rank] for truth, _, r, _ in dev for line, k in truth.items() if k == "clean" and line in r)
         threshold = clean_dev[int(0.05 * len(clean_dev))] if clean_dev else float("-inf")
         p(f"### ranked by {rank}: flagged when below {threshold:.3f} (flags 5% of the dev catalogs' clean entries)\n")

@@ -25,6 +25,15 @@
 #ifdef NMT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/version.h>
+namespace nmt::bench {
+// The allocator's statistics moved from the CUDA allocator to a shared one in 2.x.
+#if TORCH_VERSION_MAJOR >= 2
+using AllocStat = c10::CachingAllocator::StatType;
+#else
+using AllocStat = c10::cuda::CUDACachingAllocator::StatType;
+#endif
+}  // namespace nmt::bench
 #endif
 
 #include <algorithm>
@@ -266,7 +275,7 @@ int run_single_case(const BenchArgs& args) {
     alloc::resetPeakStats(cuda_index);
     baseline =
         static_cast<double>(alloc::getDeviceStats(cuda_index)
-                                .allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)]
+                                .allocated_bytes[static_cast<size_t>(AllocStat::AGGREGATE)]
                                 .current);
   }
 #endif
@@ -304,7 +313,7 @@ int run_single_case(const BenchArgs& args) {
   if (cuda) {
     namespace alloc = c10::cuda::CUDACachingAllocator;
     peak = static_cast<double>(alloc::getDeviceStats(cuda_index)
-                                   .allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)]
+                                   .allocated_bytes[static_cast<size_t>(AllocStat::AGGREGATE)]
                                    .peak) -
            baseline;
   }

@@ -256,6 +256,12 @@ struct RankedItem {
   double score = 0;     // mean log-probability per token of the msgid given the msgstr
   double gap = 0;       // score - the same for `back`: how much less likely than the model's own
   double chrf = 0;      // chrF2 of `back` against the msgid
+  // score - the msgid's mean log-probability given no source (the model as
+  // a language model): what the msgstr adds to the model's belief in the
+  // msgid. Low for a msgstr that says something else (a generic or common
+  // msgid scores well on its own, and gets no credit for that here).
+  double support = 0;
+  size_t tokens = 0;    // the msgid's tokens scored (<end> included)
   double key = 0;       // the one ranked by
 };
 
@@ -293,6 +299,11 @@ int run_check_po(const CheckPoArgs& args) {
     const bool masked = opts.protect_placeholders;
     const auto msgid_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, english, s.device, masked);
     const auto back_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, back, s.device, masked);
+    // The same target tokens as msgid_lp's, masked as in that pair, with an
+    // empty source.
+    std::vector<std::string> nothing(chinese.size()), english_as_scored;
+    for (size_t i = 0; i < chinese.size(); ++i) english_as_scored.push_back(data::model_pair(chinese[i], english[i], masked).second);
+    const auto prior_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, nothing, english_as_scored, s.device);
     for (size_t i = 0; i < check.items.size(); ++i) {
       RankedItem r;
       r.item = &check.items[i];
@@ -300,7 +311,9 @@ int run_check_po(const CheckPoArgs& args) {
       r.score = mean_logprob(msgid_lp[i]);
       r.gap = r.score - mean_logprob(back_lp[i]);
       r.chrf = eval::chrf({back[i]}, {english[i]});
-      r.key = args.rank == "score" ? r.score : args.rank == "gap" ? r.gap : r.chrf;
+      r.support = r.score - mean_logprob(prior_lp[i]);
+      r.tokens = msgid_lp[i].size();
+      r.key = args.rank == "score" ? r.score : args.rank == "gap" ? r.gap : args.rank == "support" ? r.support : r.chrf;
       ranked.push_back(std::move(r));
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const RankedItem& a, const RankedItem& b) { return a.key < b.key; });
@@ -342,6 +355,8 @@ int run_check_po(const CheckPoArgs& args) {
       j["score"] = r.score;
       j["gap"] = r.gap;
       j["chrf"] = r.chrf;
+      j["support"] = r.support;
+      j["tokens"] = r.tokens;
       out["ranked"].push_back(j);
     }
     std::printf("%s\n", out.dump(1).c_str());
@@ -361,8 +376,8 @@ int run_check_po(const CheckPoArgs& args) {
                   shown, ranked.size());
       for (size_t k = 0; k < shown; ++k) {
         const RankedItem& r = ranked[k];
-        std::printf("%s: score %.2f  gap %.2f  chrF %.1f\n  msgid  %s\n  msgstr %s\n  back   %s\n",
-                    where(args.file, *r.item).c_str(), r.score, r.gap, r.chrf, quoted(r.item->english).c_str(),
+        std::printf("%s: score %.2f  gap %.2f  support %.2f  chrF %.1f\n  msgid  %s\n  msgstr %s\n  back   %s\n",
+                    where(args.file, *r.item).c_str(), r.score, r.gap, r.support, r.chrf, quoted(r.item->english).c_str(),
                     quoted(r.item->chinese).c_str(), quoted(r.back).c_str());
       }
     } else if (args.checkpoint.empty()) {

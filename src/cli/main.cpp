@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "bench_attention.h"
+#include "cli/build_info.h"
 #include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "cli/launcher.h"
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
   CLI::App app{"nmt: a Chinese→English Transformer trainer with its own attention operators"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  app.set_version_flag("--version", std::function<std::string()>(nmt::cli::build_info), "what this nmt was built with, and the CPU and GPUs it finds");
 
   nmt::cli::TrainArgs train;
   auto* train_cmd = app.add_subcommand("train", "train a model from a YAML config");
@@ -172,8 +174,9 @@ int main(int argc, char** argv) {
       ->check(int_range(0, 100000000));
   po_cmd->add_option("--rank", check_po.rank,
                      "rank by: gap (the msgid's log-probability per token given the msgstr, minus the "
-                     "back-translation's; default) | score (the msgid's alone) | chrf (back-translation vs msgid)")
-      ->check(CLI::IsMember({"gap", "score", "chrf"}));
+                     "back-translation's; default) | score (the msgid's alone) | support (the msgid's given "
+                     "the msgstr minus given nothing) | chrf (back-translation vs msgid)")
+      ->check(CLI::IsMember({"gap", "score", "support", "chrf"}));
   po_cmd->add_flag("--json", check_po.json, "print one JSON object instead of text");
   add_decode_flags(po_cmd, check_po.decode);
   add_runtime_flags(po_cmd, check_po.runtime);
@@ -242,6 +245,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what();
+    return 0;
   } catch (const CLI::ParseError& e) {
     std::cerr << "nmt: error: " << e.what() << " (see nmt --help)\n";
     return nmt::kExitInput;
