@@ -520,6 +520,55 @@ INSTANTIATE_TEST_SUITE_P(Attention, AttentionOp, ::testing::ValuesIn(all_params(
                            return param_name(info.param);
                          });
 
+// CUDA only: what the suite above cannot parameterize.
+class AttentionCuda : public ::testing::TestWithParam<AttentionBackend> {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "CUDA is not available here";
+#ifndef NMT_WITH_CUDA
+    GTEST_SKIP() << "this build has no CUDA attention kernels";
+#endif
+  }
+};
+
+// bf16 inputs, as bf16 training gives them (the projections run in bf16):
+// outputs and gradients against the float64 reference of the same
+// bf16-rounded values. The kernels accumulate in float32, so the error is
+// that of rounding the results to bf16 (2^-8 relative) and a little more.
+TEST_P(AttentionCuda, Bf16InputsMatchFloat64Reference) {
+  constexpr double kBf16Tolerance = 2e-2;
+  for (const bool causal : {false, true}) {
+    const Shape s{2, 3, 37, causal ? 37 : 45, 64, causal};
+    const Inputs in = make_inputs(s, 77, at::kBFloat16);
+    const Outputs ref = run(in, AttentionBackend::kTorch, c10::kCPU, at::kDouble);
+    const Outputs got = run(in, GetParam(), c10::kCUDA, at::kBFloat16);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_LE(error(output_at(got, i), output_at(ref, i)), kBf16Tolerance)
+          << kOutputNames[i] << " of " << backend_name(GetParam()) << (causal ? " causal" : "");
+  }
+}
+
+// The flash backward adds each key block's share of dQ with float atomics,
+// whose order varies from run to run: dQ may differ in its last bits, never
+// by more than float32 rounding of the sum (dK, dV and the output are
+// computed without atomics and must be identical).
+TEST_P(AttentionCuda, RepeatedBackwardAgreesToFloat32Rounding) {
+  const Shape s{2, 4, 300, 300, 64, true};
+  const Inputs in = make_inputs(s, 5, at::kFloat);
+  const Outputs a = run(in, GetParam(), c10::kCUDA, at::kFloat);
+  const Outputs b = run(in, GetParam(), c10::kCUDA, at::kFloat);
+  EXPECT_TRUE(at::equal(a.o, b.o));
+  EXPECT_TRUE(at::equal(a.dk, b.dk));
+  EXPECT_TRUE(at::equal(a.dv, b.dv));
+  EXPECT_LE(error(a.dq, b.dq), 1e-5) << "dq run to run";
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, AttentionCuda,
+                         ::testing::Values(AttentionBackend::kNaive, AttentionBackend::kFlash),
+                         [](const ::testing::TestParamInfo<AttentionBackend>& info) {
+                           return backend_name(info.param);
+                         });
+
 }  // namespace
 }  // namespace nmt::ops
 

@@ -17,8 +17,12 @@ std::string build_info() {
   const std::string archs = NMT_CUDA_KERNEL_ARCHS;
 #ifdef NMT_WITH_CUDA
   s << "CUDA: on (attention kernels for sm " << archs << ", LibTorch glue, NCCL process group for --nproc); ";
-  const auto gpus = torch::cuda::device_count();
-  s << gpus << " GPU" << (gpus == 1 ? "" : "s") << " visible\n";
+  try {
+    const auto gpus = static_cast<int64_t>(torch::cuda::device_count());  // an int8_t in LibTorch 2.x: not a char to print
+    s << gpus << " GPU" << (gpus == 1 ? "" : "s") << " visible\n";
+  } catch (const std::exception& e) {
+    s << "no GPU visible (" << e.what() << ")\n";
+  }
 #else
   s << "CUDA: off (" << (archs.empty() ? "no CUDA compiler" : "kernels compiled for sm " + archs + ", but LibTorch has no CUDA")
     << "); NCCL: off\n";

@@ -216,7 +216,8 @@ void C10dGradientSync::attach(const at::Tensor& flat_grad, const std::vector<at:
   for (size_t i = 0; i < params.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params[i]);
     acc->add_post_hook(std::make_unique<ReadyHook>(this, i));
-    hooked_.push_back(acc);
+    // A shared_ptr (LibTorch 1.x) or an intrusive_ptr (2.x): held as either.
+    hooked_.push_back(std::make_shared<decltype(acc)>(acc));
   }
   spdlog::info("distributed: rank {} of {}, {} gradient buckets of about {} MB ({} MB in all)",
                env_.rank, env_.world_size, buckets_.size(), kBucketBytes >> 20,

@@ -27,7 +27,7 @@ struct CudaAttentionFunction : public torch::autograd::Function<CudaAttentionFun
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                             at::Tensor key_lengths, bool causal, double scale) {
     TORCH_CHECK(q.scalar_type() == at::kFloat,
-                "CUDA attention kernels support float32, got ", q.scalar_type());
+                "CUDA attention kernels support float32 (bf16 and half are widened), got ", q.scalar_type());
     const c10::cuda::CUDAGuard guard(q.device());
     q = glue::last_dim_contiguous(q), k = glue::last_dim_contiguous(k);
     v = glue::last_dim_contiguous(v);
@@ -88,16 +88,35 @@ struct CudaAttentionFunction : public torch::autograd::Function<CudaAttentionFun
 
 }  // namespace
 
+namespace {
+
+// The kernels compute in float32. bf16 (or half) inputs, which bf16
+// training gives the attention (its projections run in bf16), are widened
+// on the way in and the output narrowed on the way out; autograd casts the
+// gradients back the same way. Correct, with float32 accumulation, but
+// without tensor cores: bf16 kernels of their own would be faster.
+template <Kernel kKernel>
+at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionOptions& options) {
+  const double scale = glue::resolve_scale(q, options.scale);
+  const at::Tensor lengths = glue::lengths_argument(options.key_lengths);
+  const at::ScalarType dtype = q.scalar_type();
+  if (dtype != at::kBFloat16 && dtype != at::kHalf)
+    return CudaAttentionFunction<kKernel>::apply(q, k, v, lengths, options.causal, scale);
+  return CudaAttentionFunction<kKernel>::apply(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat), lengths,
+                                               options.causal, scale)
+      .to(dtype);
+}
+
+}  // namespace
+
 at::Tensor attention_naive_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options) {
-  return CudaAttentionFunction<Kernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
-                                                      glue::resolve_scale(q, options.scale));
+  return run<Kernel::kNaive>(q, k, v, options);
 }
 
 at::Tensor attention_flash_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options) {
-  return CudaAttentionFunction<Kernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths), options.causal,
-                                                      glue::resolve_scale(q, options.scale));
+  return run<Kernel::kFlash>(q, k, v, options);
 }
 
 }  // namespace nmt::ops
