@@ -9,24 +9,27 @@
 # A machine without a GPU builds and links; only running needs one
 # (scripts/gpu_check.sh).
 #
-# Usage: scripts/build_cuda.sh [--build-dir DIR] [--arch "80;90"] [--jobs N]
-#   defaults: build-cuda, sm_80 and sm_90, all cores
+# Usage: scripts/build_cuda.sh [--build-dir DIR] [--arch "80;90"] [--jobs N] [--python PY]
+#   defaults: build-cuda, sm_80 and sm_90, all cores, the peers' venv
+#   --python PY: take the CUDA torch of this Python instead (a GPU host's own)
 # Prints the build's time and `nmt --version`; exit 1 when the build fails,
 # has a warning in our sources, or a library of nmt does not resolve.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build-cuda arch="80;90" jobs=$(nproc)
+build=build-cuda arch="80;90" jobs=$(nproc) py=""
 while (($#)); do
   case $1 in
     --build-dir) build=$2; shift 2 ;;
     --arch) arch=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --python) py=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "build_cuda: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 command -v nvcc >/dev/null || { echo "build_cuda: no nvcc on PATH (the CUDA toolkit is needed to compile the kernels)" >&2; exit 2; }
-py=$(bench/peers_env.sh)
+[ -n "$py" ] || py=$(bench/peers_env.sh)
+"$py" -c 'import torch' 2>/dev/null || { echo "build_cuda: $py cannot import torch" >&2; exit 2; }
 read -r torch_version torch_cuda abi prefix site < <("$py" -c '
 import os, torch
 print(torch.__version__, torch.version.cuda, int(torch._C._GLIBCXX_USE_CXX11_ABI), torch.utils.cmake_prefix_path,

@@ -104,4 +104,13 @@ else
   bad "--help"
 fi
 
+# --version: the whole build description (a device count printed as a char
+# once cut it short), exit 0.
+if "$nmt" --version >"$tmp/version.txt" && grep -q '^LibTorch [0-9]' "$tmp/version.txt" &&
+   grep -q '^CUDA: ' "$tmp/version.txt" && grep -q '^CPU kernels: .*this CPU: ' "$tmp/version.txt"; then
+  ok
+else
+  bad "--version: $(cat "$tmp/version.txt")"
+fi
+
 summary cli
