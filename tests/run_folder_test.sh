@@ -91,4 +91,21 @@ wait "$killed" 2>/dev/null
 "$nmt" train --resume "$run" --set train.max_steps=4 >"$tmp/after_kill.log" 2>&1 && ok ||
   bad "resume after SIGKILL: $(grep '^nmt:' "$tmp/after_kill.log" | tail -1)"
 
+# 4. A run folder copied elsewhere and resumed goes on in the copy; the
+#    original is left as it was (its config still names the original).
+copy=$tmp/copied
+cp -r "$run" "$copy"
+rm -f "$copy/train.lock"
+# (train.lock is rewritten by every trainer that takes the lock, by design)
+before=$(listing "$run" | grep -v train.lock)
+target=$(($(sed -n 's/^step: //p' "$run/last/state.yaml") + 2))
+"$nmt" train --resume "$copy" --set train.max_steps=$target --set train.eval_every=2 >"$tmp/copy.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "^step: $target$" "$copy/last/state.yaml" && [ "$before" = "$(listing "$run" | grep -v train.lock)" ]; then ok
+else bad "resuming a copied run: exit $rc, copy at $(grep '^step' "$copy/last/state.yaml"), original changed: $([ "$before" = "$(listing "$run" | grep -v train.lock)" ] && echo no || echo yes)"; fi
+# ... and a checkpoint resumed into a folder that holds another run's is refused.
+expect_refused "resume into another run's folder" "train.checkpoint_dir: $run holds another run's checkpoints (last/); resuming $copy/best would replace them" -- \
+  "$nmt" train --resume "$copy/best" --set train.checkpoint_dir="$run" --set train.max_steps=8
+[ "$before" = "$(listing "$run" | grep -v train.lock)" ] && ok || bad "a refused resume changed $run"
+
 summary "run folder"

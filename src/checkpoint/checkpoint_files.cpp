@@ -201,4 +201,19 @@ std::vector<std::string> checkpoints_in(const std::string& run_dir) {
   return found;
 }
 
+std::string run_folder_of(const std::string& dir) {
+  if (!checkpoints_in(dir).empty()) return dir;
+  const fs::path p = fs::path(dir).lexically_normal();
+  const fs::path name = p.has_filename() ? p.filename() : p.parent_path().filename();
+  const fs::path parent = p.has_filename() ? p.parent_path() : p.parent_path().parent_path();
+  if ((name == "last" || name == "best") && !checkpoints_in(parent.string()).empty()) return parent.string();
+  return "";
+}
+
+bool same_folder(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+  return !ea && !eb ? ca == cb : fs::path(a).lexically_normal() == fs::path(b).lexically_normal();
+}
+
 }  // namespace nmt

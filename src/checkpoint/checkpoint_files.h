@@ -51,4 +51,12 @@ std::string locate_checkpoint(const std::string& dir, CheckpointUse use, std::st
 // save cut short that `nmt train --resume` would recover.
 std::vector<std::string> checkpoints_in(const std::string& run_dir);
 
+// The run folder `dir` belongs to: `dir` itself when it holds checkpoints
+// (last/, best/), its parent when it is one of them; "" for a checkpoint
+// folder on its own.
+std::string run_folder_of(const std::string& dir);
+
+// Whether two paths name the same folder (either may not exist yet).
+bool same_folder(const std::string& a, const std::string& b);
+
 }  // namespace nmt

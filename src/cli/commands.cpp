@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_files.h"
 #include "config/config.h"
 #include "data/dataset.h"
 #include "data/po_catalog.h"
@@ -150,6 +152,21 @@ int run_train(const TrainArgs& args) {
   std::vector<std::string> sets = args.sets;
   for (const auto& a : runtime_assignments(args.runtime)) sets.push_back(a);
   apply_overrides(cfg, sets);
+  // A resumed run folder goes on in itself, wherever its config says it was
+  // made (a run copied or moved elsewhere would otherwise save into the
+  // original's folder), unless told otherwise.
+  const bool dir_given = std::any_of(args.sets.begin(), args.sets.end(), [](const std::string& a) {
+    return a.rfind("train.checkpoint_dir=", 0) == 0;
+  });
+  if (!args.resume.empty() && args.config.empty() && !dir_given) {
+    const std::string run = run_folder_of(args.resume);
+    if (!run.empty() && !same_folder(run, cfg.train.checkpoint_dir)) {
+      spdlog::info("train: resuming the run in {}: its checkpoints stay there (its config names {})", run,
+                   cfg.train.checkpoint_dir);
+      cfg.train.checkpoint_dir = run;
+      cfg.origin["train.checkpoint_dir"] = "--resume";
+    }
+  }
   spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
   if (args.profile > 0) {
     profile_training(cfg, args.profile, std::cout);

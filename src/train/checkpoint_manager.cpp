@@ -32,6 +32,15 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
     if (saved) resume = run_dir_;
   }
   if (!resume.empty()) {
+    // A checkpoint from elsewhere resumed into a folder holding another
+    // run's checkpoints would replace them at the first save.
+    if (start.restart == 0 && !same_folder(run_folder_of(resume), run_dir_)) {
+      const std::vector<std::string> other = checkpoints_in(run_dir_);
+      if (!other.empty())
+        throw InputError("train.checkpoint_dir: " + run_dir_ + " holds another run's checkpoints (" + other.front() +
+                         "/); resuming " + resume + " would replace them: train into another folder "
+                         "(--set train.checkpoint_dir=DIR)");
+    }
     recover_checkpoints(run_dir_);  // ours to tidy now that we hold the lock
     return resume;
   }
