@@ -103,9 +103,13 @@ target=$(($(sed -n 's/^step: //p' "$run/last/state.yaml") + 2))
 rc=$?
 if [ $rc -eq 0 ] && grep -q "^step: $target$" "$copy/last/state.yaml" && [ "$before" = "$(listing "$run" | grep -v train.lock)" ]; then ok
 else bad "resuming a copied run: exit $rc, copy at $(grep '^step' "$copy/last/state.yaml"), original changed: $([ "$before" = "$(listing "$run" | grep -v train.lock)" ] && echo no || echo yes)"; fi
-# ... and a checkpoint resumed into a folder that holds another run's is refused.
-expect_refused "resume into another run's folder" "train.checkpoint_dir: $run holds another run's checkpoints (last/); resuming $copy/best would replace them" -- \
-  "$nmt" train --resume "$copy/best" --set train.checkpoint_dir="$run" --set train.max_steps=8
+# ... and a checkpoint of another run resumed into a folder that holds this
+# one's is refused (a copy of one of its own saves is not another run's).
+other=$tmp/other
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=2 --set train.eval_every=2 \
+  --set train.checkpoint_dir="$other" >"$tmp/other.log" 2>&1 || bad "training another run: $(tail -1 "$tmp/other.log")"
+expect_refused "resume into another run's folder" "train.checkpoint_dir: $run holds another run's checkpoints (last/); resuming $other/best (a checkpoint of $other) would replace them" -- \
+  "$nmt" train --resume "$other/best" --set train.checkpoint_dir="$run" --set train.max_steps=8
 [ "$before" = "$(listing "$run" | grep -v train.lock)" ] && ok || bad "a refused resume changed $run"
 
 summary "run folder"

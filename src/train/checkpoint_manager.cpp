@@ -32,14 +32,16 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
     if (saved) resume = run_dir_;
   }
   if (!resume.empty()) {
-    // A checkpoint from elsewhere resumed into a folder holding another
-    // run's checkpoints would replace them at the first save.
+    // A checkpoint of another run, resumed into a folder holding this one's
+    // checkpoints, would replace them at the first save. A checkpoint whose
+    // config names this folder (a copy of one of its saves) is this run's.
     if (start.restart == 0 && !same_folder(run_folder_of(resume), run_dir_)) {
-      const std::vector<std::string> other = checkpoints_in(run_dir_);
-      if (!other.empty())
-        throw InputError("train.checkpoint_dir: " + run_dir_ + " holds another run's checkpoints (" + other.front() +
-                         "/); resuming " + resume + " would replace them: train into another folder "
-                         "(--set train.checkpoint_dir=DIR)");
+      const std::vector<std::string> held = checkpoints_in(run_dir_);
+      const std::string its_dir = held.empty() ? run_dir_ : resume_config(resume).train.checkpoint_dir;
+      if (!same_folder(its_dir, run_dir_))
+        throw InputError("train.checkpoint_dir: " + run_dir_ + " holds another run's checkpoints (" + held.front() +
+                         "/); resuming " + resume + " (a checkpoint of " + its_dir +
+                         ") would replace them: train into another folder (--set train.checkpoint_dir=DIR)");
     }
     recover_checkpoints(run_dir_);  // ours to tidy now that we hold the lock
     return resume;
