@@ -146,7 +146,7 @@ std::string restore_target(const std::string& translation, const MaskedSource& s
     const MaskedSource::Slot& slot = source.slots[static_cast<size_t>(k - 1)];
     if (slot.text.empty()) continue;
     if (slot.arg > 0 && in_order) out += slot.conversion;
-    else if (slot.arg > 0) out += "%" + std::to_string(slot.arg) + "$" + slot.conversion.substr(1);
+    else if (slot.arg > 0) out.append("%").append(std::to_string(slot.arg)).append("$").append(slot.conversion, 1);
     else out += slot.text;
   }
   return out;

@@ -190,7 +190,7 @@ const std::vector<std::string>& placeholder_pieces() {
       p.push_back(std::string("%") + conv);
     for (int n = 1; n <= 9; ++n)
       for (const char* conv : {"s", "d", "u", "lu", "ld", "i"})
-        p.push_back("%" + std::to_string(n) + "$" + conv);
+        p.push_back(std::string("%").append(std::to_string(n)).append("$").append(conv));  // (not "%" + string&&: GCC 12's false -Wstringop-overflow in C++20)
     for (const char* tag : {"<b>", "</b>", "<i>", "</i>", "<u>", "</u>", "<tt>", "</tt>", "<br>",
                             "<br/>", "<small>", "</small>", "<big>", "</big>", "--", "%%"})
       p.emplace_back(tag);
