@@ -11,7 +11,7 @@ namespace nmt {
 
 PlaceholderConstraint::PlaceholderConstraint(const std::vector<int64_t>& sentinel_ids) {
   for (int64_t id : sentinel_ids)
-    if (id >= 0) sentinels_.push_back(id);
+    if (id >= 0) column_.emplace(id, sentinels_.size()), sentinels_.push_back(id);
 }
 
 void PlaceholderConstraint::apply(at::Tensor scores, const std::vector<Row>& rows) const {
@@ -31,11 +31,12 @@ void PlaceholderConstraint::apply(at::Tensor scores, const std::vector<Row>& row
     const Row& row = rows[static_cast<size_t>(r)];
     if (!row.owed) continue;
     any = true;
-    // left[j]: how many more times sentinel j is owed.
-    for (size_t j = 0; j < sentinels_.size(); ++j) {
-      left[j] = std::count(row.owed->begin(), row.owed->end(), sentinels_[j]) -
-                std::count(row.tokens->begin(), row.tokens->end(), sentinels_[j]);
-    }
+    // left[j]: how many more times sentinel j is owed (one pass over each list).
+    std::fill(left.begin(), left.end(), 0);
+    for (int64_t id : *row.owed)
+      if (const auto it = column_.find(id); it != column_.end()) ++left[it->second];
+    for (int64_t id : *row.tokens)
+      if (const auto it = column_.find(id); it != column_.end()) --left[it->second];
     int64_t missing = 0;
     std::vector<int64_t> allowed;
     for (size_t j = 0; j < sentinels_.size(); ++j) {

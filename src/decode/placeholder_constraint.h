@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace nmt {
@@ -38,6 +39,7 @@ class PlaceholderConstraint {
 
  private:
   std::vector<int64_t> sentinels_;  // the target ids of the sentinels the vocabulary has
+  std::unordered_map<int64_t, size_t> column_;  // sentinel id -> its index in sentinels_
 };
 
 }  // namespace nmt
