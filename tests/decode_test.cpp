@@ -16,6 +16,7 @@
 #include "decode/translator.h"
 #include "data/placeholder_mask.h"
 #include "model/build.h"
+#include "ops/attention/backend.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
@@ -73,27 +74,34 @@ const Trained& trained() {
   return t;
 }
 
+// Every backend: a decoding step is a one-row query (flash takes its row
+// kernel there), and its logits come from the cache's transposed output table.
 TEST(Decode, CachedStepsMatchFullRecomputation) {
   const Trained& t = trained();
   Transformer model = t.model;
   torch::NoGradGuard no_grad;
-  auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
-  const auto memory = model->encode(src, len);
-  DecoderCache cache = model->start_decoding(memory, len, 9);
-  const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
-  const auto full = model->decode_embedded(model->embed_target(tgt), memory,
-                                           torch::full({3}, 9, torch::kLong), len);  // [3, 9, V]
-  for (int64_t i = 0; i < 9; ++i) {
-    const auto step = model->decode_step(tgt.select(1, i), cache);  // [3, V]
-    EXPECT_LT((step - full.select(1, i)).abs().max().item<float>(), 1e-4) << "position " << i;
+  for (const auto& backend : ops::kAttentionBackends) {
+    SCOPED_TRACE(backend.name);
+    model->set_attention_backend(backend.id);
+    auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
+    const auto memory = model->encode(src, len);
+    DecoderCache cache = model->start_decoding(memory, len, 9);
+    const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
+    const auto full = model->decode_embedded(model->embed_target(tgt), memory,
+                                             torch::full({3}, 9, torch::kLong), len);  // [3, 9, V]
+    for (int64_t i = 0; i < 9; ++i) {
+      const auto step = model->decode_step(tgt.select(1, i), cache);  // [3, V]
+      EXPECT_LT((step - full.select(1, i)).abs().max().item<float>(), 1e-4) << "position " << i;
+    }
+    DecodeOptions cached, uncached;
+    uncached.use_cache = false;
+    EXPECT_EQ(decode(model, t.sources, cached, torch::kCPU), decode(model, t.sources, uncached, torch::kCPU));
+    // Beam search reorders the cache every step: the same hypotheses either way.
+    cached.beam = uncached.beam = 3;
+    cached.length_penalty = uncached.length_penalty = 0.6;
+    EXPECT_EQ(decode(model, t.sources, cached, torch::kCPU), decode(model, t.sources, uncached, torch::kCPU));
   }
-  DecodeOptions cached, uncached;
-  uncached.use_cache = false;
-  EXPECT_EQ(decode(model, t.sources, cached, torch::kCPU), decode(model, t.sources, uncached, torch::kCPU));
-  // Beam search reorders the cache every step: the same hypotheses either way.
-  cached.beam = uncached.beam = 3;
-  cached.length_penalty = uncached.length_penalty = 0.6;
-  EXPECT_EQ(decode(model, t.sources, cached, torch::kCPU), decode(model, t.sources, uncached, torch::kCPU));
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
 TEST(Decode, TranslationDoesNotDependOnTheBatch) {

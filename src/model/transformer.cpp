@@ -382,6 +382,14 @@ at::Tensor TransformerImpl::output_logits(const at::Tensor& h) {
   return matmul_rows(h2, w.t(), options_.tie_embeddings() ? at::Tensor() : out_proj_bias).view(shape);
 }
 
+at::Tensor TransformerImpl::step_logits(const at::Tensor& h, const DecoderCache& cache) {
+  const at::Tensor h2 = h.reshape({-1, h.size(-1)});  // [B, C]
+  if (!cache.output_weight_t.defined() || h2.size(0) > ops::kRowsMatmulMaxRows ||
+      !ops::rows_matmul_applies(h2, cache.output_weight_t))
+    return output_logits(h).squeeze(1);
+  return ops::rows_matmul(h2, cache.output_weight_t, options_.tie_embeddings() ? at::Tensor() : out_proj_bias);
+}
+
 at::Tensor TransformerImpl::decode_embedded(const at::Tensor& y, const at::Tensor& memory,
                                             const at::Tensor& tgt_lengths,
                                             const at::Tensor& src_lengths) {
@@ -407,6 +415,8 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
                                              int64_t max_len) {
   DecoderCache cache;
   cache.src_lengths = src_lengths;
+  if (const at::Tensor w = output_weight(); w.device().is_cpu() && w.scalar_type() == at::kFloat)
+    cache.output_weight_t = w.detach().t().contiguous();  // [C, V]
   const int64_t c = options_.d_model();
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
@@ -426,7 +436,7 @@ at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, DecoderCache& 
         s, cache.layers[i], cache.position, cache.src_lengths,
         next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
   ++cache.position;
-  return output_logits(s.h).squeeze(1);  // [B, V]
+  return step_logits(s.h, cache);  // [B, V]
 }
 
 at::Tensor TransformerImpl::decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions,
@@ -448,7 +458,7 @@ at::Tensor TransformerImpl::decode_step_rows(const at::Tensor& tokens, const at:
     s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step_rows(
         s, cache.layers[i], positions, max_position, cache.src_lengths,
         next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
-  return output_logits(s.h).squeeze(1);  // [B, V]
+  return step_logits(s.h, cache);  // [B, V]
 }
 
 AttentionMaps TransformerImpl::attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,

@@ -156,6 +156,11 @@ struct DecoderCache {
   std::vector<LayerCache> layers;
   at::Tensor src_lengths;  // [B]
   int64_t position = 0;    // tokens fed so far
+  // The output projection as [C, V] contiguous, made once per decode: the
+  // step's few rows then run on ops::rows_matmul instead of a GEMM that
+  // repacks the [V, C] table every step. Undefined where that kernel does not
+  // apply (bf16, CUDA); logits are then taken from the table as it is.
+  at::Tensor output_weight_t;
   // Keeps rows `index` ([B'] int64) in that order: finished sentences
   // dropped, beams spread out. Copies only the positions filled so far.
   void reorder(const at::Tensor& index);
@@ -280,6 +285,8 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                        const at::Tensor& src_lengths);
   at::Tensor output_weight() const;  // [V, C]
   at::Tensor output_logits(const at::Tensor& h);  // [..., C] -> [..., V] in float32/64
+  // h: [B, 1, C] -> logits [B, V], from cache.output_weight_t where set.
+  at::Tensor step_logits(const at::Tensor& h, const DecoderCache& cache);
 
   TransformerOptions options_;
   ModelRuntime runtime_;

@@ -13,6 +13,8 @@
 //             vector ops (no horizontal reductions) and K, V need no copy.
 //   backward: lanes = keys. K_j / V_j are packed once per task (the task
 //             owns one key block), Q_i / dO_i rows are read in place.
+//   forward with a few query rows (a decoding step): lanes = the head
+//             dimension, one task per query row (forward_query_row).
 // Scores are computed in base 2 (scale * log2(e) folded into the packed
 // operand), so each probability costs one exp2 polynomial and no multiply.
 #include "ops/attention/cpu/attention_cpu.h"
@@ -37,9 +39,11 @@ using detail::round_up;
 using detail::Vec;
 using detail::vec_exp2;
 using detail::vec_load;
+using detail::vec_loadu;
 using detail::vec_max;
 using detail::vec_set1;
 using detail::vec_store;
+using detail::vec_storeu;
 
 // Forward: a task is (b, h, query block of kBlockQ rows); it walks the key
 // blocks of kBlockK keys. kBlockQ must be a multiple of the vector lanes.
@@ -310,6 +314,115 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
 }
 
 // ---------------------------------------------------------------------------
+// Forward, a few query rows (decoding: one new token per row and step)
+// ---------------------------------------------------------------------------
+//
+// The block kernel above puts query rows on the lanes and pays for kBlockQ of
+// them whatever Tq is, so one decoding query would fill 1 of 64 lanes. Here a
+// task is one query row, the lanes run along the head dimension, and K and V
+// are read in place, once per row.
+
+// Query counts up to this take the row kernel.
+constexpr int64_t kRowKernelMaxQ = 4;
+// Output vectors of the head dimension kept in registers per pass over V.
+constexpr int kRowKernelVecs = 4;
+
+// acc[0 .. NV*L) = sum_{j < n} p[j] * v[j][d0 + ...], then stored to out.
+//   p: [n] probabilities, v: [n, D] rows v_stride apart, out: [NV * L]
+template <typename T, int NV>
+void weighted_rows(int64_t n, const T* p, const T* v, int64_t v_stride, T* out) {
+  constexpr int L = kLanes<T>;
+  Vec<T> acc[NV] = {};
+  for (int64_t j = 0; j < n; ++j) {
+    const Vec<T> pj = vec_set1(p[j]);
+    const T* v_j = v + j * v_stride;
+#pragma GCC unroll 8
+    for (int u = 0; u < NV; ++u) acc[u] += pj * vec_loadu(v_j + u * L);
+  }
+  for (int u = 0; u < NV; ++u) vec_storeu(out + u * L, acc[u]);
+}
+
+template <typename T>
+struct RowScratch {
+  explicit RowScratch(int64_t k_len) : s(round_up(k_len, kLanes<T>)) {}
+  AlignedBuffer<T> s;  // s: [Tk rounded up to lanes], base-2 scores, then probabilities
+};
+
+template <typename T>
+void forward_query_row(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i,
+                       RowScratch<T>& scratch) {
+  using V = Vec<T>;
+  constexpr int L = kLanes<T>;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  const int64_t D = p.head_dim, Dv = D / L * L;
+  const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i * p.q_stride_t;  // q: [D]
+  const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  T* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i * p.o_stride_t;  // o: [D]
+  T* lse = p.lse + (b * p.heads + h) * p.q_len + i;
+  T* s = scratch.s.data();
+
+  int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
+  if (p.causal) key_end = std::min(key_end, i + 1);
+  if (key_end == 0) {  // sees no key: attends to nothing
+    std::fill(o, o + D, T(0));
+    *lse = neg_inf;
+    return;
+  }
+
+  // pass 1: s_j = q . k_j * scale * log2(e), two accumulators per key so the
+  // FMA chain is not one long dependency.
+  const T q_scale = p.scale * static_cast<T>(kLog2e);
+  T m = neg_inf;
+  for (int64_t j = 0; j < key_end; ++j) {
+    const T* k_j = k + j * p.k_stride_t;
+    V acc0{}, acc1{};
+    int64_t d = 0;
+    for (; d + 2 * L <= Dv; d += 2 * L) {
+      acc0 += vec_loadu(q + d) * vec_loadu(k_j + d);
+      acc1 += vec_loadu(q + d + L) * vec_loadu(k_j + d + L);
+    }
+    if (d < Dv) acc0 += vec_loadu(q + d) * vec_loadu(k_j + d), d += L;
+    T dot = detail::vec_sum(acc0 + acc1);
+    for (; d < D; ++d) dot += q[d] * k_j[d];
+    s[j] = dot * q_scale;
+    m = std::max(m, s[j]);
+  }
+  // pass 2: p_j = 2^(s_j - m) and their sum; the padding up to a whole
+  // vector holds -inf, which exp2 turns into 0.
+  const int64_t padded = round_up(key_end, L);
+  std::fill(s + key_end, s + padded, neg_inf);
+  V sum{};
+  for (int64_t j = 0; j < padded; j += L) {
+    const V e = vec_exp2(vec_load(s + j) - m);
+    vec_store(s + j, e);
+    sum += e;
+  }
+  const T l = detail::vec_sum(sum);  // >= 1: the max contributes 2^0
+
+  // pass 3: o = sum_j p_j v_j / l, kRowKernelVecs vectors of D at a time,
+  // then the vectors left over, then the last D % L channels.
+  int64_t d = 0;
+  for (; d + kRowKernelVecs * L <= Dv; d += kRowKernelVecs * L)
+    weighted_rows<T, kRowKernelVecs>(key_end, s, v + d, p.v_stride_t, o + d);
+  switch ((Dv - d) / L) {
+    case 3: weighted_rows<T, 3>(key_end, s, v + d, p.v_stride_t, o + d), d += 3 * L; break;
+    case 2: weighted_rows<T, 2>(key_end, s, v + d, p.v_stride_t, o + d), d += 2 * L; break;
+    case 1: weighted_rows<T, 1>(key_end, s, v + d, p.v_stride_t, o + d), d += L; break;
+    default: break;
+  }
+  static_assert(kRowKernelVecs == 4, "the switch above covers 1 .. kRowKernelVecs - 1 vectors");
+  for (; d < D; ++d) {
+    T acc = 0;
+    for (int64_t j = 0; j < key_end; ++j) acc += s[j] * v[j * p.v_stride_t + d];
+    o[d] = acc;
+  }
+  const T inv_l = T(1) / l;
+  for (int64_t c = 0; c < D; ++c) o[c] *= inv_l;
+  *lse = (m + std::log2(l)) * static_cast<T>(kLn2);
+}
+
+// ---------------------------------------------------------------------------
 // Backward
 // ---------------------------------------------------------------------------
 
@@ -529,6 +642,19 @@ template <typename T>
 void flash_attention_forward(const AttentionForwardParams<T>& params) {
   const int64_t B = params.batch, H = params.heads, Tq = params.q_len, Tk = params.k_len;
   const int64_t D = params.head_dim;
+  if (Tq <= kRowKernelMaxQ) {
+    // Decoding shapes: one task per (b, h, query row), K and V read in place.
+    const int max_threads = omp_get_max_threads();
+    std::vector<RowScratch<T>> scratches;
+    scratches.reserve(static_cast<size_t>(max_threads));
+    for (int t = 0; t < max_threads; ++t) scratches.emplace_back(Tk);
+    const int64_t rows = B * H * Tq;
+#pragma omp parallel for schedule(static) num_threads(max_threads) if (rows > 1)
+    for (int64_t r = 0; r < rows; ++r)
+      forward_query_row(params, r / (H * Tq), r / Tq % H, r % Tq,
+                        scratches[static_cast<size_t>(omp_get_thread_num())]);
+    return;
+  }
   const int64_t num_q_blocks = (Tq + kBlockQ - 1) / kBlockQ;
   const int64_t num_tasks = B * H * num_q_blocks;
 
