@@ -45,13 +45,14 @@ ap.add_argument("--threads", type=int, default=os.cpu_count())
 ap.add_argument("--repeats", type=int, default=3)
 ap.add_argument("--max-len", type=int, default=160)
 ap.add_argument("--lines", default="2000,300,500,100",
-                help="lines for greedy b32, greedy b1, beam4 b32, beam4 b1")
+                help="lines for greedy b32, greedy b1, beam4 b32, beam4 b1 (0 skips a case)")
 args = ap.parse_args()
 
 src_all = [l.rstrip("\n") for l in open(args.src, encoding="utf-8")]
 ref_all = [l.rstrip("\n") for l in open(args.ref, encoding="utf-8")]
 n_g32, n_g1, n_b32, n_b1 = (int(x) for x in args.lines.split(","))
 cases = [("greedy", 1, 32, n_g32), ("greedy", 1, 1, n_g1), ("beam 4", 4, 32, n_b32), ("beam 4", 4, 1, n_b1)]
+cases = [c for c in cases if c[3] > 0]  # 0 lines: the case is skipped
 
 src_sp = spm.SentencePieceProcessor(model_file=f"{args.export_dir}/src.model")
 tgt_sp = spm.SentencePieceProcessor(model_file=f"{args.export_dir}/tgt.model")

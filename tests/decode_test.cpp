@@ -104,6 +104,51 @@ TEST(Decode, CachedStepsMatchFullRecomputation) {
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
+// The fused CPU step (model/decoder_step_cpu.h) runs the op-by-op path's
+// kernels in its order: the same logits to the bit, for a shared position
+// (decode_step) and for rows at their own positions (decode_step_rows), with
+// our two attention kernels; and so the same translations.
+TEST(Decode, FusedStepGivesTheOpByOpLogits) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  torch::NoGradGuard no_grad;
+  for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
+    SCOPED_TRACE(ops::backend_name(backend));
+    model->set_attention_backend(backend);
+    model->set_fused_decode_step(true);
+    auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
+    const auto memory = model->encode(src, len);
+    const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
+    DecoderCache fused = model->start_decoding(memory, len, 9), plain = model->start_decoding(memory, len, 9);
+    ASSERT_TRUE(model->fused_step_applies(tgt.select(1, 0), fused));
+    for (int64_t i = 0; i < 9; ++i) {
+      model->set_fused_decode_step(true);
+      const auto a = model->decode_step(tgt.select(1, i), fused);  // [3, V]
+      model->set_fused_decode_step(false);
+      const auto b = model->decode_step(tgt.select(1, i), plain);
+      EXPECT_TRUE(torch::equal(a, b)) << "position " << i << ": max difference " << (a - b).abs().max().item<float>();
+    }
+    // Rows at positions 4, 0 and 7 of their own sentences.
+    const auto positions = torch::tensor({4, 0, 7}, torch::kLong);
+    const auto tokens = torch::tensor({tgt[0][4].item<int64_t>(), tgt[1][0].item<int64_t>(), tgt[2][7].item<int64_t>()});
+    model->set_fused_decode_step(true);
+    const auto a = model->decode_step_rows(tokens, positions, 7, fused);
+    model->set_fused_decode_step(false);
+    const auto b = model->decode_step_rows(tokens, positions, 7, plain);
+    EXPECT_TRUE(torch::equal(a, b)) << "max difference " << (a - b).abs().max().item<float>();
+    DecodeOptions greedy, beam;
+    beam.beam = 3;
+    model->set_fused_decode_step(true);
+    const auto greedy_fused = decode(model, t.sources, greedy, torch::kCPU);
+    const auto beam_fused = decode(model, t.sources, beam, torch::kCPU);
+    model->set_fused_decode_step(false);
+    EXPECT_EQ(greedy_fused, decode(model, t.sources, greedy, torch::kCPU));
+    EXPECT_EQ(beam_fused, decode(model, t.sources, beam, torch::kCPU));
+  }
+  model->set_fused_decode_step(true);
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+}
+
 TEST(Decode, TranslationDoesNotDependOnTheBatch) {
   const Trained& t = trained();
   Transformer model = t.model;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "model/decoder_step_cpu.h"
 #include "ops/activation/bias_relu_dropout.h"
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
@@ -426,9 +427,86 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
   return cache;
 }
 
+bool TransformerImpl::fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const {
+  if (!runtime_.fused_decode_step || at::GradMode::is_enabled() || runtime_.backend == ops::AttentionBackend::kTorch ||
+      runtime_.matmul_dtype != at::kFloat || !cache.output_weight_t.defined() || !tokens.device().is_cpu() ||
+      tokens.dim() != 1 || tgt_embed->weight.scalar_type() != at::kFloat)
+    return false;
+  const double eps = decoder_norm->options.eps();
+  for (size_t i = 0; i < decoder_layers->size(); ++i) {
+    const auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
+    const LayerCache& c = cache.layers[i];
+    if (layer->norm1->options.eps() != eps || layer->norm2->options.eps() != eps ||
+        layer->norm3->options.eps() != eps || c.self_kv.scalar_type() != at::kFloat || !c.self_kv.is_contiguous() ||
+        c.cross_kv.scalar_type() != at::kFloat || !c.cross_kv.is_contiguous())
+      return false;
+  }
+  return true;
+}
+
+at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* positions, DecoderCache& cache) {
+  const int64_t rows = tokens.size(0), c = options_.d_model(), vocab = options_.tgt_vocab();
+  const at::Tensor ids = tokens.to(at::kLong).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  for (int64_t b = 0; b < rows; ++b)
+    TORCH_CHECK(id[b] >= 0 && id[b] < vocab, "decode_step: token ", id[b], " is outside the vocabulary of ", vocab);
+  const at::Tensor src_lengths = cache.src_lengths.to(at::kLong).contiguous();
+  const at::Tensor table = positions_.to(at::kFloat).contiguous();
+  DecoderStepParams p;
+  p.rows = rows, p.channels = c, p.heads = options_.heads(), p.ff_dim = options_.ff_dim(), p.vocab = vocab;
+  p.max_len = cache.layers.front().self_kv.size(1);
+  p.src_len = cache.layers.front().cross_kv.size(1);
+  p.tokens = id, p.positions = positions, p.src_lengths = src_lengths.data_ptr<int64_t>();
+  p.embedding = tgt_embed->weight.data_ptr<float>();
+  p.position_table = table.data_ptr<float>();
+  p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
+  p.eps = decoder_norm->options.eps();
+  const auto f = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+  for (size_t i = 0; i < decoder_layers->size(); ++i) {
+    const auto l = decoder_layers->ptr<DecoderLayerImpl>(i);
+    if (i == 0) p.norm1_w = f(l->norm1->weight), p.norm1_b = f(l->norm1->bias);
+    const NextNorm& next = next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm);
+    DecoderStepLayer d;
+    d.qkv_w = f(l->self_attn->qkv->weight), d.qkv_b = f(l->self_attn->qkv->bias);
+    d.self_out_w = f(l->self_attn->out->weight), d.self_out_b = f(l->self_attn->out->bias);
+    d.q_w = f(l->cross_attn->q->weight), d.q_b = f(l->cross_attn->q->bias);
+    d.cross_out_w = f(l->cross_attn->out->weight), d.cross_out_b = f(l->cross_attn->out->bias);
+    d.ff1_w = f(l->ff1->weight), d.ff1_b = f(l->ff1->bias);
+    d.ff2_w = f(l->ff2->weight), d.ff2_b = f(l->ff2->bias);
+    d.norm2_w = f(l->norm2->weight), d.norm2_b = f(l->norm2->bias);
+    d.norm3_w = f(l->norm3->weight), d.norm3_b = f(l->norm3->bias);
+    d.next_w = f(next->weight), d.next_b = f(next->bias);
+    d.self_kv = cache.layers[i].self_kv.data_ptr<float>();
+    d.cross_kv = cache.layers[i].cross_kv.data_ptr<float>();
+    p.layers.push_back(d);
+  }
+  p.out_w = cache.output_weight_t.data_ptr<float>();
+  p.out_b = options_.tie_embeddings() ? nullptr : f(out_proj_bias);
+  p.naive_attention = runtime_.backend == ops::AttentionBackend::kNaive;
+  const int64_t floats = decoder_step_workspace_floats(rows, c, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
+  if (!cache.step_workspace.defined() || cache.step_workspace.numel() < floats)
+    cache.step_workspace = at::empty({floats}, at::kFloat);
+  if (!cache.step_key_lengths.defined() || cache.step_key_lengths.numel() < rows)
+    cache.step_key_lengths = at::empty({rows}, at::kLong);
+  p.workspace = cache.step_workspace.data_ptr<float>();
+  p.key_lengths = cache.step_key_lengths.data_ptr<int64_t>();
+  at::Tensor logits = at::empty({rows, vocab}, at::kFloat);
+  p.logits = logits.data_ptr<float>();
+  decoder_step_cpu(p);
+  return logits;
+}
+
 at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, DecoderCache& cache) {
   TORCH_CHECK(cache.position < cache.layers.front().self_kv.size(1), "decode_step: the cache holds ",
               cache.layers.front().self_kv.size(1), " positions");
+  if (fused_step_applies(tokens, cache)) {
+    TORCH_CHECK(cache.position < options_.max_positions(), "sequence of ", cache.position + 1,
+                " tokens exceeds model.max_positions ", options_.max_positions());
+    const std::vector<int64_t> positions(static_cast<size_t>(tokens.size(0)), cache.position);
+    at::Tensor logits = fused_step(tokens, positions.data(), cache);
+    ++cache.position;
+    return logits;
+  }
   Stream s = embed(tokens.unsqueeze(1), tgt_embed, 1, cache.position,
                    decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);  // [B, 1, C]
   for (size_t i = 0; i < decoder_layers->size(); ++i)
@@ -445,6 +523,10 @@ at::Tensor TransformerImpl::decode_step_rows(const at::Tensor& tokens, const at:
               cache.layers.front().self_kv.size(1), " positions");
   TORCH_CHECK(max_position < options_.max_positions(), "decode_step_rows: position ", max_position,
               " exceeds model.max_positions ", options_.max_positions());
+  if (fused_step_applies(tokens, cache)) {
+    const at::Tensor pos = positions.to(at::kLong).contiguous();
+    return fused_step(tokens, pos.data_ptr<int64_t>(), cache);
+  }
   // The embedding kernel adds positions[offset + t] at position t: laid out
   // as one sequence of B tokens over a table of each row's own position, it
   // computes exactly what decode_step computes per row.

@@ -30,6 +30,10 @@ struct ModelRuntime {
   // Only for check-causality's negative test: decoder self-attention without
   // its causal mask, to show that the check detects leakage.
   bool disable_causal_mask = false;
+  // Incremental decoding steps as one fused CPU routine where it applies
+  // (model/decoder_step_cpu.h); false keeps the op-by-op path (tests compare
+  // the two).
+  bool fused_decode_step = true;
   // Matrix multiplies in this dtype (kBFloat16: weights cast per use,
   // master weights, residual stream, LayerNorm and loss stay float32).
   at::ScalarType matmul_dtype = at::kFloat;
@@ -161,6 +165,9 @@ struct DecoderCache {
   // repacks the [V, C] table every step. Undefined where that kernel does not
   // apply (bf16, CUDA); logits are then taken from the table as it is.
   at::Tensor output_weight_t;
+  // Scratch of the fused CPU step, grown to the largest row count seen.
+  at::Tensor step_workspace;    // float32
+  at::Tensor step_key_lengths;  // int64
   // Keeps rows `index` ([B'] int64) in that order: finished sentences
   // dropped, beams spread out. Copies only the positions filled so far.
   void reorder(const at::Tensor& index);
@@ -256,6 +263,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // gets what decode_step gives it alone. cache.position is not used.
   at::Tensor decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
                               DecoderCache& cache);
+  // Whether a step of these tokens can run as decoder_step_cpu: float32 on
+  // the CPU, no gradient, one of our attention kernels.
+  bool fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const;
   // Every attention probability of a teacher-forced pass over src: [B, S]
   // and tgt_in: [B, T] (for display: the explorer, translate --attention-map).
   AttentionMaps attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,
@@ -264,6 +274,7 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
   ops::AttentionBackend attention_backend() const { return runtime_.backend; }
   void set_disable_causal_mask(bool disable) { runtime_.disable_causal_mask = disable; }
+  void set_fused_decode_step(bool fused) { runtime_.fused_decode_step = fused; }
   void set_matmul_dtype(at::ScalarType dtype) { runtime_.matmul_dtype = dtype; }
   at::ScalarType matmul_dtype() const { return runtime_.matmul_dtype; }
   // Dropout coordinates for the next forward passes (see ModelRuntime).
@@ -287,6 +298,8 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   at::Tensor output_logits(const at::Tensor& h);  // [..., C] -> [..., V] in float32/64
   // h: [B, 1, C] -> logits [B, V], from cache.output_weight_t where set.
   at::Tensor step_logits(const at::Tensor& h, const DecoderCache& cache);
+  // tokens: [B] at positions[b] (tokens fed so far per row) -> logits [B, V].
+  at::Tensor fused_step(const at::Tensor& tokens, const int64_t* positions, DecoderCache& cache);
 
   TransformerOptions options_;
   ModelRuntime runtime_;

@@ -22,38 +22,47 @@ constexpr int kVecs = 4;
 constexpr int kRows = kAccRegs / kVecs;  // 6 with AVX-512, 3 otherwise
 constexpr int64_t kBlock = kVecs * kLanes<float>;  // columns per tile
 
-// y[m0 .. m0+R) x [j0, j0 + kBlock): accumulators start at the bias, then
-// take x[m][k] · w[k][j] for k in order.
-template <int R>
+// y[m0 .. m0+R) x [j0, j0 + NV vectors): accumulators start at the bias,
+// then take x[m][k] · w[k][j] for k in order.
+template <int R, int NV>
 void tile(const RowsMatmulParams& p, int64_t m0, int64_t j0) {
-  Vec<float> acc[R][kVecs];
-  for (int v = 0; v < kVecs; ++v) {
+  Vec<float> acc[R][NV];
+  for (int v = 0; v < NV; ++v) {
     const Vec<float> b = p.bias ? vec_loadu(p.bias + j0 + v * kLanes<float>) : Vec<float>{};
     for (int r = 0; r < R; ++r) acc[r][v] = b;
   }
   const float* x = p.x + m0 * p.x_stride;
   for (int64_t k = 0; k < p.in; ++k) {
     const float* w = p.w + k * p.out + j0;
-    Vec<float> wv[kVecs];
-    for (int v = 0; v < kVecs; ++v) wv[v] = vec_loadu(w + v * kLanes<float>);
+    Vec<float> wv[NV];
+    for (int v = 0; v < NV; ++v) wv[v] = vec_loadu(w + v * kLanes<float>);
     for (int r = 0; r < R; ++r) {
       const Vec<float> xv = vec_set1(x[r * p.x_stride + k]);
-      for (int v = 0; v < kVecs; ++v) acc[r][v] += xv * wv[v];
+      for (int v = 0; v < NV; ++v) acc[r][v] += xv * wv[v];
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < kVecs; ++v) vec_storeu(p.y + (m0 + r) * p.out + j0 + v * kLanes<float>, acc[r][v]);
+    for (int v = 0; v < NV; ++v) vec_storeu(p.y + (m0 + r) * p.out + j0 + v * kLanes<float>, acc[r][v]);
 }
 
-template <int R>
-void tile_rows(const RowsMatmulParams& p, int64_t m0, int64_t rows, int64_t j0) {
-  if constexpr (R > 1) {
-    if (rows < R) return tile_rows<R - 1>(p, m0, rows, j0);
+// Every group of rows for the NV vectors of columns at j0.
+template <int NV>
+void column_block(const RowsMatmulParams& p, int64_t j0) {
+  int64_t m0 = 0;
+  for (; m0 + kRows <= p.rows; m0 += kRows) tile<kRows, NV>(p, m0, j0);
+  // The last rows (fewer than kRows), one tile of the matching height.
+  switch (p.rows - m0) {
+    case 5: if constexpr (kRows > 5) tile<5, NV>(p, m0, j0); break;
+    case 4: if constexpr (kRows > 4) tile<4, NV>(p, m0, j0); break;
+    case 3: if constexpr (kRows > 3) tile<3, NV>(p, m0, j0); break;
+    case 2: tile<2, NV>(p, m0, j0); break;
+    case 1: tile<1, NV>(p, m0, j0); break;
+    default: break;
   }
-  tile<R>(p, m0, j0);
+  static_assert(kRows <= 6, "the switch above covers up to 5 leftover rows");
 }
 
-// The last columns (fewer than a tile), one element at a time, the same sum.
+// The last columns (fewer than a vector), one element at a time, the same sum.
 void tail(const RowsMatmulParams& p, int64_t j0) {
   for (int64_t m = 0; m < p.rows; ++m) {
     const float* x = p.x + m * p.x_stride;
@@ -75,11 +84,18 @@ void rows_matmul(const RowsMatmulParams& p) {
   const int64_t blocks = p.out / kBlock;
   const bool parallel = blocks > 1 && p.rows * p.in * p.out > (int64_t{1} << 18);
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t m0 = 0; m0 < p.rows; m0 += kRows)
-      tile_rows<kRows>(p, m0, std::min<int64_t>(kRows, p.rows - m0), b * kBlock);
-  // pass 2: the columns left over.
-  if (blocks * kBlock < p.out) tail(p, blocks * kBlock);
+  for (int64_t b = 0; b < blocks; ++b) column_block<kVecs>(p, b * kBlock);
+  // pass 2: the whole vectors of columns left over (the [256, 6000] output
+  // projection leaves 16 with AVX2), then the last few columns.
+  int64_t j0 = blocks * kBlock;
+  switch ((p.out - j0) / kLanes<float>) {
+    case 3: column_block<3>(p, j0), j0 += 3 * kLanes<float>; break;
+    case 2: column_block<2>(p, j0), j0 += 2 * kLanes<float>; break;
+    case 1: column_block<1>(p, j0), j0 += kLanes<float>; break;
+    default: break;
+  }
+  static_assert(kVecs == 4, "the switch above covers 1 .. kVecs - 1 vectors");
+  if (j0 < p.out) tail(p, j0);
 }
 
 }  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

@@ -1,0 +1,146 @@
+#include "model/decoder_step_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ops/activation/cpu/bias_relu_dropout_cpu.h"
+#include "ops/attention/attention_params.h"
+#include "ops/attention/cpu/attention_cpu.h"
+#include "ops/embedding/cpu/embedding_cpu.h"
+#include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
+#include "ops/linear/cpu/rows_matmul_cpu.h"
+
+namespace nmt {
+
+namespace {
+
+// The step's scratch, carved out of one buffer.
+struct Buffers {
+  float* x;     // x: [B, C], the residual stream
+  float* h;     // h: [B, C], its LayerNorm (what the next sublayer reads)
+  float* qkv;   // qkv: [B, 3C]
+  float* q;     // q: [B, C], cross-attention queries
+  float* attn;  // attn: [B, C], attention output, heads side by side
+  float* tmp;   // tmp: [B, C], a sublayer's output before the residual add
+  float* ff;    // ff: [B, F]
+  float* lse;   // lse: [B, H]
+  float* probs; // probs: [B, H, max_keys] (naive attention only)
+  float* mean;  // mean, rstd: [B] (LayerNorm statistics, unused here)
+  float* rstd;
+};
+
+Buffers carve(float* w, int64_t B, int64_t C, int64_t H, int64_t F, int64_t max_keys) {
+  Buffers b{};
+  const auto take = [&w](int64_t n) { float* p = w; w += n; return p; };
+  b.x = take(B * C), b.h = take(B * C), b.qkv = take(B * 3 * C), b.q = take(B * C);
+  b.attn = take(B * C), b.tmp = take(B * C), b.ff = take(B * F), b.lse = take(B * H);
+  b.probs = take(B * H * max_keys), b.mean = take(B), b.rstd = take(B);
+  return b;
+}
+
+// y: [B, out] = x: [B, in] · w: [in, out] + bias
+void matmul(const float* x, int64_t rows, int64_t in, const float* w, const float* bias, int64_t out, float* y) {
+  ops::cpu::RowsMatmulParams m{};
+  m.x = x, m.w = w, m.bias = bias, m.y = y;
+  m.rows = rows, m.in = in, m.out = out, m.x_stride = in;
+  ops::cpu::rows_matmul(m);
+}
+
+// x += y (when y is given), h = LayerNorm(x) with weight g and bias b.
+void add_norm(float* x, const float* y, const float* g, const float* b, const DecoderStepParams& p,
+              const Buffers& buf) {
+  ops::cpu::AddLayerNormForwardParams<float, float> n{};
+  n.x = x, n.y = y, n.gamma = g, n.beta = b;
+  n.s = y ? x : nullptr;  // in place: each element of x is read before its sum is written
+  n.n = buf.h, n.mean = buf.mean, n.rstd = buf.rstd;
+  n.rows = p.rows, n.channels = p.channels, n.positions = 1, n.eps = p.eps;
+  ops::cpu::add_layer_norm_forward(n);
+}
+
+// One query row per batch row against its keys.
+//   q: [B, H, 1, D] at q with batch stride q_stride_b, heads D apart
+//   kv: [B, Tk, 2C] (keys in columns [0, C), values in [C, 2C)), batch stride kv_stride_b
+//   key_lengths: [B], each <= k_len; o: [B, C]
+void attend(const float* q, int64_t q_stride_b, const float* kv, int64_t kv_stride_b, int64_t k_len,
+            const int64_t* key_lengths, const DecoderStepParams& p, const Buffers& buf) {
+  const int64_t C = p.channels, D = C / p.heads;
+  ops::AttentionForwardParams<float> a{};
+  a.q = q, a.k = kv, a.v = kv + C, a.o = buf.attn, a.lse = buf.lse, a.probs = buf.probs;
+  a.key_lengths = key_lengths;
+  a.q_stride_b = q_stride_b, a.q_stride_h = D, a.q_stride_t = q_stride_b;
+  a.k_stride_b = a.v_stride_b = kv_stride_b, a.k_stride_h = a.v_stride_h = D, a.k_stride_t = a.v_stride_t = 2 * C;
+  a.o_stride_b = C, a.o_stride_h = D, a.o_stride_t = C;
+  a.batch = p.rows, a.heads = p.heads, a.q_len = 1, a.k_len = k_len, a.head_dim = D;
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  a.causal = false;
+  if (p.naive_attention) {
+    ops::cpu::naive_attention_forward(a);
+  } else {
+    ops::cpu::flash_attention_forward(a);
+  }
+}
+
+}  // namespace
+
+int64_t decoder_step_workspace_floats(int64_t rows, int64_t channels, int64_t heads, int64_t ff_dim,
+                                      int64_t max_keys) {
+  return rows * (9 * channels + ff_dim + heads + heads * max_keys + 2);
+}
+
+void decoder_step_cpu(const DecoderStepParams& p) {
+  const int64_t B = p.rows, C = p.channels;
+  if (B == 0) return;
+  const Buffers buf = carve(p.workspace, B, C, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
+
+  // pass 1: x = embedding * sqrt(C) + position, each row at its own position;
+  // h = norm1(x) of the first layer.
+  for (int64_t b = 0; b < B; ++b) {
+    ops::cpu::EmbeddingParams<float> e{};
+    e.ids = p.tokens + b, e.table = p.embedding, e.positions = p.position_table, e.out = buf.x + b * C;
+    e.batch = 1, e.length = 1, e.channels = C, e.vocab = p.vocab, e.position_offset = p.positions[b];
+    e.scale = p.embed_scale;
+    ops::cpu::embedding_forward(e);
+  }
+  add_norm(buf.x, nullptr, p.norm1_w, p.norm1_b, p, buf);
+
+  // Each row's new keys/values go to its own position; it sees positions
+  // [0, position] of its own sentence.
+  int64_t k_len = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    p.key_lengths[b] = p.positions[b] + 1;
+    k_len = std::max(k_len, p.key_lengths[b]);
+  }
+  const int64_t self_stride_b = p.max_len * 2 * C, cross_stride_b = p.src_len * 2 * C;
+
+  for (const DecoderStepLayer& l : p.layers) {
+    // pass 2: masked self-attention over the cache, after appending this
+    // position's keys and values.
+    matmul(buf.h, B, C, l.qkv_w, l.qkv_b, 3 * C, buf.qkv);
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(l.self_kv + b * self_stride_b + p.positions[b] * 2 * C, buf.qkv + b * 3 * C + C,
+                  sizeof(float) * 2 * C);
+    attend(buf.qkv, 3 * C, l.self_kv, self_stride_b, k_len, p.key_lengths, p, buf);
+    matmul(buf.attn, B, C, l.self_out_w, l.self_out_b, C, buf.tmp);
+    add_norm(buf.x, buf.tmp, l.norm2_w, l.norm2_b, p, buf);
+    // pass 3: cross-attention to the encoder output (keys/values projected
+    // once per decode).
+    matmul(buf.h, B, C, l.q_w, l.q_b, C, buf.q);
+    attend(buf.q, C, l.cross_kv, cross_stride_b, p.src_len, p.src_lengths, p, buf);
+    matmul(buf.attn, B, C, l.cross_out_w, l.cross_out_b, C, buf.tmp);
+    add_norm(buf.x, buf.tmp, l.norm3_w, l.norm3_b, p, buf);
+    // pass 4: feed-forward, bias and ReLU fused after the first product
+    // (in place: element-wise).
+    matmul(buf.h, B, C, l.ff1_w, nullptr, p.ff_dim, buf.ff);
+    ops::cpu::BiasReluDropoutParams<float, float> r{};
+    r.h = buf.ff, r.bias = l.ff1_b, r.out = buf.ff, r.rows = B, r.channels = p.ff_dim, r.positions = 1;
+    ops::cpu::bias_relu_dropout_forward(r);
+    matmul(buf.ff, B, p.ff_dim, l.ff2_w, l.ff2_b, C, buf.tmp);
+    add_norm(buf.x, buf.tmp, l.next_w, l.next_b, p, buf);
+  }
+
+  // pass 5: logits from the final norm.
+  matmul(buf.h, B, C, p.out_w, p.out_b, p.vocab, p.logits);
+}
+
+}  // namespace nmt

@@ -1,0 +1,63 @@
+// One incremental decoding step of the whole decoder, on the CPU in float32,
+// as a single plain C++ routine over raw pointers. It runs the same kernels
+// as the op-by-op path of TransformerImpl::decode_step (ops/*/cpu: the
+// embedding, add_layer_norm, rows_matmul, bias_relu and the attention row
+// kernel) in the same order, so its logits are the same bits; what it leaves
+// out is LibTorch between them. A step is about 15 ops per layer, each of
+// which there costs a dispatch, an output allocation and a few views: with
+// 32 rows on one core that was a quarter of the decoding time.
+// No LibTorch here; model/transformer.cpp fills the parameters.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace nmt {
+
+// One decoder layer: weights [in, out] row-major, biases [out].
+struct DecoderStepLayer {
+  const float *qkv_w, *qkv_b;            // [C, 3C], [3C]: self-attention q | k | v
+  const float *self_out_w, *self_out_b;  // [C, C], [C]
+  const float *q_w, *q_b;                // [C, C], [C]: cross-attention query
+  const float *cross_out_w, *cross_out_b;
+  const float *ff1_w, *ff1_b;            // [C, F], [F]
+  const float *ff2_w, *ff2_b;            // [F, C], [C]
+  const float *norm2_w, *norm2_b;        // before cross-attention
+  const float *norm3_w, *norm3_b;        // before the feed-forward block
+  const float *next_w, *next_b;          // the next layer's norm1, or the decoder's final norm
+  float* self_kv;                        // self_kv: [B, max_len, 2C], rows [0, position) filled
+  const float* cross_kv;                 // cross_kv: [B, S, 2C]
+};
+
+// Scratch for one step of up to `rows` rows (DecoderStepParams::workspace).
+int64_t decoder_step_workspace_floats(int64_t rows, int64_t channels, int64_t heads, int64_t ff_dim,
+                                      int64_t max_keys);
+
+struct DecoderStepParams {
+  int64_t rows;       // B
+  int64_t channels;   // C
+  int64_t heads;      // H
+  int64_t ff_dim;     // F
+  int64_t vocab;      // V
+  int64_t max_len;    // positions the self-attention cache holds
+  int64_t src_len;    // S
+  const int64_t* tokens;       // tokens: [B], the newest token of each row
+  const int64_t* positions;    // positions: [B], tokens each row has fed so far (< max_len)
+  const int64_t* src_lengths;  // src_lengths: [B]
+  const float* embedding;      // embedding: [V, C] target table
+  const float* position_table; // position_table: [P, C], P > every position
+  float embed_scale;           // sqrt(C)
+  const float *norm1_w, *norm1_b;  // the first layer's norm1
+  double eps;                      // every LayerNorm's epsilon
+  std::vector<DecoderStepLayer> layers;
+  const float* out_w;  // out_w: [C, V], the output projection laid out for rows_matmul
+  const float* out_b;  // out_b: [V], or null
+  bool naive_attention = false;  // the naive kernel (else flash's row kernel)
+  float* workspace;    // decoder_step_workspace_floats(rows, ...) floats
+  int64_t* key_lengths;  // key_lengths: [B] scratch
+  float* logits;       // logits: [B, V] (written)
+};
+
+void decoder_step_cpu(const DecoderStepParams& p);
+
+}  // namespace nmt
