@@ -169,37 +169,44 @@ TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
   const Trained& t = trained();
   Transformer model = t.model;
   torch::NoGradGuard no_grad;
-  // decode_step_rows at equal positions is decode_step.
-  auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
-  const auto memory = model->encode(src, len);
-  DecoderCache a = model->start_decoding(memory, len, 6), b = model->start_decoding(memory, len, 6);
-  const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 6}, torch::kLong);
-  for (int64_t i = 0; i < 6; ++i) {
-    const auto shared = model->decode_step(tgt.select(1, i), a);
-    const auto rows = model->decode_step_rows(tgt.select(1, i), torch::full({3}, i, torch::kLong), i, b);
-    EXPECT_TRUE(torch::equal(shared, rows)) << "position " << i;
-  }
-  DecodeOptions opts;
-  opts.max_len_factor = 1.5;  // per-sentence limits, as the service runs
-  const auto alone = decode(model, t.sources, opts, torch::kCPU);
-  ContinuousGreedy stream(model, opts, torch::kCPU);
-  std::map<uint64_t, std::vector<int64_t>> got;
-  size_t next = 0;
-  int steps = 0;
-  // Three sentences join every other step, then the rest as the batch drains.
-  while (got.size() < t.sources.size()) {
-    if (next < t.sources.size() && (steps % 2 == 0 || stream.rows() == 0)) {
-      std::vector<std::vector<int64_t>> srcs;
-      std::vector<uint64_t> tickets;
-      for (int k = 0; k < 3 && next < t.sources.size(); ++k, ++next) srcs.push_back(t.sources[next]), tickets.push_back(next);
-      stream.add(srcs, tickets);
+  // With LibTorch's attention (op by op) and with flash (the fused CPU step,
+  // whose running batch reads its rows out of larger slot tensors).
+  for (const auto backend : {ops::AttentionBackend::kTorch, ops::AttentionBackend::kFlash}) {
+    SCOPED_TRACE(ops::backend_name(backend));
+    model->set_attention_backend(backend);
+    // decode_step_rows at equal positions is decode_step.
+    auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
+    const auto memory = model->encode(src, len);
+    DecoderCache a = model->start_decoding(memory, len, 6), b = model->start_decoding(memory, len, 6);
+    const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 6}, torch::kLong);
+    for (int64_t i = 0; i < 6; ++i) {
+      const auto shared = model->decode_step(tgt.select(1, i), a);
+      const auto rows = model->decode_step_rows(tgt.select(1, i), torch::full({3}, i, torch::kLong), i, b);
+      EXPECT_TRUE(torch::equal(shared, rows)) << "position " << i;
     }
-    for (auto& [ticket, ids] : stream.step()) got[ticket] = ids;
-    ASSERT_LT(++steps, 10000);
+    DecodeOptions opts;
+    opts.max_len_factor = 1.5;  // per-sentence limits, as the service runs
+    const auto alone = decode(model, t.sources, opts, torch::kCPU);
+    ContinuousGreedy stream(model, opts, torch::kCPU);
+    std::map<uint64_t, std::vector<int64_t>> got;
+    size_t next = 0;
+    int steps = 0;
+    // Three sentences join every other step, then the rest as the batch drains.
+    while (got.size() < t.sources.size()) {
+      if (next < t.sources.size() && (steps % 2 == 0 || stream.rows() == 0)) {
+        std::vector<std::vector<int64_t>> srcs;
+        std::vector<uint64_t> tickets;
+        for (int k = 0; k < 3 && next < t.sources.size(); ++k, ++next) srcs.push_back(t.sources[next]), tickets.push_back(next);
+        stream.add(srcs, tickets);
+      }
+      for (auto& [ticket, ids] : stream.step()) got[ticket] = ids;
+      ASSERT_LT(++steps, 10000);
+    }
+    for (size_t i = 0; i < t.sources.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "sentence " << i;
+    EXPECT_EQ(stream.rows(), 0);
+    EXPECT_EQ(stream.source_tokens(), 0);
   }
-  for (size_t i = 0; i < t.sources.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "sentence " << i;
-  EXPECT_EQ(stream.rows(), 0);
-  EXPECT_EQ(stream.source_tokens(), 0);
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
 // Each sentence stops at its own limit (max_len_factor × its source + slack),

@@ -14,6 +14,7 @@ ContinuousGreedy::ContinuousGreedy(Transformer& model, DecodeOptions options, c1
   // Limits as decode() sets them; a row feeds its <start> and every token it
   // produces before the last.
   capacity_ = std::min(options_.max_len, model_->options().max_positions() - 1);
+  output_table_ = model_->step_output_table();
 }
 
 void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, const std::vector<uint64_t>& tickets,
@@ -101,9 +102,12 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousGreedy::step() 
   DecoderCache cache;
   for (LayerCache& c : slots_) cache.layers.push_back({c.self_kv.narrow(0, 0, n), c.cross_kv.narrow(0, 0, n).narrow(1, 0, max_src)});
   cache.src_lengths = torch::tensor(src_lengths, torch::kLong).to(device_);
+  cache.output_weight_t = output_table_;
+  cache.step_workspace = step_workspace_, cache.step_key_lengths = step_key_lengths_;
   const torch::Tensor logits =  // [n, V]
       model_->decode_step_rows(torch::tensor(tokens, torch::kLong).to(device_),
                                torch::tensor(positions, torch::kLong).to(device_), max_position, cache);
+  step_workspace_ = cache.step_workspace, step_key_lengths_ = cache.step_key_lengths;
   std::vector<PlaceholderConstraint::Row> constrained(n);
   bool any = false;
   for (int64_t r = 0; r < n; ++r)

@@ -66,6 +66,9 @@ class ContinuousGreedy {
   // values.
   std::vector<Row> rows_;
   std::vector<LayerCache> slots_;
+  // Kept across steps: the output table laid out for a step's few rows, and
+  // the fused step's scratch (DecoderCache).
+  at::Tensor output_table_, step_workspace_, step_key_lengths_;
   int64_t source_tokens_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "data/dataset.h"
+#include "decode/continuous_greedy.h"
 #include "decode/placeholder_constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/interrupt.h"
@@ -327,33 +328,66 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
                    [&](size_t a, size_t b) { return encoded[a].size() < encoded[b].size(); });
   const size_t batch = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
   const size_t batches = (order.size() + batch - 1) / batch;
-  // Batch b: decoded, then its lines detokenized into their places.
-  const auto run_batch = [&](size_t b) {
-    const size_t start = b * batch, end = std::min(order.size(), start + batch);
-    std::vector<std::vector<int64_t>> sources, owed;
-    for (size_t k = start; k < end; ++k) {
-      sources.push_back(encoded[order[k]]);
-      if (!options.sentinel_ids.empty()) owed.push_back(sources_text[order[k]].owed());
-    }
-    const auto hyps = decode(model, sources, options, device, owed);
-    for (size_t k = start; k < end; ++k)
-      result[order[k]] = sources_text[order[k]].finish(tgt_tok.decode(hyps[k - start]));
+  const auto finish = [&](size_t line, const std::vector<int64_t>& ids) {
+    result[line] = sources_text[line].finish(tgt_tok.decode(ids));
   };
+  // Beam search (or no cache): fixed batches; batch b decoded, then its
+  // lines detokenized into their places.
+  std::atomic<size_t> next_batch{0};
+  const auto run_batches = [&] {
+    for (size_t b; (b = next_batch++) < batches;) {
+      if (options.stop_on_interrupt) throw_if_interrupted();  // a safe point: nothing half-done to undo
+      const size_t start = b * batch, end = std::min(order.size(), start + batch);
+      std::vector<std::vector<int64_t>> sources, owed;
+      for (size_t k = start; k < end; ++k) {
+        sources.push_back(encoded[order[k]]);
+        if (!options.sentinel_ids.empty()) owed.push_back(sources_text[order[k]].owed());
+      }
+      const auto hyps = decode(model, sources, options, device, owed);
+      for (size_t k = start; k < end; ++k) finish(order[k], hyps[k - start]);
+    }
+  };
+  // Greedy with the cache: a running batch of up to `batch` sentences
+  // (ContinuousGreedy) that takes the next lines in length order as its
+  // sentences end, a quarter of a batch at a time. Fixed batches spend their
+  // last steps on the few sentences still going (often to the length limit),
+  // and a step of a few rows costs nearly a full pass over the weights. Each
+  // sentence gets the tokens decode() gives it.
+  std::atomic<size_t> next_line{0};
+  const auto run_stream = [&] {
+    ContinuousGreedy stream(model, options, device);
+    const size_t refill = std::max<size_t>(1, batch / 4);
+    for (bool more = true;;) {
+      const size_t room = batch - static_cast<size_t>(stream.rows());
+      if (more && (room >= refill || stream.rows() == 0)) {
+        if (options.stop_on_interrupt) throw_if_interrupted();
+        const size_t start = std::min(order.size(), next_line.fetch_add(room));
+        const size_t end = std::min(order.size(), start + room);
+        more = end < order.size();
+        std::vector<std::vector<int64_t>> sources, owed;
+        std::vector<uint64_t> tickets;
+        for (size_t k = start; k < end; ++k) {
+          sources.push_back(encoded[order[k]]), tickets.push_back(order[k]);
+          if (!options.sentinel_ids.empty()) owed.push_back(sources_text[order[k]].owed());
+        }
+        stream.add(sources, tickets, owed);
+      }
+      if (stream.rows() == 0) break;
+      for (const auto& [line, ids] : stream.step()) finish(static_cast<size_t>(line), ids);
+    }
+  };
+  const bool continuous = options.beam <= 0 && options.use_cache;
+  const auto work = [&] { continuous ? run_stream() : run_batches(); };
   const int intra = at::get_num_threads();
   size_t workers = options.parallel_batches > 0 ? static_cast<size_t>(options.parallel_batches)
                                                 : static_cast<size_t>(intra);
   workers = device.is_cpu() ? std::min(workers, batches) : 1;
   if (workers <= 1) {
-    for (size_t b = 0; b < batches; ++b) {
-      if (options.stop_on_interrupt) throw_if_interrupted();  // a safe point: nothing half-done to undo
-      run_batch(b);
-    }
+    work();
     return result;
   }
-  // Workers take the next batch from a shared counter; the ops of each run on
-  // its own thread only (OpenMP's thread count is per thread, OpenBLAS's is
-  // global and restored after).
-  std::atomic<size_t> next{0};
+  // Each worker's ops run on its own thread only (OpenMP's thread count is
+  // per thread, OpenBLAS's is global and restored after).
   std::exception_ptr failure;
   std::mutex failure_mutex;
   set_blas_threads(1);
@@ -361,15 +395,12 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   for (size_t w = 0; w < workers; ++w)
     pool.emplace_back([&] {
       at::set_num_threads(1);
-      for (size_t b; (b = next++) < batches;) {
-        try {
-          if (options.stop_on_interrupt) throw_if_interrupted();
-          run_batch(b);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-          next = batches;  // the others stop after their current batch
-        }
+      try {
+        work();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next_batch = batches, next_line = order.size();  // the others stop taking work
       }
     });
   for (auto& t : pool) t.join();

@@ -111,22 +111,21 @@ void decoder_step_cpu(const DecoderStepParams& p) {
     p.key_lengths[b] = p.positions[b] + 1;
     k_len = std::max(k_len, p.key_lengths[b]);
   }
-  const int64_t self_stride_b = p.max_len * 2 * C, cross_stride_b = p.src_len * 2 * C;
 
   for (const DecoderStepLayer& l : p.layers) {
     // pass 2: masked self-attention over the cache, after appending this
     // position's keys and values.
     matmul(buf.h, B, C, l.qkv_w, l.qkv_b, 3 * C, buf.qkv);
     for (int64_t b = 0; b < B; ++b)
-      std::memcpy(l.self_kv + b * self_stride_b + p.positions[b] * 2 * C, buf.qkv + b * 3 * C + C,
+      std::memcpy(l.self_kv + b * l.self_kv_stride_b + p.positions[b] * 2 * C, buf.qkv + b * 3 * C + C,
                   sizeof(float) * 2 * C);
-    attend(buf.qkv, 3 * C, l.self_kv, self_stride_b, k_len, p.key_lengths, p, buf);
+    attend(buf.qkv, 3 * C, l.self_kv, l.self_kv_stride_b, k_len, p.key_lengths, p, buf);
     matmul(buf.attn, B, C, l.self_out_w, l.self_out_b, C, buf.tmp);
     add_norm(buf.x, buf.tmp, l.norm2_w, l.norm2_b, p, buf);
     // pass 3: cross-attention to the encoder output (keys/values projected
     // once per decode).
     matmul(buf.h, B, C, l.q_w, l.q_b, C, buf.q);
-    attend(buf.q, C, l.cross_kv, cross_stride_b, p.src_len, p.src_lengths, p, buf);
+    attend(buf.q, C, l.cross_kv, l.cross_kv_stride_b, p.src_len, p.src_lengths, p, buf);
     matmul(buf.attn, B, C, l.cross_out_w, l.cross_out_b, C, buf.tmp);
     add_norm(buf.x, buf.tmp, l.norm3_w, l.norm3_b, p, buf);
     // pass 4: feed-forward, bias and ReLU fused after the first product

@@ -27,6 +27,7 @@ struct DecoderStepLayer {
   const float *next_w, *next_b;          // the next layer's norm1, or the decoder's final norm
   float* self_kv;                        // self_kv: [B, max_len, 2C], rows [0, position) filled
   const float* cross_kv;                 // cross_kv: [B, S, 2C]
+  int64_t self_kv_stride_b, cross_kv_stride_b;  // their batch strides (rows are 2C apart)
 };
 
 // Scratch for one step of up to `rows` rows (DecoderStepParams::workspace).

@@ -383,6 +383,12 @@ at::Tensor TransformerImpl::output_logits(const at::Tensor& h) {
   return matmul_rows(h2, w.t(), options_.tie_embeddings() ? at::Tensor() : out_proj_bias).view(shape);
 }
 
+at::Tensor TransformerImpl::step_output_table() const {
+  const at::Tensor w = output_weight();  // [V, C]
+  if (!w.device().is_cpu() || w.scalar_type() != at::kFloat) return {};
+  return w.detach().t().contiguous();  // [C, V]
+}
+
 at::Tensor TransformerImpl::step_logits(const at::Tensor& h, const DecoderCache& cache) {
   const at::Tensor h2 = h.reshape({-1, h.size(-1)});  // [B, C]
   if (!cache.output_weight_t.defined() || h2.size(0) > ops::kRowsMatmulMaxRows ||
@@ -416,8 +422,7 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
                                              int64_t max_len) {
   DecoderCache cache;
   cache.src_lengths = src_lengths;
-  if (const at::Tensor w = output_weight(); w.device().is_cpu() && w.scalar_type() == at::kFloat)
-    cache.output_weight_t = w.detach().t().contiguous();  // [C, V]
+  cache.output_weight_t = step_output_table();
   const int64_t c = options_.d_model();
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
@@ -436,9 +441,13 @@ bool TransformerImpl::fused_step_applies(const at::Tensor& tokens, const Decoder
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     const auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     const LayerCache& c = cache.layers[i];
+    // Rows of 2C contiguous floats; batch rows at any stride (a running
+    // batch's views of its slots).
+    const auto rows_ok = [&](const at::Tensor& t) {
+      return t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1 && t.stride(1) == t.size(2);
+    };
     if (layer->norm1->options.eps() != eps || layer->norm2->options.eps() != eps ||
-        layer->norm3->options.eps() != eps || c.self_kv.scalar_type() != at::kFloat || !c.self_kv.is_contiguous() ||
-        c.cross_kv.scalar_type() != at::kFloat || !c.cross_kv.is_contiguous())
+        layer->norm3->options.eps() != eps || !rows_ok(c.self_kv) || !rows_ok(c.cross_kv))
       return false;
   }
   return true;
@@ -478,6 +487,8 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
     d.next_w = f(next->weight), d.next_b = f(next->bias);
     d.self_kv = cache.layers[i].self_kv.data_ptr<float>();
     d.cross_kv = cache.layers[i].cross_kv.data_ptr<float>();
+    d.self_kv_stride_b = cache.layers[i].self_kv.stride(0);
+    d.cross_kv_stride_b = cache.layers[i].cross_kv.stride(0);
     p.layers.push_back(d);
   }
   p.out_w = cache.output_weight_t.data_ptr<float>();

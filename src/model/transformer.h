@@ -263,6 +263,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // gets what decode_step gives it alone. cache.position is not used.
   at::Tensor decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
                               DecoderCache& cache);
+  // The output projection as [C, V] contiguous for DecoderCache::output_weight_t
+  // (float32 on the CPU; undefined otherwise).
+  at::Tensor step_output_table() const;
   // Whether a step of these tokens can run as decoder_step_cpu: float32 on
   // the CPU, no gradient, one of our attention kernels.
   bool fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const;
