@@ -149,6 +149,27 @@ TEST(Decode, FusedStepGivesTheOpByOpLogits) {
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
+// Ending a sentence once no live beam can beat its best ended one gives the
+// translation that waiting for every beam gives, with and without a length
+// penalty.
+TEST(Decode, BeamSearchStopsEarlyWithTheSameTranslations) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  // Sources it has learnt, and the same sources reversed, on which it is
+  // unsure and its beams end at different lengths.
+  std::vector<std::vector<int64_t>> sources = t.sources;
+  for (const auto& s : t.sources) sources.emplace_back(s.rbegin(), s.rend());
+  for (const double alpha : {0.0, 0.6, 1.0, 2.0}) {
+    DecodeOptions early, waiting;
+    early.beam = waiting.beam = 4;
+    early.max_len = waiting.max_len = 30;
+    early.length_penalty = waiting.length_penalty = alpha;
+    waiting.beam_early_stop = false;
+    EXPECT_EQ(decode(model, sources, early, torch::kCPU), decode(model, sources, waiting, torch::kCPU))
+        << "alpha " << alpha;
+  }
+}
+
 TEST(Decode, TranslationDoesNotDependOnTheBatch) {
   const Trained& t = trained();
   Transformer model = t.model;

@@ -130,7 +130,8 @@ double length_norm(double alpha, size_t len) {
 // out a better hypothesis still being written. Finished sentences leave the
 // batch.
 std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector<int64_t>& limits,
-                                              int64_t k, double alpha, const PlaceholderConstraint& constraint,
+                                              int64_t k, double alpha, bool early_stop,
+                                              const PlaceholderConstraint& constraint,
                                               const std::vector<std::vector<int64_t>>& owed,
                                               const c10::Device& device) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -147,17 +148,34 @@ std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector
   for (int64_t s = 0; s < n; ++s) beams[s * k].score = 0.0;  // one start per sentence
   std::vector<int64_t> sentence(n);  // the sentence of each group of K rows
   std::iota(sentence.begin(), sentence.end(), 0);
+  // A sentence is done when no live beam can still beat its best ended one.
+  // Log-probabilities only fall as a beam grows, and the length penalty
+  // divides them (negative) by at most length_norm(limit + 1), so a live beam
+  // of score s ends, at best, at s / length_norm(limit + 1); with no penalty
+  // that is s itself, and the sentence is done once its best beam has ended.
+  // Exact: the same translation as waiting for every beam to end.
   const auto group_done = [&](int64_t g) {
-    for (int64_t j = 0; j < k; ++j)
-      if (!beams[g * k + j].ended && beams[g * k + j].score != kNegInf) return false;
-    return true;
+    const int64_t limit = limits[sentence[g]];
+    double best_ended = kNegInf, best_live = kNegInf;
+    for (int64_t j = 0; j < k; ++j) {
+      const Beam& b = beams[g * k + j];
+      if (b.score == kNegInf) continue;
+      if (b.ended) {
+        best_ended = std::max(best_ended, b.score / length_norm(alpha, b.tokens.size() + (b.has_end ? 1 : 0)));
+      } else {
+        best_live = std::max(best_live, b.score / length_norm(alpha, static_cast<size_t>(limit) + 1));
+      }
+    }
+    // (A negative alpha would favour short beams: no bound then, wait for all.)
+    return best_live == kNegInf ||
+           (early_stop && alpha >= 0 && best_ended != kNegInf && best_ended >= best_live);
   };
   std::vector<std::vector<int64_t>> out(n);
   const auto finish = [&](int64_t g) {
     double best = kNegInf;
     for (int64_t j = 0; j < k; ++j) {
       const Beam& b = beams[g * k + j];
-      if (b.score == kNegInf) continue;
+      if (b.score == kNegInf || !b.ended) continue;
       // GNMT: log P / ((5 + |Y|) / 6)^alpha, |Y| counting <end> when present.
       const double norm = b.score / length_norm(alpha, b.tokens.size() + (b.has_end ? 1 : 0));
       if (norm > best) best = norm, out[sentence[g]] = b.tokens;
@@ -303,7 +321,8 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   StepModel step(model, memory, src_len, options.use_cache, longest);
   if (options.beam <= 0) return greedy(step, limits, constraint, quota, device);
-  return beam_search(step, limits, options.beam, options.length_penalty, constraint, quota, device);
+  return beam_search(step, limits, options.beam, options.length_penalty, options.beam_early_stop, constraint, quota,
+                     device);
 }
 
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,

@@ -22,6 +22,9 @@ struct DecodeOptions {
   double max_len_factor = 0.0;   // ... or factor × source tokens + kLengthSlack, if fewer (0: off)
   int64_t batch_size = 64;       // sentences decoded together
   bool use_cache = true;         // false: recompute the whole prefix every step
+  // Beam search ends a sentence once no live beam can beat its best ended
+  // one; false waits for every beam to end. The same translations (tested).
+  bool beam_early_stop = true;
   // Batches decoded side by side on the CPU, each by its own thread with
   // single-threaded ops (0: as many as the intra-op threads set; 1: one batch
   // at a time, its ops using every thread). A decoding step is many small
