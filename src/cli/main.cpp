@@ -78,7 +78,8 @@ void add_decode_flags(CLI::App* sub, nmt::cli::DecodeFlags& f) {
   sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search)")
       ->check(int_range(0, 64));
   sub->add_option("--parallel-batches", f.parallel_batches,
-                  "batches decoded side by side on the CPU, one thread each with single-threaded ops "
+                  "batches decoded side by side on the CPU, one thread each with single-threaded ops; "
+                  "greedy keeps each one full, taking the next lines as its sentences end "
                   "(default: one per --threads; 1 = one batch at a time using every thread)")
       ->check(int_range(1, 256));
   sub->add_flag("--no-cache", f.no_cache,

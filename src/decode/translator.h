@@ -85,7 +85,11 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
 
 // Tokenize, decode in length-sorted batches (options.parallel_batches of them
 // at a time on the CPU), detokenize; output i translates line i, whatever
-// batch or thread decoded it. An empty line gives an empty line.
+// batch or thread decoded it. Greedy decoding with the cache runs each batch
+// as a running batch (ContinuousGreedy) that takes the next lines in length
+// order as its sentences end; beam search, fixed batches. Either way each
+// line gets decode()'s translation of it alone. An empty line gives an empty
+// line.
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
