@@ -27,8 +27,9 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
   auto [src, src_len] = make_source_batch(sources);
   src = src.to(device_), src_len = src_len.to(device_);
   const torch::Tensor memory = model_->encode(src, src_len);  // [n, S, C]
-  // Only the cross-attention keys/values are taken from it.
-  const DecoderCache added = model_->start_decoding(memory, src_len, 1);
+  // Only the cross-attention keys/values are taken from it (the output
+  // table is output_table_, made once).
+  const DecoderCache added = model_->start_decoding(memory, src_len, 1, /*output_table=*/false);
   const int64_t first = rows(), n = static_cast<int64_t>(sources.size()), width = src.size(1);
   int64_t positions = 1;
   for (size_t i = 0; i < sources.size(); ++i) {

@@ -419,10 +419,10 @@ at::Tensor TransformerImpl::loss_sum(const at::Tensor& src, const at::Tensor& sr
 }
 
 DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at::Tensor& src_lengths,
-                                             int64_t max_len) {
+                                             int64_t max_len, bool output_table) {
   DecoderCache cache;
   cache.src_lengths = src_lengths;
-  cache.output_weight_t = step_output_table();
+  if (output_table) cache.output_weight_t = step_output_table();
   const int64_t c = options_.d_model();
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);

@@ -253,8 +253,10 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // Incremental decoding: cross-attention keys/values computed once here,
   // then one token per decode_step (at most max_len). Same results as
   // decode_embedded on the whole prefix, without recomputing it.
+  // output_table = false leaves DecoderCache::output_weight_t unset (a
+  // caller that only wants the cross-attention keys/values, or keeps its own).
   DecoderCache start_decoding(const at::Tensor& memory, const at::Tensor& src_lengths,
-                              int64_t max_len);
+                              int64_t max_len, bool output_table = true);
   // tokens: [B] (the last token of each row) -> logits [B, V] for the next.
   at::Tensor decode_step(const at::Tensor& tokens, DecoderCache& cache);
   // The same for rows at different positions (sentences that joined a
