@@ -7,10 +7,12 @@
 #   --keep DIR: leave each catalog's faulty .po, truth and check-po JSON there
 #
 # The catalogs are Debian's installed zh_CN .mo files that data/real was not
-# made from (turned back into .po by msgunfmt): xz and initdb-15 set the
-# ranking's threshold (the score below which 5% of their clean entries fall);
-# psql-15, pg_dump-15, systemd, findutils, gnutls30 and PackageKit are
-# scored with it. Faults (bench/check_po_faults.py): a placeholder dropped or
+# made from (turned back into .po by msgunfmt). Ten dev catalogs (xz,
+# initdb-15, pg_upgrade-15, pg_ctl-15, avahi, gstreamer-1.0, libexif-12,
+# at-spi2-core, gdk-pixbuf, appstream) set each ranking's threshold (the
+# score below which 5% of their clean entries fall) and are what
+# `check_po_faults.py fit` fits the combined ranking on; psql-15, pg_dump-15,
+# systemd, findutils, gnutls30 and PackageKit are scored with it. Faults (bench/check_po_faults.py): a placeholder dropped or
 # altered, two entries' msgstr swapped, a msgstr truncated to its first half.
 # An entry counts as found when check-po's placeholder check names it or its
 # rank score is below the threshold; false alarms are the clean entries
@@ -35,7 +37,7 @@ nmt=${NMT_BUILD_DIR:-build}/nmt
 [ -x "$nmt" ] || { echo "bench_check_po: no $nmt (run scripts/setup.sh)" >&2; exit 2; }
 command -v msgunfmt >/dev/null || { echo "bench_check_po: needs gettext (msgunfmt, msgfmt)" >&2; exit 2; }
 locale=/usr/share/locale/zh_CN/LC_MESSAGES
-dev=(xz initdb-15)
+dev=(xz initdb-15 pg_upgrade-15 pg_ctl-15 avahi gstreamer-1.0 libexif-12 at-spi2-core gdk-pixbuf appstream)
 test=(psql-15 pg_dump-15 systemd findutils gnutls30 PackageKit)
 if [ -n "$keep" ]; then
   work=$keep
@@ -67,4 +69,11 @@ done
        "$(sed -n 's/.*(step \([0-9]*\)).*/\1/p' "$work/${test[0]}/checkpo.log" | head -1)."
   echo
   python3 bench/check_po_faults.py report --dev "${dev[@]/#/$work/}" --test "${test[@]/#/$work/}"
+  echo "### The combined ranking's weights, fitted on these dev catalogs"
+  echo
+  echo "(\`bench/check_po_faults.py fit\`; src/eval/po_check.cpp keeps them as constants)"
+  echo
+  echo '```'
+  python3 bench/check_po_faults.py fit --dev "${dev[@]/#/$work/}"
+  echo '```'
 } | tee "$out/check_po.md"

@@ -15,10 +15,17 @@ Used by bench/bench_check_po.sh. Subcommands:
       its first half). Entries are drawn from the translated singular ones;
       each is changed at most once.
 
+  fit --dev DIR...
+      Fits check-po's combined ranking on the dev catalogs: a logistic
+      regression of fault (swap or truncate) against clean on the gap, the
+      FormFit length below and above the clean entries' median, and the share
+      of foreign words; prints the weights in the gap's units, which
+      src/eval/po_check.cpp keeps as constants.
+
   report --dev DIR... --test DIR... [--out FILE]
       DIR holds one catalog's TRUTH.json, checkpo.json (nmt check-po --json
       --top 0) and msgfmt.txt (msgfmt -c's errors). For each ranking of
-      check-po (gap, score, chrf) the threshold is the one that flags 5% of
+      check-po (combined, support, gap, score, chrf) the threshold is the one that flags 5% of
       the dev catalogs' clean entries; the test catalogs are scored with it.
       Prints, per fault kind, the share found by the placeholder check, by the
       ranking and by either, the false alarms among clean entries, and what
@@ -30,6 +37,7 @@ continued strings); the product's reader is src/data/po_catalog.cpp.
 import argparse
 import ast
 import json
+import math
 import os
 import random
 import re
@@ -214,7 +222,7 @@ def report(args):
     p(f"Test catalogs: {', '.join(os.path.basename(d.rstrip('/')) for d in args.test)}; "
       f"dev (threshold): {', '.join(os.path.basename(d.rstrip('/')) for d in args.dev)}.")
     p("Entries checked: " + ", ".join(f"{k} {counts.get(k, 0)}" for k in ["clean"] + KINDS) + ".\n")
-    ranks = [k for k in ["gap", "score", "support", "chrf"] if any(k in e for _, _, r, _ in dev for e in r.values())]
+    ranks = [k for k in ["combined", "support", "gap", "score", "chrf"] if any(k in e for _, _, r, _ in dev for e in r.values())]
     for rank in ranks:
         clean_dev = sorted(r[line][rank] for truth, _, r, _ in dev for line, k in truth.items() if k == "clean" and line in r)
         threshold = clean_dev[int(0.05 * len(clean_dev))] if clean_dev else float("-inf")
@@ -244,6 +252,61 @@ def report(args):
         open(args.out, "w").write(text + "\n")
 
 
+def solve(a, b):
+    """x with a x = b (Gaussian elimination with partial pivoting; a is small)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        for r in range(n):
+            if r != c and m[c][c]:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def fit(args):
+    rows = []
+    for d in args.dev:
+        truth, _, ranked, _ = load(d)
+        for line, kind in truth.items():
+            if kind in ("clean", "swap", "truncate") and line in ranked:
+                rows.append((kind != "clean", ranked[line]))
+    if not rows or any(k not in rows[0][1] for k in ("gap", "length", "foreign")):
+        sys.exit("check_po_faults fit: the dev checkpo.json files need gap, length and foreign (nmt check-po --json)")
+    lengths = sorted(e["length"] for bad, e in rows if not bad)
+    centre = lengths[len(lengths) // 2]
+    x = [[1.0, e["gap"], min(0.0, e["length"] - centre), max(0.0, e["length"] - centre), e["foreign"]]
+         for _, e in rows]
+    y = [1.0 if bad else 0.0 for bad, _ in rows]
+    # Both classes weigh the same in all (faults are a few percent of entries).
+    n_bad = sum(y)
+    cw = [(len(y) - n_bad) / n_bad if t else 1.0 for t in y]
+    w = [0.0] * 5
+    for _ in range(30):  # Newton's method (IRLS), with a small ridge on the slopes
+        h = [[1e-4 * (i == j and i > 0) * len(y) for j in range(5)] for i in range(5)]
+        g = [1e-4 * len(y) * w[i] * (i > 0) for i in range(5)]
+        for xi, yi, ci in zip(x, y, cw):
+            z = sum(a * b for a, b in zip(w, xi))
+            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+            for i in range(5):
+                g[i] += ci * (p - yi) * xi[i]
+                for j in range(5):
+                    h[i][j] += ci * p * (1 - p) * xi[i] * xi[j]
+        step = solve(h, g)
+        w = [a - b for a, b in zip(w, step)]
+    # The fault's log-odds w . x rise as the gap falls (w[1] < 0); the ranking
+    # key is -(w . x) / -w[1] less its constant: gap + kShortWeight * below
+    # - kLongWeight * above - kForeignWeight * foreign.
+    s = -w[1]
+    print(f"entries: {len(y) - int(n_bad)} clean, {int(n_bad)} swapped or truncated")
+    print(f"kLengthCentre = {centre:.2f}")
+    print(f"kShortWeight = {-w[2] / s:.2f}  (per unit of log length below the centre)")
+    print(f"kLongWeight = {w[3] / s:.2f}  (above it)")
+    print(f"kForeignWeight = {w[4] / s:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -253,12 +316,14 @@ def main():
     a.add_argument("truth")
     a.add_argument("--seed", type=int, default=1)
     a.add_argument("--per-kind", type=int, default=10)
+    f = sub.add_parser("fit")
+    f.add_argument("--dev", nargs="+", required=True)
     r = sub.add_parser("report")
     r.add_argument("--dev", nargs="+", required=True)
     r.add_argument("--test", nargs="+", required=True)
     r.add_argument("--out")
     args = ap.parse_args()
-    inject(args) if args.cmd == "inject" else report(args)
+    {"inject": inject, "fit": fit, "report": report}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -73,11 +73,13 @@ assert len(j["placeholders"]) == 3, j["placeholders"]
 kinds = sorted(p["kind"] for e in j["placeholders"] for p in e["problems"])
 assert kinds == ["extra", "missing", "reordered"], kinds
 r = j["ranked"]
-assert len(r) == 5 and j["rank"] == "gap", r
+assert len(r) == 5 and j["rank"] == "combined", r
 assert all(isinstance(e["back_translation"], str) for e in r), r  # a 5-step model often says nothing
 assert all(math.isfinite(e["score"]) and e["score"] < 0 and 0 <= e["chrf"] <= 100 for e in r), r
-gaps = [e["gap"] for e in r]
-assert gaps == sorted(gaps), gaps
+keys = [e["combined"] for e in r]
+assert keys == sorted(keys), keys
+assert all(math.isfinite(e[k]) for e in r for k in ("combined", "support", "length", "foreign", "gap")), r
+assert all(e["combined"] <= e["gap"] + 1e-9 and 0 <= e["foreign"] <= 1 for e in r), r
 assert any(e.get("form") == 0 and e["msgid"] == "%d files" for e in r), r
 PY
 out=$("$nmt" check-po "$tmp/good.po" --checkpoint "$tmp/run" --top 2 --rank chrf 2>/dev/null)

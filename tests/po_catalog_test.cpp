@@ -1,5 +1,6 @@
 // The gettext catalog reader (data/po_catalog.h) and what check-po finds
 // without a model (eval/po_check.h): placeholders dropped, added or reordered.
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -196,6 +197,50 @@ TEST(PoCheck, ChecksTranslatedEntriesOnlyAndEveryPluralForm) {
   ASSERT_EQ(check.items.size(), 5u);
   EXPECT_EQ(check.items[3].english, "%d bytes");  // a plural entry's forms translate msgid_plural
   for (const auto& item : check.items) EXPECT_TRUE(item.problems.empty()) << item.english;
+}
+
+TEST(PoCheck, FormFitMeasuresLengthAndForeignWords) {
+  using eval::form_fit;
+  // 8 English letters; 4 Chinese characters count as 8: log(9 / 9).
+  EXPECT_NEAR(form_fit("Open file", "打开文件").length, 0.0, 1e-12);
+  // Half of it: log(5 / 9). Full-width punctuation is Chinese script; white space does not count.
+  EXPECT_NEAR(form_fit("Open file", "打开").length, std::log(5.0 / 9.0), 1e-12);
+  EXPECT_NEAR(form_fit("Open file", " 打开 文件 ").length, 0.0, 1e-12);
+  EXPECT_NEAR(form_fit("Open file.", "打开文件。").length, std::log(11.0 / 10.0), 1e-12);
+  // Latin letters and digits count once.
+  EXPECT_NEAR(form_fit("Use xz", "使用 xz").length, std::log(7.0 / 6.0), 1e-12);
+
+  // Latin words of the msgstr that the msgid lacks; case and sentence punctuation ignored.
+  EXPECT_EQ(form_fit("Cannot open foo.txt", "无法打开 FOO.TXT。").foreign, 0.0);
+  EXPECT_EQ(form_fit("See the GNU manual.", "参见 gnu 手册").foreign, 0.0);
+  EXPECT_EQ(form_fit("Cannot open foo.txt", "无法打开 bar.txt").foreign, 1.0);
+  EXPECT_EQ(form_fit("Use xz or gzip", "使用 xz 或 bzip2").foreign, 0.5);
+  // Anywhere in the msgid: part of an identifier, a singular of a plural.
+  EXPECT_EQ(form_fit("with_query", "with查询语句(with_query)").foreign, 0.0);
+  EXPECT_EQ(form_fit("restoring tables WITH OIDS", "还原带 OID 的表").foreign, 0.0);
+  // An option keeps its dash: "-D" is not in "you have too many ')'", though "D" is.
+  EXPECT_EQ(form_fit("Empty argument to the -D option.", "-D 选项的参数列表为空").foreign, 0.0);
+  EXPECT_EQ(form_fit("you have too many ')'", "-D 选项的参数列表为空").foreign, 1.0);
+  EXPECT_EQ(form_fit("Open file", "打开文件").foreign, 0.0);  // no Latin words at all
+  // Placeholders are not words (their own check compares them); one letter is not a word.
+  EXPECT_EQ(form_fit("%s does not exist", "%s 不存在").foreign, 0.0);
+  EXPECT_EQ(form_fit("Hello %(name)s", "你好 %(user)s").foreign, 0.0);
+  EXPECT_EQ(form_fit("Press y", "按 n").foreign, 0.0);
+  // Bytes that are not UTF-8 are counted, not a failure.
+  EXPECT_TRUE(std::isfinite(form_fit("Open", std::string("\xff\xfe") + "打开").length));
+}
+
+TEST(PoCheck, CombinedScoreLowersShortLongAndForeignTranslations) {
+  using eval::combined_score;
+  using eval::form_fit;
+  const double gap = -1.5;
+  const double fit = combined_score(gap, form_fit("Cannot open the file", "无法打开该文件"));
+  EXPECT_LT(combined_score(gap, form_fit("Cannot open the file", "无法")), fit - 1.0);  // truncated
+  EXPECT_LT(combined_score(gap, form_fit("Open", "无法打开该文件并退出程序")), fit - 1.0);  // far too long
+  EXPECT_LT(combined_score(gap, form_fit("Cannot open the file", "无法打开 gzip 文件")), fit - 1.0);
+  // Monotone in the gap, and never above it.
+  EXPECT_LT(combined_score(gap - 1.0, form_fit("Cannot open the file", "无法打开该文件")), fit);
+  EXPECT_LE(fit, gap);
 }
 
 }  // namespace

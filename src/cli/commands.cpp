@@ -279,6 +279,8 @@ struct RankedItem {
   // msgid scores well on its own, and gets no credit for that here).
   double support = 0;
   size_t tokens = 0;    // the msgid's tokens scored (<end> included)
+  eval::FormFit form;   // length and foreign words (no model)
+  double combined = 0;  // gap with form's penalties (eval::combined_score)
   double key = 0;       // the one ranked by
 };
 
@@ -330,7 +332,13 @@ int run_check_po(const CheckPoArgs& args) {
       r.chrf = eval::chrf({back[i]}, {english[i]});
       r.support = r.score - mean_logprob(prior_lp[i]);
       r.tokens = msgid_lp[i].size();
-      r.key = args.rank == "score" ? r.score : args.rank == "gap" ? r.gap : args.rank == "support" ? r.support : r.chrf;
+      r.form = eval::form_fit(english[i], chinese[i]);
+      r.combined = eval::combined_score(r.gap, r.form);
+      r.key = args.rank == "score"     ? r.score
+              : args.rank == "gap"     ? r.gap
+              : args.rank == "support" ? r.support
+              : args.rank == "chrf"    ? r.chrf
+                                       : r.combined;
       ranked.push_back(std::move(r));
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const RankedItem& a, const RankedItem& b) { return a.key < b.key; });
@@ -374,6 +382,9 @@ int run_check_po(const CheckPoArgs& args) {
       j["chrf"] = r.chrf;
       j["support"] = r.support;
       j["tokens"] = r.tokens;
+      j["length"] = r.form.length;
+      j["foreign"] = r.form.foreign;
+      j["combined"] = r.combined;
       out["ranked"].push_back(j);
     }
     std::printf("%s\n", out.dump(1).c_str());
@@ -393,8 +404,10 @@ int run_check_po(const CheckPoArgs& args) {
                   shown, ranked.size());
       for (size_t k = 0; k < shown; ++k) {
         const RankedItem& r = ranked[k];
-        std::printf("%s: score %.2f  gap %.2f  support %.2f  chrF %.1f\n  msgid  %s\n  msgstr %s\n  back   %s\n",
-                    where(args.file, *r.item).c_str(), r.score, r.gap, r.support, r.chrf, quoted(r.item->english).c_str(),
+        std::printf("%s: combined %.2f  gap %.2f  length %+.2f  foreign %.2f  support %.2f  score %.2f  chrF %.1f\n"
+                    "  msgid  %s\n  msgstr %s\n  back   %s\n",
+                    where(args.file, *r.item).c_str(), r.combined, r.gap, r.form.length, r.form.foreign, r.support,
+                    r.score, r.chrf, quoted(r.item->english).c_str(),
                     quoted(r.item->chinese).c_str(), quoted(r.back).c_str());
       }
     } else if (args.checkpoint.empty()) {

@@ -73,7 +73,7 @@ struct CheckPoArgs {
   std::string file;
   std::string checkpoint;    // empty: placeholder checks only
   int64_t top = 20;          // entries listed by rank (0 = all)
-  std::string rank = "gap";  // score | gap | chrf (see run_check_po)
+  std::string rank = "combined";  // combined | support | gap | score | chrf (see run_check_po)
   bool json = false;
   DecodeFlags decode;
   RuntimeFlags runtime;

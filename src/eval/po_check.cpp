@@ -1,9 +1,12 @@
 #include "eval/po_check.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <map>
 
 #include "eval/placeholders.h"
+#include "util/utf8.h"
 
 namespace nmt::eval {
 
@@ -128,6 +131,100 @@ PoCheck check_placeholders(const data::PoCatalog& catalog) {
     }
   }
   return check;
+}
+
+}  // namespace nmt::eval
+
+namespace nmt::eval {
+
+namespace {
+
+// Fitted by `bench/check_po_faults.py fit` on the dev catalogs of
+// bench/bench_check_po.sh (faults injected with seed 1) with the model of
+// docs/bench/check_po.md, rounded. kLengthCentre is the dev catalogs' median
+// FormFit::length of clean entries. The gap is a difference of mean
+// log-probabilities per token, so its scale moves little between models of
+// this kind; the report prints the weights its own model would get.
+constexpr double kLengthCentre = -0.31;
+constexpr double kShortWeight = 10.0;   // per unit of log length below the centre
+constexpr double kLongWeight = 4.2;     // ... above it
+constexpr double kForeignWeight = 5.3;  // for a msgstr whose Latin words are all foreign
+
+bool is_cjk(char32_t c) {
+  return (c >= 0x2E80 && c <= 0x9FFF) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFF00 && c <= 0xFFEF) ||
+         (c >= 0x20000 && c <= 0x2FFFF);
+}
+
+bool is_space(char32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x3000; }
+
+// Non-space code points: (cjk, others). Bytes that are not UTF-8 count as one each.
+std::pair<size_t, size_t> count_script(const std::string& s) {
+  size_t cjk = 0, other = 0;
+  for (size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    const int n = utf8::next(s, i, &c);
+    i += n > 0 ? static_cast<size_t>(n) : 1;
+    if (n <= 0) c = 0xFFFD;
+    if (is_space(c)) continue;
+    ++(is_cjk(c) ? cjk : other);
+  }
+  return {cjk, other};
+}
+
+// Latin words of `text` with its placeholders blanked out, lower-cased.
+std::vector<std::string> latin_words(std::string text) {
+  for (const std::string& p : find_placeholders(text)) {
+    const size_t at = text.find(p);
+    if (at != std::string::npos) text.replace(at, p.size(), " ");
+  }
+  auto word_char = [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '.' || c == '-'; };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < text.size();) {
+    if (!word_char(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && word_char(static_cast<unsigned char>(text[j]))) ++j;
+    // Sentence punctuation and dashes at the end are not part of a word; a
+    // leading dash is (an option: "-D").
+    size_t a = i, b = j;
+    while (a < b && text[a] == '.') ++a;
+    while (b > a && (text[b - 1] == '.' || text[b - 1] == '-')) --b;
+    if (b - a >= 2) {
+      std::string w = text.substr(a, b - a);
+      for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.push_back(std::move(w));
+    }
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+FormFit form_fit(const std::string& english, const std::string& chinese) {
+  FormFit f;
+  const auto [cjk, latin] = count_script(chinese);
+  const auto [en_cjk, en_other] = count_script(english);
+  f.length = std::log((static_cast<double>(latin) + 2.0 * static_cast<double>(cjk) + 1.0) /
+                      (static_cast<double>(en_cjk + en_other) + 1.0));
+  const std::vector<std::string> zh_words = latin_words(chinese);
+  if (!zh_words.empty()) {
+    // Anywhere in the msgid: "with" of "with查询语句(with_query)" is in "with_query", "OID" in "WITH OIDS".
+    std::string en = english;
+    for (char& c : en) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    size_t foreign = 0;
+    for (const auto& w : zh_words) foreign += en.find(w) == std::string::npos;
+    f.foreign = static_cast<double>(foreign) / static_cast<double>(zh_words.size());
+  }
+  return f;
+}
+
+double combined_score(double gap, const FormFit& fit) {
+  const double off = fit.length - kLengthCentre;
+  return gap + kShortWeight * std::min(0.0, off) - kLongWeight * std::max(0.0, off) -
+         kForeignWeight * fit.foreign;
 }
 
 }  // namespace nmt::eval

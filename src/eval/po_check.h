@@ -49,4 +49,32 @@ struct PoCheck {
 // The catalog's translated entries with their placeholder problems.
 PoCheck check_placeholders(const data::PoCatalog& catalog);
 
+// What a msgstr's form says about its msgid, without the model. A msgstr cut
+// short is short for its msgid; one that belongs to another entry is often
+// the wrong length, and keeps Latin words (commands, names, units) that this
+// msgid does not have. Translators copy such words verbatim, so a clean
+// translation's Latin words are nearly always in its msgid.
+struct FormFit {
+  // log((latin + 2 * cjk + 1) / (english + 1)), counting code points that are
+  // not white space: cjk those of Chinese script and full-width forms, latin
+  // the others. A Chinese character stands for about two English letters in
+  // these catalogs; a faithful translation is near the dev catalogs' median
+  // (kLengthCentre in po_check.cpp), a truncated one well below it.
+  double length = 0;
+  // Share of the msgstr's Latin words that appear nowhere in the msgid, case
+  // ignored (a word: letters, digits, '_', '.', '-', at least two characters,
+  // not part of a placeholder, an option's dash included: "-D"; "OID" is in
+  // "WITH OIDS"); 0 when the msgstr has none.
+  double foreign = 0;
+};
+FormFit form_fit(const std::string& english, const std::string& chinese);
+
+// check-po's default ranking key (lower = more suspect): the model's gap (the
+// msgid's mean log-probability per token given the msgstr, minus that of the
+// model's own back-translation), lowered for a msgstr too short or too long
+// for the msgid and for foreign words. Weights in the gap's units, fitted by
+// logistic regression on injected faults in dev catalogs
+// (bench/check_po_faults.py fit).
+double combined_score(double gap, const FormFit& fit);
+
 }  // namespace nmt::eval

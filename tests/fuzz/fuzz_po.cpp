@@ -5,8 +5,10 @@
 // entry's line is within the file, writing a msgstr with po_escape and
 // reading it back gives it unchanged, and the placeholder check and the
 // sentinel mapping take every entry (restoring a masked msgid gives it back
-// whenever it has no numbered printf conversion).
+// whenever it has no numbered printf conversion), and every translation's
+// form fit is finite with its foreign share in [0, 1].
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,6 +43,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (e.msgid.find('$') == std::string::npos)
       fuzz::check(data::restore_target(m.text, m) == e.msgid, "masking and restoring changed a msgid");
   }
-  (void)eval::check_placeholders(catalog);
+  for (const eval::PoItem& item : eval::check_placeholders(catalog).items) {
+    const eval::FormFit f = eval::form_fit(item.english, item.chinese);
+    fuzz::check(std::isfinite(f.length) && f.foreign >= 0 && f.foreign <= 1, "form_fit out of range");
+    fuzz::check(std::isfinite(eval::combined_score(0.0, f)), "combined_score not finite");
+  }
   return 0;
 }
