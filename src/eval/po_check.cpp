@@ -133,10 +133,6 @@ PoCheck check_placeholders(const data::PoCatalog& catalog) {
   return check;
 }
 
-}  // namespace nmt::eval
-
-namespace nmt::eval {
-
 namespace {
 
 // Fitted by `bench/check_po_faults.py fit` on the dev catalogs of
@@ -171,6 +167,11 @@ std::pair<size_t, size_t> count_script(const std::string& s) {
   return {cjk, other};
 }
 
+std::string lower_ascii(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 // Latin words of `text` with its placeholders blanked out, lower-cased.
 std::vector<std::string> latin_words(std::string text) {
   for (const std::string& p : find_placeholders(text)) {
@@ -191,11 +192,7 @@ std::vector<std::string> latin_words(std::string text) {
     size_t a = i, b = j;
     while (a < b && text[a] == '.') ++a;
     while (b > a && (text[b - 1] == '.' || text[b - 1] == '-')) --b;
-    if (b - a >= 2) {
-      std::string w = text.substr(a, b - a);
-      for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      out.push_back(std::move(w));
-    }
+    if (b - a >= 2) out.push_back(lower_ascii(text.substr(a, b - a)));
     i = j;
   }
   return out;
@@ -212,8 +209,7 @@ FormFit form_fit(const std::string& english, const std::string& chinese) {
   const std::vector<std::string> zh_words = latin_words(chinese);
   if (!zh_words.empty()) {
     // Anywhere in the msgid: "with" of "with查询语句(with_query)" is in "with_query", "OID" in "WITH OIDS".
-    std::string en = english;
-    for (char& c : en) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string en = lower_ascii(english);
     size_t foreign = 0;
     for (const auto& w : zh_words) foreign += en.find(w) == std::string::npos;
     f.foreign = static_cast<double>(foreign) / static_cast<double>(zh_words.size());
