@@ -3,7 +3,9 @@
 //
 // For each case it fills random q / k / v / dO on the host, runs the flash and
 // naive forward and backward on the GPU and compares o, lse, dq, dk, dv
-// against a double-precision CPU loop reference.
+// against a double-precision CPU loop reference. Where the bf16 tensor-core
+// forward applies, it also runs that on q / k / v rounded to bf16 against the
+// reference of the rounded values (o and lse).
 //
 // Output: one line per case, then "N passed, N failed". Exit code 0 if every
 // case passes, 1 otherwise, 77 (the CTest / automake "skipped" code) when no
@@ -37,6 +39,10 @@ constexpr int kSkipExitCode = 77;
 // to ~1e-6 relative; index or masking bugs show up as errors of order 0.1.
 constexpr double kAtol = 2e-4;
 constexpr double kRtol = 2e-3;
+// The bf16 forward's o: rounded to bf16 (2^-9 relative), with P rounded to
+// bf16 before P V (2^-9 relative per term, averaging out over the keys).
+constexpr double kBf16Atol = 4e-3;
+constexpr double kBf16Rtol = 1e-2;
 
 // Memory layout of the q / k / v inputs.
 enum class Layout {
@@ -198,7 +204,8 @@ class DeviceBuffer {
 
 // Worst |got - ref| / (atol + rtol |ref|) over a tensor; NaN or a missing /
 // extra -inf counts as infinitely bad.
-double worst_error(const std::vector<float>& got, const std::vector<double>& ref) {
+double worst_error(const std::vector<float>& got, const std::vector<double>& ref,
+                   double atol = kAtol, double rtol = kRtol) {
   double worst = 0.0;
   for (size_t n = 0; n < ref.size(); ++n) {
     const double g = got[n];
@@ -207,7 +214,7 @@ double worst_error(const std::vector<float>& got, const std::vector<double>& ref
       if (!(g == r)) return INFINITY;
       continue;
     }
-    const double ratio = std::fabs(g - r) / (kAtol + kRtol * std::fabs(r));
+    const double ratio = std::fabs(g - r) / (atol + rtol * std::fabs(r));
     if (!(ratio <= worst)) worst = std::isnan(ratio) ? INFINITY : ratio;
   }
   return worst;
@@ -330,6 +337,49 @@ bool run_case(const Case& c, int index) {
       check_grads("n.");
   }
 
+  // bf16 tensor-core forward, where it applies.
+  {
+    using nmt::ops::bf16;
+    const auto round = [](const std::vector<float>& x, std::vector<bf16>& bits) {
+      std::vector<float> rounded(x.size());
+      bits.resize(x.size());
+      for (size_t n = 0; n < x.size(); ++n) {
+        bits[n] = nmt::ops::to_bf16(x[n]);
+        rounded[n] = nmt::ops::to_float(bits[n]);
+      }
+      return rounded;
+    };
+    std::vector<bf16> q_bits, k_bits, v_bits;
+    const auto q_r = round(q, q_bits), k_r = round(k, k_bits), v_r = round(v, v_bits);
+    DeviceBuffer<bf16> qb_d(qs.size), kb_d(ks.size), vb_d(vs.size), ob_d(B * H * Tq * D);
+    qb_d.upload(q_bits);
+    kb_d.upload(k_bits);
+    vb_d.upload(v_bits);
+    AttentionForwardParams<bf16, float> hp{};
+    hp.q = qb_d.get(), hp.k = kb_d.get(), hp.v = vb_d.get(), hp.o = ob_d.get();
+    hp.lse = lse_d.get();
+    hp.key_lengths = fp.key_lengths;
+    hp.q_stride_b = qs.b, hp.q_stride_h = qs.h, hp.q_stride_t = qs.t;
+    hp.k_stride_b = ks.b, hp.k_stride_h = ks.h, hp.k_stride_t = ks.t;
+    hp.v_stride_b = vs.b, hp.v_stride_h = vs.h, hp.v_stride_t = vs.t;
+    hp.o_stride_t = D, hp.o_stride_h = Tq * D, hp.o_stride_b = H * Tq * D;
+    hp.batch = B, hp.heads = H, hp.q_len = Tq, hp.k_len = Tk, hp.head_dim = D;
+    hp.scale = scale;
+    hp.causal = c.causal;
+    if (cuda_ops::flash_attention_forward_bf16_supported(hp)) {
+      const Reference rb = reference(c, q_r, qs, k_r, ks, v_r, vs, d_o, scale);
+      ob_d.poison(), lse_d.poison();
+      if (check_call("bf16 fwd", cuda_ops::flash_attention_forward_bf16(hp, nullptr))) {
+        std::vector<float> o_got;
+        for (const bf16 x : ob_d.download(B * H * Tq * D)) o_got.push_back(nmt::ops::to_float(x));
+        report("b.o", worst_error(o_got, rb.o, kBf16Atol, kBf16Rtol));
+        report("b.lse", worst_error(lse_d.download(B * H * Tq), rb.lse));
+      }
+    } else {
+      detail += " b=n/a";
+    }
+  }
+
   std::printf("[%s] %-34s B=%lld H=%lld Tq=%lld Tk=%lld D=%lld causal=%d |%s\n",
               ok ? "PASS" : "FAIL", c.name.c_str(), static_cast<long long>(B),
               static_cast<long long>(H), static_cast<long long>(Tq), static_cast<long long>(Tk),
@@ -353,6 +403,7 @@ std::vector<Case> make_cases() {
   add({"key length 0 causal", 2, 2, 9, 9, 64, true, {9, 0}});
   add({"multi-tile causal + lengths", 2, 2, 300, 300, 64, true, {300, 131}});
   add({"multi-tile non-causal", 1, 2, 257, 190, 64, false, {}});
+  add({"long rows causal (16 key tiles)", 1, 1, 1024, 1024, 64, true, {}});
   add({"D=32", 2, 2, 129, 129, 32, true, {}});
   add({"D=80 generic", 1, 2, 130, 130, 80, true, {100}});
   add({"D=80 generic non-causal", 2, 1, 70, 95, 80, false, {95, 60}});

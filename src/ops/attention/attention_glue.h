@@ -34,8 +34,8 @@ inline void strides_of(const at::Tensor& t, int64_t& b, int64_t& h, int64_t& tim
 
 // Outputs (and, backward, d_o) laid out contiguous [B, H, T, D]: what the
 // CUDA kernels assume; the CPU glue sets other strides where it has them.
-template <typename T>
-void contiguous_outputs(AttentionForwardParams<T>& p) {
+template <typename T, typename Stat>
+void contiguous_outputs(AttentionForwardParams<T, Stat>& p) {
   p.o_stride_t = p.head_dim, p.o_stride_h = p.q_len * p.head_dim, p.o_stride_b = p.heads * p.o_stride_h;
 }
 template <typename T>

@@ -20,13 +20,15 @@
 
 namespace nmt::ops {
 
-template <typename T>
+// T: the element type of q, k, v, o (and probs). Stat: that of lse and scale,
+// which stay float32 when the elements are bf16 (the CUDA tensor-core forward).
+template <typename T, typename Stat = T>
 struct AttentionForwardParams {
   const T* q;  // q: [B, H, Tq, D], strides q_stride_{b,h,t}
   const T* k;  // k: [B, H, Tk, D], strides k_stride_{b,h,t}
   const T* v;  // v: [B, H, Tk, D], strides v_stride_{b,h,t}
   T* o;        // o: [B, H, Tq, D], strides o_stride_{b,h,t} (written)
-  T* lse;      // lse: [B, H, Tq], contiguous (written; may be null for naive)
+  Stat* lse;   // lse: [B, H, Tq], contiguous (written; may be null for naive)
   T* probs;    // probs: [B, H, Tq, Tk], contiguous (naive only: written when non-null)
   const int64_t* key_lengths;  // key_lengths: [B], values in [0, Tk]; null = all keys valid
 
@@ -40,7 +42,7 @@ struct AttentionForwardParams {
   int64_t q_len;     // Tq
   int64_t k_len;     // Tk
   int64_t head_dim;  // D
-  T scale;           // usually 1/sqrt(D)
+  Stat scale;        // usually 1/sqrt(D)
   bool causal;
 };
 

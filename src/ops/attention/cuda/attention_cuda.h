@@ -1,9 +1,11 @@
 // CUDA attention kernels. Compiled by nvcc, no LibTorch headers: each entry
 // point takes the plain parameter struct plus the stream to run on.
-// float32 only. Returns 0 on success, else a cudaError_t value.
+// float32, plus a bf16 tensor-core flash forward. Returns 0 on success, else
+// a cudaError_t value.
 #pragma once
 
 #include "ops/attention/attention_params.h"
+#include "ops/bf16.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -24,5 +26,13 @@ int flash_attention_forward(const AttentionForwardParams<float>& p, cudaStream_t
 // Needs o and lse from flash_attention_forward.
 int flash_attention_backward(const AttentionBackwardParams<float>& p, float* delta_scratch,
                              float* dq_accum, cudaStream_t stream);
+
+// bf16 q, k, v, o with float32 lse (flash_attention_bf16.cu): tensor cores,
+// float32 accumulation. Only for calls _supported accepts (a GPU of compute
+// capability 8.0 or later, head dims 8..128 in multiples of 8, 16-byte
+// aligned q, k, v rows; o and lse are not looked at); the rest widen to
+// float32. o is written with its strides (even ones, 4-byte aligned).
+bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, float>& p);
+int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream);
 
 }  // namespace nmt::ops::cuda

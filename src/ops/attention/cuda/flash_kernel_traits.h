@@ -57,10 +57,9 @@ constexpr int kTargetArch = 900;
 #endif
 
 // ---------------------------------------------------------------------------
-// Element type: what Q, K, V, dO are stored as in global and shared memory,
-// and what dot products accumulate in. A bf16 variant is a new
-// specialization here plus its own tile primitive (tensor-core mma); the
-// traits below already carry the element type through.
+// Element type of the CUDA-core kernels: what Q, K, V, dO are stored as in
+// global and shared memory, and what dot products accumulate in. bf16 inputs
+// have a tensor-core forward of their own (FlashFwdMmaTraits below).
 // ---------------------------------------------------------------------------
 template <typename Elem>
 struct ElemTraits;
@@ -277,6 +276,59 @@ struct FlashBwdTraits
   static_assert(kBr % Base::kVec == 0, "tile shape");
   static_assert(kSmemBytes <= Base::Arch::kSmemPerBlockOptIn,
                 "backward tile exceeds the per-block shared memory of this arch");
+};
+
+// ---------------------------------------------------------------------------
+// Tensor-core forward (flash_attention_bf16.cu): bf16 Q, K, V in, float32
+// accumulators, mma.sync m16n8k16 (sm_80 and later). One block per (b, h,
+// query tile); each warp owns kMTiles 16-row m-tiles of the scores and of O,
+// held in registers in the mma's fragment layout, and its Q fragments for the
+// whole kernel. K and V tiles stream through shared memory (cp.async), read
+// with ldmatrix (V transposed by ldmatrix.trans, so V needs no transposed
+// copy); each K or V fragment feeds the mmas of all the warp's m-tiles, so
+// more m-tiles per warp means fewer shared-memory reads per mma.
+// Shared memory (bf16 elements): q_s [kBr][kStride] | k_s [kBc][kStride] |
+//                                v_s [kBc][kStride]
+// ---------------------------------------------------------------------------
+template <int kD, int kArch>
+struct FlashFwdMmaTraits {
+  using Arch = ArchTraits<kArch>;
+  static constexpr int kHeadDim = kD;  // padded head dim; columns >= the real D are zeros
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  // Two m-tiles per warp at D <= 64; one at D = 128, whose O and Q
+  // fragments alone take 96 registers per m-tile.
+  static constexpr int kMTiles = kD <= 64 ? 2 : 1;
+  static constexpr int kRowsPerWarp = 16 * kMTiles;
+  static constexpr int kBr = kWarps * kRowsPerWarp;
+  static constexpr int kBc = 64;
+  static constexpr int kElemBytes = 2;  // bf16
+  static constexpr int kVec = 16 / kElemBytes;  // elements per 16-byte cp.async / ldmatrix row
+  // 16 bytes of padding per row: a row is then an odd number of 16-byte
+  // units, so the 8 rows one ldmatrix phase reads fall in 8 distinct groups
+  // of 4 banks (no conflicts).
+  static constexpr int kPad = kVec;
+  static constexpr int kStride = kD + kPad;
+  static constexpr int kKSteps = kD / 16;     // k16 steps of S = Q K^T
+  static constexpr int kScoreTiles = kBc / 8;  // n8 tiles of S per warp
+  static constexpr int kPvSteps = kBc / 16;   // k16 steps of O += P V
+  static constexpr int kOutTiles = kD / 8;    // n8 tiles of O per warp
+
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemK = kSmemQ + kBr * kStride;
+  static constexpr int kSmemV = kSmemK + kBc * kStride;
+  static constexpr int kSmemElems = kSmemV + kBc * kStride;
+  static constexpr int kSmemBytes = kSmemElems * kElemBytes;
+  static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
+  // Two blocks per SM for __launch_bounds__ where shared memory holds two.
+  static constexpr int kSmemFit = Arch::kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
+  static constexpr int kMinBlocksPerSm = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
+
+  static_assert(kD % 16 == 0 && kBc % 16 == 0, "mma k16 steps");
+  static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
+  static_assert((kStride * kElemBytes / 16) % 2 == 1, "odd 16-byte units per row: no bank conflicts");
+  static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
+                "tensor-core forward tile exceeds the per-block shared memory of this arch");
 };
 
 }  // namespace nmt::ops::cuda::flash

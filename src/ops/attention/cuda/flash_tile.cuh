@@ -39,7 +39,8 @@ namespace nmt::ops::cuda::flash {
 
 // 16-byte global -> shared copy that bypasses registers. src_bytes = 0 zero-
 // fills the destination without reading (used for out-of-range rows/columns).
-NMT_FLASH_HD void cp_async_16(float* smem_dst, const float* gmem_src, bool valid) {
+// Untyped: the float32 and the bf16 kernels copy 16 bytes alike.
+NMT_FLASH_HD void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
   const size_t src = __cvta_generic_to_global(gmem_src);

@@ -1,0 +1,422 @@
+// FlashAttention-2 forward for bf16 inputs on tensor cores (sm_80 and later):
+// mma.sync m16n8k16 with bf16 operands and float32 accumulators.
+//
+// One thread block per (b, h, query tile of kBr rows), 4 warps; warp w owns
+// kMTiles m-tiles of 16 query rows (kBr = 128 at D <= 64, 64 at D = 128).
+// Per key tile of kBc = 64 keys:
+//   pass 1: S = Q K^T. The warp's Q fragments were loaded once (ldmatrix) and
+//           stay in registers; K fragments come from shared memory with
+//           ldmatrix, each x4 load feeding two n8 tiles of every m-tile of
+//           the warp. S lives in the mma's
+//           accumulator layout: lane (g = lane / 4, t = lane % 4) holds rows
+//           g and g + 8, keys 8n + 2t and 8n + 2t + 1 of every n8 tile n.
+//   pass 2: mask + online softmax in base 2, row statistics per lane, reduced
+//           over the 4 lanes of a row (2 shuffles).
+//   pass 3: O += P V. The accumulator layout of two adjacent n8 tiles of P is
+//           the A-operand layout of one k16 step, so P goes from registers to
+//           the next mma as bf16 pairs without touching shared memory; V is
+//           read with ldmatrix.trans, which delivers the B operand of
+//           row-major [key][dim] V directly.
+// K and V tiles stream through shared memory with cp.async, as in the
+// float32 kernel: K_{j+1} loads during P V, V_{j+1} during the next Q K^T.
+// Epilogue: O / rowsum as bf16, logsumexp (natural log) as float32; rows with
+// no visible key get O = 0 and lse = -inf.
+//
+// Numerics: products and sums in float32; exponentials with ex2.approx;
+// P is rounded to bf16 before P V, as in FlashAttention-2 (the row sums use
+// the unrounded P).
+//
+// Shapes: head dims up to 128 in multiples of 8 (padded to 64 or 128 with
+// zero columns), rows 16-byte aligned; flash_attention_forward_bf16_supported
+// says whether a call qualifies. Others go through the float32 kernels.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "ops/attention/cuda/attention_cuda.h"
+#include "ops/attention/cuda/flash_kernel_traits.h"
+#include "ops/attention/cuda/flash_tile.cuh"
+
+namespace nmt::ops::cuda {
+namespace {
+
+using flash::cp_async_commit;
+using flash::cp_async_wait;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kMaxHeadDim = 128;
+
+template <int kD>
+using Traits = flash::FlashFwdMmaTraits<kD, flash::kTargetArch>;
+
+// ---------------------------------------------------------------------------
+// Tensor-core and shared-memory primitives (inline PTX, sm_80+).
+// ---------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 bf16 matrices; lanes 8m .. 8m + 7 give the row addresses of
+// matrix m. Lane l receives, from matrix m, row l / 4, columns 2 (l % 4) and
+// 2 (l % 4) + 1 in r[m] (.trans: column l / 4, rows 2 (l % 4) and + 1).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#endif
+}
+
+// d += a b for one m16n8k16 tile: a [16 x 16] row-major (4 registers of bf16
+// pairs), b [16 x 8] column-major (2 registers), d [16 x 8] float32.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Two floats as a bf16 pair, the first in the low half (the lower column).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 2^x with the hardware approximation (2 ulp; ex2.approx(-inf) = +0): the
+// softmax's exponentials would otherwise cost several instructions each.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Rows [row0, row0 + kRows) of one head's [T, D] bf16 matrix into the shared
+// tile [kRows][kStride], 16 bytes per cp.async. Rows >= row_limit and
+// columns >= head_dim (a multiple of 8) are zero-filled.
+template <int kRows, class Tr>
+__device__ __forceinline__ void load_tile_bf16(bf16* tile, const bf16* src, int64_t stride_t,
+                                               int row0, int row_limit, int head_dim, int tid) {
+  constexpr int kChunksPerRow = Tr::kHeadDim / Tr::kVec;
+  constexpr int kChunks = kRows * kChunksPerRow;
+#pragma unroll
+  for (int c0 = 0; c0 < kChunks; c0 += Tr::kThreads) {
+    const int c = c0 + tid;
+    if (kChunks % Tr::kThreads != 0 && c >= kChunks) break;
+    const int r = c / kChunksPerRow;
+    const int d = (c % kChunksPerRow) * Tr::kVec;
+    const bool valid = row0 + r < row_limit && d < head_dim;
+    const bf16* g = valid ? src + static_cast<int64_t>(row0 + r) * stride_t + d : src;
+    flash::cp_async_16(tile + r * Tr::kStride + d, g, valid);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The kernel. grid.x = B * H * n_qblocks (query block fastest); block = 128.
+// ---------------------------------------------------------------------------
+template <int kD>
+__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
+    flash_forward_bf16_kernel(const AttentionForwardParams<bf16, float> p, int n_qblocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using Tr = Traits<kD>;
+  constexpr int kBr = Tr::kBr;
+  constexpr int kBc = Tr::kBc;
+  constexpr int kStride = Tr::kStride;
+
+  extern __shared__ uint4 smem_u4[];
+  bf16* smem = reinterpret_cast<bf16*>(smem_u4);
+  bf16* q_s = smem + Tr::kSmemQ;  // q_s: [kBr][kStride]
+  bf16* k_s = smem + Tr::kSmemK;  // k_s: [kBc][kStride]
+  bf16* v_s = smem + Tr::kSmemV;  // v_s: [kBc][kStride]
+
+  const int64_t bh = blockIdx.x / n_qblocks;
+  int qb = static_cast<int>(blockIdx.x % n_qblocks);
+  if (p.causal) qb = n_qblocks - 1 - qb;  // longest (most key blocks) first: better tail
+  const int64_t b = bh / p.heads;
+  const int64_t h = bh % p.heads;
+  const int tq = static_cast<int>(p.q_len);
+  const int tk = static_cast<int>(p.k_len);
+  const int head_dim = static_cast<int>(p.head_dim);
+  const bool causal = p.causal;
+  const int q0 = qb * kBr;
+
+  // This head's q: [Tq, D], k / v: [Tk, D]; row strides p.{q,k,v}_stride_t.
+  const bf16* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
+  const bf16* k_head = p.k + b * p.k_stride_b + h * p.k_stride_h;
+  const bf16* v_head = p.v + b * p.v_stride_b + h * p.v_stride_h;
+
+  int key_len = tk;
+  if (p.key_lengths != nullptr) {
+    const int64_t len = p.key_lengths[b];
+    key_len = len < 0 ? 0 : (len < tk ? static_cast<int>(len) : tk);
+  }
+  int kv_end = key_len;
+  if (causal) kv_end = min(kv_end, min(q0 + kBr, tq));
+  const int n_kblocks = (kv_end + kBc - 1) / kBc;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;  // accumulator rows g and g + 8 of the warp's m-tile
+  const int t = lane % 4;  // accumulator columns 2t and 2t + 1 of each n8 tile
+  // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
+  const int lm_row = lane % 8;
+  const int lm_mat = lane / 8;
+
+  // Prologue: three copy groups, Q | K_0 | V_0.
+  load_tile_bf16<kBr, Tr>(q_s, q_head, p.q_stride_t, q0, tq, head_dim, tid);
+  cp_async_commit();
+  if (n_kblocks > 0) load_tile_bf16<kBc, Tr>(k_s, k_head, p.k_stride_t, 0, key_len, head_dim, tid);
+  cp_async_commit();
+  if (n_kblocks > 0) load_tile_bf16<kBc, Tr>(v_s, v_head, p.v_stride_t, 0, key_len, head_dim, tid);
+  cp_async_commit();
+  cp_async_wait<2>();
+  __syncthreads();
+
+  // The warp's Q as A fragments, per m-tile and k16 step: matrices (rows
+  // 0-7, cols 0-7), (rows 8-15, cols 0-7), (rows 0-7, cols 8-15), (rows 8-15,
+  // cols 8-15) of the m-tile.
+  constexpr int kMT = Tr::kMTiles;
+  uint32_t q_frag[kMT][Tr::kKSteps][4];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      const int row = warp * Tr::kRowsPerWarp + mt * 16 + lm_row + 8 * (lm_mat % 2);
+      const int col = ks * 16 + 8 * (lm_mat / 2);
+      ldmatrix_x4(q_frag[mt][ks], smem_u32(q_s + row * kStride + col));
+    }
+
+  float o_acc[kMT][Tr::kOutTiles][4];
+  float row_max[kMT][2];  // log2-scaled running max, rows g and g + 8 of each m-tile
+  float row_sum[kMT][2];  // this lane's share of the running sums
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < Tr::kOutTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) o_acc[mt][n][c] = 0.0f;
+    row_max[mt][0] = row_max[mt][1] = -INFINITY;
+    row_sum[mt][0] = row_sum[mt][1] = 0.0f;
+  }
+  const float score_scale = p.scale * kLog2e;
+  // Row of the query tile held in accumulator rows g (+ 8) of m-tile mt.
+  const int warp_row0 = warp * Tr::kRowsPerWarp + g;
+
+  for (int kb = 0; kb < n_kblocks; ++kb) {
+    const int k0 = kb * kBc;
+    // K_kb has landed (V_kb may still be in flight).
+    cp_async_wait<1>();
+    __syncthreads();
+
+    // pass 1: S = Q K^T. One ldmatrix.x4 of K gives the B fragments of two n8
+    // tiles for one k16 step: matrices (keys 0-7, dims 0-7), (keys 0-7, dims
+    // 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15); they serve every
+    // m-tile of the warp.
+    float s[kMT][Tr::kScoreTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[mt][n][c] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+#pragma unroll
+      for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
+        uint32_t k_frag[4];
+        const int key = np * 16 + lm_row + 8 * (lm_mat / 2);
+        const int col = ks * 16 + 8 * (lm_mat % 2);
+        ldmatrix_x4(k_frag, smem_u32(k_s + key * kStride + col));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma_16816(s[mt][2 * np], q_frag[mt][ks], k_frag[0], k_frag[1]);
+          mma_16816(s[mt][2 * np + 1], q_frag[mt][ks], k_frag[2], k_frag[3]);
+        }
+      }
+    }
+
+    // pass 2: mask + online softmax. s[mt][n][2r + c]: row g + 8r of m-tile
+    // mt, key k0 + 8n + 2t + c.
+    const bool need_mask = k0 + kBc > key_len || (causal && k0 + kBc - 1 > q0);
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = q0 + warp_row0 + mt * 16 + 8 * r;
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float x = s[mt][n][2 * r + c] * score_scale;
+            if (need_mask) {
+              const int j = k0 + 8 * n + 2 * t + c;
+              if (j >= key_len || (causal && j > i)) x = -INFINITY;
+            }
+            s[mt][n][2 * r + c] = x;
+            tile_max = fmaxf(tile_max, x);
+          }
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float new_max = fmaxf(row_max[mt][r], tile_max);
+        // Nothing visible yet: subtract 0, not -inf, so exp2 gives 0, not NaN.
+        const float ref = new_max == -INFINITY ? 0.0f : new_max;
+        const float correction = fast_exp2(row_max[mt][r] - ref);
+        row_max[mt][r] = new_max;
+        float tile_sum = 0.0f;
+#pragma unroll
+        for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const float prob = fast_exp2(s[mt][n][2 * r + c] - ref);
+            s[mt][n][2 * r + c] = prob;
+            tile_sum += prob;
+          }
+        row_sum[mt][r] = row_sum[mt][r] * correction + tile_sum;
+#pragma unroll
+        for (int n = 0; n < Tr::kOutTiles; ++n) {
+          o_acc[mt][n][2 * r] *= correction;
+          o_acc[mt][n][2 * r + 1] *= correction;
+        }
+      }
+
+    // V_kb has landed and every warp is done with k_s: load K_{kb+1} while
+    // P V runs.
+    cp_async_wait<0>();
+    __syncthreads();
+    if (kb + 1 < n_kblocks)
+      load_tile_bf16<kBc, Tr>(k_s, k_head, p.k_stride_t, k0 + kBc, key_len, head_dim, tid);
+    cp_async_commit();
+
+    // pass 3: O += P V. n8 tiles 2kk and 2kk + 1 of P are the A fragment of
+    // k16 step kk. ldmatrix.trans of V: matrices (keys 0-7, dims 0-7),
+    // (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15)
+    // give the B fragments of two n8 tiles of O, for every m-tile.
+#pragma unroll
+    for (int kk = 0; kk < Tr::kPvSteps; ++kk) {
+      uint32_t p_frag[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        p_frag[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        p_frag[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        p_frag[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        p_frag[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < Tr::kOutTiles / 2; ++dp) {
+        uint32_t v_frag[4];
+        const int key = kk * 16 + lm_row + 8 * (lm_mat % 2);
+        const int col = dp * 16 + 8 * (lm_mat / 2);
+        ldmatrix_x4_trans(v_frag, smem_u32(v_s + key * kStride + col));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma_16816(o_acc[mt][2 * dp], p_frag[mt], v_frag[0], v_frag[1]);
+          mma_16816(o_acc[mt][2 * dp + 1], p_frag[mt], v_frag[2], v_frag[3]);
+        }
+      }
+    }
+
+    // Every warp is done with v_s: load V_{kb+1} while the next Q K^T runs.
+    __syncthreads();
+    if (kb + 1 < n_kblocks)
+      load_tile_bf16<kBc, Tr>(v_s, v_head, p.v_stride_t, k0 + kBc, key_len, head_dim, tid);
+    cp_async_commit();
+  }
+  cp_async_wait<0>();  // nothing may be left in flight when the block exits
+
+  // Epilogue: o_acc[mt][n][2r + c] is row g + 8r of m-tile mt, column
+  // 8n + 2t + c.
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float total = row_sum[mt][r];
+      total += __shfl_xor_sync(0xffffffffu, total, 1);
+      total += __shfl_xor_sync(0xffffffffu, total, 2);
+      const int i = q0 + warp_row0 + mt * 16 + 8 * r;
+      if (i >= tq) continue;
+      const float inv = total > 0.0f ? 1.0f / total : 0.0f;  // empty row -> o = 0
+      bf16* o_row =
+          p.o + b * p.o_stride_b + h * p.o_stride_h + static_cast<int64_t>(i) * p.o_stride_t;
+#pragma unroll
+      for (int n = 0; n < Tr::kOutTiles; ++n) {
+        const int d = 8 * n + 2 * t;
+        if (d < head_dim)  // head_dim is even: columns d and d + 1 are both in or both out
+          *reinterpret_cast<uint32_t*>(o_row + d) =
+              pack_bf16(o_acc[mt][n][2 * r] * inv, o_acc[mt][n][2 * r + 1] * inv);
+      }
+      if (p.lse != nullptr && t == 0)
+        p.lse[bh * tq + i] = total > 0.0f ? (row_max[mt][r] + log2f(total)) * kLn2 : -INFINITY;
+    }
+#endif
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+template <int kD>
+cudaError_t launch(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream) {
+  using Tr = Traits<kD>;
+  // The host pass reads the launch shape; every arch's traits must agree on it.
+  using Sm80 = flash::FlashFwdMmaTraits<kD, 800>;
+  using Sm90 = flash::FlashFwdMmaTraits<kD, 900>;
+  static_assert(Sm80::kBr == Sm90::kBr && Sm80::kThreads == Sm90::kThreads &&
+                Sm80::kSmemBytes == Sm90::kSmemBytes);
+  const int64_t n_qblocks = (p.q_len + Tr::kBr - 1) / Tr::kBr;
+  if constexpr (Tr::kNeedsSmemOptIn) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        flash_forward_bf16_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  flash_forward_bf16_kernel<kD>
+      <<<static_cast<unsigned>(p.batch * p.heads * n_qblocks), Tr::kThreads, Tr::kSmemBytes,
+         stream>>>(p, static_cast<int>(n_qblocks));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, float>& p) {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return false;
+  constexpr int64_t kMaxLen = int64_t{1} << 30;
+  constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+  constexpr int64_t kMinBr = Traits<64>::kBr < Traits<128>::kBr ? Traits<64>::kBr : Traits<128>::kBr;
+  const int64_t n_qblocks = (p.q_len + kMinBr - 1) / kMinBr;  // the most blocks any D launches
+  return major >= 8 && p.head_dim >= 8 && p.head_dim <= kMaxHeadDim && p.head_dim % 8 == 0 &&
+         aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && p.q_stride_b % 8 == 0 && p.q_stride_h % 8 == 0 && p.q_stride_t % 8 == 0 &&
+         p.k_stride_b % 8 == 0 && p.k_stride_h % 8 == 0 && p.k_stride_t % 8 == 0 &&
+         p.v_stride_b % 8 == 0 && p.v_stride_h % 8 == 0 && p.v_stride_t % 8 == 0 &&
+         p.q_len < kMaxLen && p.k_len < kMaxLen && p.batch * p.heads * n_qblocks <= kMaxGridX;
+}
+
+int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p,
+                                 cudaStream_t stream) {
+  if (p.batch * p.heads == 0 || p.q_len == 0) return 0;
+  // o is stored as bf16 pairs: 4-byte aligned rows and pairs.
+  const bool o_ok = p.o != nullptr && (reinterpret_cast<uintptr_t>(p.o) & 3u) == 0 &&
+                    p.o_stride_t % 2 == 0 && p.o_stride_h % 2 == 0 && p.o_stride_b % 2 == 0;
+  if (!o_ok || !flash_attention_forward_bf16_supported(p))
+    return static_cast<int>(cudaErrorInvalidValue);
+  const cudaError_t err =
+      p.head_dim <= 64 ? launch<64>(p, stream) : launch<128>(p, stream);
+  return static_cast<int>(err);
+}
+
+}  // namespace nmt::ops::cuda
