@@ -227,6 +227,8 @@ int run_single_case(const BenchArgs& args) {
 
   at::manual_seed(0);
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  // The attention inputs (and dO) in the dtype asked for; sgemm stays float32.
+  const auto attn_opts_t = opts.dtype(args.dtype == "bf16" ? at::kBFloat16 : at::kFloat);
   const bool bwd = c.pass == "fwd+bwd";
   std::function<void()> call;
   at::Tensor q, k, v, grad, a, b;
@@ -241,9 +243,9 @@ int run_single_case(const BenchArgs& args) {
     };
   } else {
     const ops::AttentionBackend backend = ops::parse_backend(c.backend);
-    q = at::randn({c.batch, c.heads, c.q_len, c.head_dim}, opts);
-    k = at::randn({c.batch, c.heads, c.k_len, c.head_dim}, opts);
-    v = at::randn({c.batch, c.heads, c.k_len, c.head_dim}, opts);
+    q = at::randn({c.batch, c.heads, c.q_len, c.head_dim}, attn_opts_t);
+    k = at::randn({c.batch, c.heads, c.k_len, c.head_dim}, attn_opts_t);
+    v = at::randn({c.batch, c.heads, c.k_len, c.head_dim}, attn_opts_t);
     if (!bwd) {
       call = [&, backend] {
         at::NoGradGuard no_grad;
@@ -251,7 +253,7 @@ int run_single_case(const BenchArgs& args) {
       };
     } else {
       for (at::Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
-      grad = at::randn({c.batch, c.heads, c.q_len, c.head_dim}, opts);
+      grad = at::randn({c.batch, c.heads, c.q_len, c.head_dim}, attn_opts_t);
       call = [&, backend] {
         ops::attention(q, k, v, attn_opts, backend).backward(grad);
         // Dropped rather than zeroed: every run then allocates its gradients
@@ -377,7 +379,8 @@ ChildOutcome run_child(const std::string& exe, const Case& c, const BenchArgs& a
                                      "--case",    case_spec(c),
                                      "--device",  args.device,
                                      "--threads", std::to_string(args.threads),
-                                     "--repeats", std::to_string(args.repeats)};
+                                     "--repeats", std::to_string(args.repeats),
+                                     "--dtype",   args.dtype};
   if (args.quick) argv_s.push_back("--quick");
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
@@ -452,21 +455,26 @@ ChildOutcome run_child(const std::string& exe, const Case& c, const BenchArgs& a
   return r;
 }
 
-std::vector<Case> plan_cases(const std::vector<std::string>& backends, bool quick, bool cuda) {
+std::vector<Case> plan_cases(const BenchArgs& args, const std::vector<std::string>& backends,
+                             bool cuda) {
   struct Shape {
     int64_t batch, heads, q_len, k_len, head_dim;
     bool causal_too;
   };
+  const bool quick = args.quick;
   std::vector<Shape> shapes;
   std::vector<int64_t> self_lens =
       quick ? std::vector<int64_t>{128, 512} : std::vector<int64_t>{128, 512, 2048};
   if (cuda && !quick) self_lens.insert(self_lens.end(), {4096, 16384});
   std::vector<int64_t> dims = {64};
   if (cuda && !quick) dims.push_back(128);
+  const bool chosen = !args.lens.empty() || !args.head_dims.empty();
+  if (!args.lens.empty()) self_lens = args.lens;
+  if (!args.head_dims.empty()) dims = args.head_dims;
   for (int64_t d : dims)
     for (int64_t t : self_lens) shapes.push_back({8, 8, t, t, d, true});
   shapes.push_back({8, 8, 64, 512, 64, false});  // cross-attention: no causal mask
-  if (!quick)
+  if (!quick && !chosen)
     for (int64_t t : {8192, 16384}) shapes.push_back({1, 8, t, t, 64, true});
 
   std::vector<Case> cases;
@@ -564,13 +572,17 @@ void print_ratios(const std::vector<Row>& rows) {
   std::fflush(stdout);
 }
 
-void write_csv(const std::string& path, const std::string& device, const std::vector<Row>& rows) {
-  std::string out = "backend,device,pass,batch,heads,q_len,k_len,head_dim,causal,ms_median,gflops,peak_mb\n";
+void write_csv(const std::string& path, const std::string& device, const std::string& dtype,
+               const std::vector<Row>& rows) {
+  std::string out =
+      "backend,device,dtype,pass,batch,heads,q_len,k_len,head_dim,causal,ms_median,gflops,peak_mb\n";
   char line[512];
   for (const Row& r : rows) {
     const Case& c = r.c;
-    std::snprintf(line, sizeof(line), "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%d,%.4f,%.3f,%.2f\n",
-                  c.backend.c_str(), device.c_str(), c.pass.c_str(), static_cast<long long>(c.batch),
+    std::snprintf(line, sizeof(line), "%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%d,%.4f,%.3f,%.2f\n",
+                  c.backend.c_str(), device.c_str(),
+                  c.backend == "sgemm" ? "float32" : dtype.c_str(), c.pass.c_str(),
+                  static_cast<long long>(c.batch),
                   static_cast<long long>(c.heads), static_cast<long long>(c.q_len),
                   static_cast<long long>(c.k_len), static_cast<long long>(c.head_dim),
                   c.causal ? 1 : 0, r.ms, r.gflops, r.peak_mb);
@@ -599,13 +611,13 @@ int run_parent(const BenchArgs& args_in) {
   }
 
   const std::string exe = self_exe();
-  const std::vector<Case> cases = plan_cases(backends, args.quick, cuda);
+  const std::vector<Case> cases = plan_cases(args, backends, cuda);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int64_t threads = args.threads > 0 ? args.threads : cores;
   std::printf(
-      "bench-attention: device %s, %lld threads, median of %d timed runs after warm-up, "
-      "%zu cases + sgemm, one process each%s\n",
-      args.device.c_str(), static_cast<long long>(threads), args.repeats, cases.size(),
+      "bench-attention: device %s, %s inputs, %lld threads, median of %d timed runs after "
+      "warm-up, %zu cases + sgemm, one process each%s\n",
+      args.device.c_str(), args.dtype.c_str(), static_cast<long long>(threads), args.repeats, cases.size(),
       args.quick ? " (--quick)" : "");
   if (cuda)
     std::printf(
@@ -649,7 +661,7 @@ int run_parent(const BenchArgs& args_in) {
               cores);
   if (skipped) std::printf("\n%d case(s) skipped for memory\n", skipped);
   if (!args.csv.empty()) {
-    write_csv(args.csv, args.device, rows);
+    write_csv(args.csv, args.device, args.dtype, rows);
     std::printf("wrote %s (%zu rows)\n", args.csv.c_str(), rows.size());
   }
   if (failed) {

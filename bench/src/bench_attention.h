@@ -14,10 +14,16 @@ namespace nmt::bench {
 struct BenchArgs {
   std::string device = "cpu";  // cpu | cuda
   std::string csv;             // empty: no CSV, only the table on stdout
+  std::string dtype = "float32";  // float32 | bf16: q, k, v, dO (sgemm stays float32)
   bool quick = false;          // the reduced set CI runs (caps repeats at 3)
   int64_t threads = 0;         // 0 = all cores; passed on to every child
   std::vector<std::string> backends = ops::backend_names();
   int repeats = 5;  // timed runs per case; the median is reported
+  // Self-attention lengths and head dims to run (B = 8, H = 8, with and
+  // without the causal mask), plus the cross-attention case. Empty: the
+  // default plan (which adds T = 8192 and 16384 at B = 1).
+  std::vector<int64_t> lens;
+  std::vector<int64_t> head_dims;
   // Internal: run one case in this process and print its result line. Set by
   // the parent when it re-executes itself (--case SPEC); empty = parent.
   std::string single_case;

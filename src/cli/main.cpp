@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--device", bench.device, "device: cpu | cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   bench_cmd->add_option("--csv", bench.csv, "also write the results to this CSV file");
+  bench_cmd->add_option("--dtype", bench.dtype,
+                        "dtype of q, k, v and dO: float32 | bf16 (sgemm stays float32)")
+      ->check(CLI::IsMember({"float32", "bf16"}));
   bench_cmd->add_flag("--quick", bench.quick,
                       "reduced set for CI: T = 128, 512 and cross, at most 3 repeats");
   bench_cmd->add_option("--threads", bench.threads, "intra-op threads (0 = all cores)")
@@ -236,6 +239,15 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--backends", bench.backends,
                         "comma-separated subset of " + nmt::ops::backend_choices())
       ->delimiter(',');
+  bench_cmd->add_option("--lens", bench.lens,
+                        "comma-separated self-attention lengths (B = 8, H = 8) instead of the default "
+                        "plan")
+      ->delimiter(',')
+      ->check(int_range(1, 1 << 20));
+  bench_cmd->add_option("--head-dims", bench.head_dims,
+                        "comma-separated head dims instead of the default plan's")
+      ->delimiter(',')
+      ->check(int_range(1, 256));
   bench_cmd->add_option("--repeats", bench.repeats, "timed runs per case (median reported)")
       ->check(int_range(1, 1000));
   bench_cmd->add_option("--case", bench.single_case, "internal: run one case in this process")

@@ -19,7 +19,15 @@ at::Tensor attention_torch(const at::Tensor& q, const at::Tensor& k, const at::T
   // output and the gradients flowing back through them are exactly zero.
   c10::optional<at::Tensor> mask;  // std::optional only from 2.x on
   at::Tensor row_visible;
-  if (options.causal || options.key_lengths.defined()) {
+#if TORCH_VERSION_MAJOR >= 2
+  // A causal mask alone on a square problem is SDPA's own is_causal (top-left
+  // aligned, as ours): no mask tensor, so its fused flash and memory-
+  // efficient kernels apply, which refuse an explicit mask or run slower.
+  const bool sdpa_causal = options.causal && !options.key_lengths.defined() && q_len == k_len;
+#else
+  const bool sdpa_causal = false;
+#endif
+  if ((options.causal && !sdpa_causal) || options.key_lengths.defined()) {
     at::Tensor m = visibility_mask(batch, q_len, k_len, options, q.options());
     // Only key lengths can empty a row (causal always leaves key 0). Applied
     // unconditionally: checking for empty rows first would cost a host sync
@@ -33,11 +41,12 @@ at::Tensor attention_torch(const at::Tensor& q, const at::Tensor& k, const at::T
   }
 
 #if TORCH_VERSION_MAJOR >= 2
-  at::Tensor out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/false, scale);
+  at::Tensor out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, sdpa_causal, scale);
 #else
   // 1.13 has no scale argument (it always uses 1/sqrt(D)); its boolean mask
   // means "may attend", as in 2.x.
   const at::Tensor q_scaled = scale == default_scale ? q : q * (scale / default_scale);
+  (void)sdpa_causal;
   at::Tensor out = std::get<0>(at::_scaled_dot_product_attention(
       q_scaled, k, v, mask, 0.0, /*need_attn_weights=*/false, /*is_causal=*/false));
 #endif
