@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -143,6 +144,9 @@ const std::vector<Shape>& reference_shapes() {
       {1, 1, 257,  65,  8, true, false},
       {2, 2,   3,  64, 32, true, false},
       {2, 2, 200, 257, 80, true, false},
+      // causal alone on a square problem: the torch backend hands it to
+      // SDPA as is_causal (LibTorch 2.x) instead of a mask
+      {2, 2,  70,  70, 32, true, false},
       // an explicit scale
       {3, 2,  17,  65, 32, false, true, 0.3},
       {2, 1,  64, 127, 80, true, true, 1.7},
@@ -373,10 +377,12 @@ TEST_P(AttentionOp, FullyMaskedRowsGiveExactZeros) {
 // .transpose(1, 2), or a non-unit last stride) give the contiguous results.
 void check_strided(const Param& p, const Shape& s, uint64_t seed) {
   // Same arithmetic on the same values: at most the summation order differs.
-  // LibTorch's SDPA on CUDA is the exception: it picks another kernel when
-  // the last dim is not contiguous (H200, float32: gradients differ by up to
-  // 2.0e-6 relative), so float32 rounding of a different algorithm is allowed.
-  const bool other_kernel = p.backend == AttentionBackend::kTorch && p.device == c10::kCUDA;
+  // LibTorch 2.x's SDPA is the exception: it picks another kernel when the
+  // last dim is not contiguous (float32 gradients then differ by up to 2.0e-6
+  // relative on an H200 and 1.2e-6 on the CPU with 2.11), so float32 rounding
+  // of a different algorithm is allowed there. 1.13's math path stays at 1e-6.
+  const bool other_kernel = p.backend == AttentionBackend::kTorch &&
+                            (p.device == c10::kCUDA || TORCH_VERSION_MAJOR >= 2);
   const double tol = p.dtype == at::kDouble ? 1e-12 : (other_kernel ? 1e-5 : 1e-6);
   const Inputs in = make_inputs(s, seed, p.dtype);
   const Outputs contiguous = run(in, p.backend, p.device, p.dtype, Layout::kContiguous);

@@ -41,6 +41,9 @@ expect 2 "not a checkpoint" -- "$nmt" translate --checkpoint "$tmp/empty"
 printf 'data:\n  train_src: %s/missing.zh\n' "$tmp" >"$tmp/data.yaml"
 expect 2 "missing.zh: cannot open" -- "$nmt" train --config "$tmp/data.yaml" --set train.checkpoint_dir="$tmp/ck" --set tokenizer.cache_dir="$tmp/tok"
 expect 2 "cuda" -- "$nmt" train --config "$src/configs/toy.yaml" --device cuda --set train.checkpoint_dir="$tmp/ck"
+expect 2 "--dtype: fp16 not in" -- "$nmt" bench-attention --dtype fp16
+expect 2 "--dtype bf16: the flash backend has no bf16 CPU kernel" -- "$nmt" bench-attention --device cpu --dtype bf16 --backends torch,flash
+expect 2 "--lens" -- "$nmt" bench-attention --lens 0
 
 # ---- Bad data, caught before any tokenizer is trained (in a second).
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
