@@ -1,7 +1,9 @@
 #include "temp_dir.h"
 
+#include <ftw.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,14 +15,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  std::remove(path);  // files and (emptied, depth first) folders alike
+  return 0;
+}
+
 // The folders this process made; removed at its exit (static destruction,
-// which _exit and exec skip).
+// which _exit and exec skip). With POSIX calls, not std::filesystem: PyPI's
+// LibTorch exports its own std::filesystem::remove_all, which the loader
+// binds ours to, and which crashes when called this late.
 struct Made {
-  std::vector<fs::path> dirs;
+  std::vector<std::string> dirs;
   ~Made() {
     if (std::getenv("KEEP") != nullptr) return;
-    std::error_code ignored;
-    for (const auto& d : dirs) fs::remove_all(d, ignored);
+    for (const auto& d : dirs) nftw(d.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   }
 };
 
@@ -31,7 +39,7 @@ std::string temp_dir(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("nmt_test_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
-  made.dirs.push_back(d);
+  made.dirs.push_back(d.string());
   return d.string();
 }
 
