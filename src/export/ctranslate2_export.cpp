@@ -238,13 +238,13 @@ std::string json_text(const nlohmann::json& j) {
 struct StagingFolder {
   explicit StagingFolder(std::string p) : path(std::move(p)) {
     std::error_code ec;
-    fs::remove_all(path, ec);  // left by an export that was killed
+    remove_tree(path, ec);  // left by an export that was killed
     if (!fs::create_directories(path, ec) || ec)
       throw IoError(path + ": cannot create: " + ec.message());
   }
   ~StagingFolder() {
     std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
+    if (!path.empty()) remove_tree(path, ec);
   }
   std::string path;
 };

@@ -251,7 +251,9 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
   fs::create_directories(cfg.cache_dir);
   const fs::path tmp = fs::path(cfg.cache_dir) /
                        (std::string(hex) + ".tmp" + std::to_string(::getpid()));
-  fs::remove_all(tmp);
+  std::error_code removed;
+  remove_tree(tmp, removed);
+  if (removed) throw fs::filesystem_error("cannot remove", tmp, removed);
   fs::create_directories(tmp);
   spdlog::info("tokenizer: training SentencePiece ({}, {}) into {}", cfg.model_type,
                cfg.shared ? "shared" : "one per language", dir.string());

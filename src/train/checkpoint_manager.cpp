@@ -57,7 +57,7 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
   for (const char* sub : {"last", "best"})
     for (const char* suffix : {"", ".tmp", ".old"}) {
       const fs::path p = fs::path(run_dir_) / (std::string(sub) + suffix);
-      fs::remove_all(p, ec);
+      remove_tree(p, ec);
       if (ec) throw IoError(p.string() + ": cannot remove for --overwrite: " + ec.message());
     }
   sync_directory(run_dir_);
@@ -120,7 +120,7 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
 
 CheckpointManager::~CheckpointManager() {
   std::error_code ec;
-  if (!private_dir_.empty()) fs::remove_all(private_dir_, ec);
+  if (!private_dir_.empty()) remove_tree(private_dir_, ec);
 }
 
 TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) {

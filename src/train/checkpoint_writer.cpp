@@ -37,7 +37,7 @@ void save_checkpoint(const std::string& dir, Transformer& model,
                      const std::string& tgt_model) {
   const fs::path staged = dir + ".tmp";
   std::error_code ec;
-  fs::remove_all(staged, ec);  // an earlier save that did not finish
+  remove_tree(staged, ec);  // an earlier save that did not finish
   fs::create_directories(staged, ec);
   if (ec) throw IoError(staged.string() + ": cannot create: " + ec.message());
   std::vector<std::string> files{"model.pt", "state.yaml", "config.yaml", "src.model", "tgt.model"};
@@ -59,7 +59,7 @@ void save_checkpoint(const std::string& dir, Transformer& model,
     write_file_atomic((staged / "tgt.model").string(), read_file(tgt_model));
     write_manifest(staged.string(), files);
   } catch (...) {
-    fs::remove_all(staged, ec);  // a failed save leaves only the previous checkpoint behind
+    remove_tree(staged, ec);  // a failed save leaves only the previous checkpoint behind
     throw;
   }
   test_save_delay();

@@ -1,6 +1,7 @@
 #include "util/atomic_file.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -33,6 +34,14 @@ bool over_write_limit(size_t more) {
   const char* limit = std::getenv("NMT_TEST_WRITE_LIMIT");
   if (!limit) return false;
   return (written += static_cast<long long>(more)) > std::atoll(limit);
+}
+
+// remove_tree's visitor: children first (FTW_DEPTH), so folders are empty
+// when their turn comes. The first failure is kept in tree_error.
+thread_local int tree_error = 0;
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  if (::remove(path) != 0 && errno != ENOENT && tree_error == 0) tree_error = errno;
+  return 0;
 }
 
 std::string unique_temp(const std::string& path) {
@@ -143,17 +152,17 @@ void replace_directory(const std::string& staged, const std::string& dir) {
   constexpr unsigned kExchange = 1u << 1;  // RENAME_EXCHANGE
   if (::syscall(SYS_renameat2, AT_FDCWD, staged.c_str(), AT_FDCWD, dir.c_str(), kExchange) == 0) {
     sync_directory(parent_of(dir));
-    fs::remove_all(staged, ec);  // now the old content
+    remove_tree(staged, ec);  // now the old content
     return;
   }
 #endif
   // No atomic exchange here: two renames; recover_directory() mends a crash between them.
   const std::string old = dir + ".old";
-  fs::remove_all(old, ec);
+  remove_tree(old, ec);
   if (::rename(dir.c_str(), old.c_str()) != 0) io_fail(dir, "move aside", errno);
   if (::rename(staged.c_str(), dir.c_str()) != 0) io_fail(dir, "move " + staged + " into place", errno);
   sync_directory(parent_of(dir));
-  fs::remove_all(old, ec);
+  remove_tree(old, ec);
 }
 
 std::string recover_directory(const std::string& dir, const std::string& staged,
@@ -173,11 +182,24 @@ std::string recover_directory(const std::string& dir, const std::string& staged,
   }
   for (const std::string& leftover : {staged, old}) {
     if (fs::exists(leftover)) {
-      fs::remove_all(leftover, ec);
+      remove_tree(leftover, ec);
       done += (done.empty() ? "removed " : "; removed ") + leftover + " (left by an interrupted save)";
     }
   }
   return done;
+}
+
+void remove_tree(const std::string& path, std::error_code& ec) {
+  ec.clear();
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) ec = std::error_code(errno, std::generic_category());
+    return;
+  }
+  tree_error = 0;
+  if (::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && tree_error == 0)
+    tree_error = errno;
+  if (tree_error != 0) ec = std::error_code(tree_error, std::generic_category());
 }
 
 }  // namespace nmt

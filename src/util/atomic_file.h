@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <system_error>
 #include <string_view>
 
 namespace nmt {
@@ -43,6 +44,13 @@ class AtomicFile {
 
 // fsync of a folder: makes the renames done in it durable.
 void sync_directory(const std::string& dir);
+
+// Deletes a file or a folder tree (links are removed, not followed); a
+// missing path is no error. std::filesystem::remove_all with POSIX calls:
+// built against PyPI's LibTorch, the loader binds remove_all to the copy
+// libtorch.so exports, which crashes on a non-empty folder. ec: the first
+// error, or cleared.
+void remove_tree(const std::string& path, std::error_code& ec);
 
 // Puts the complete folder `staged` in place of `dir` (which may not exist):
 // an atomic exchange where the file system allows it (renameat2

@@ -1,9 +1,9 @@
 #include "temp_dir.h"
 
-#include <ftw.h>
+#include "util/atomic_file.h"
+
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,20 +15,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
-  std::remove(path);  // files and (emptied, depth first) folders alike
-  return 0;
-}
-
 // The folders this process made; removed at its exit (static destruction,
-// which _exit and exec skip). With POSIX calls, not std::filesystem: PyPI's
-// LibTorch exports its own std::filesystem::remove_all, which the loader
-// binds ours to, and which crashes when called this late.
+// which _exit and exec skip), with nmt::remove_tree (see atomic_file.h for
+// why not std::filesystem::remove_all).
 struct Made {
   std::vector<std::string> dirs;
   ~Made() {
     if (std::getenv("KEEP") != nullptr) return;
-    for (const auto& d : dirs) nftw(d.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    std::error_code ignored;
+    for (const auto& d : dirs) nmt::remove_tree(d, ignored);
   }
 };
 
@@ -37,7 +32,8 @@ struct Made {
 std::string temp_dir(const std::string& name) {
   static Made made;
   const fs::path d = fs::temp_directory_path() / ("nmt_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
+  std::error_code ec;
+  nmt::remove_tree(d.string(), ec);
   fs::create_directories(d);
   made.dirs.push_back(d.string());
   return d.string();
