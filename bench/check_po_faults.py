@@ -9,7 +9,8 @@ Used by bench/bench_check_po.sh. Subcommands:
       every translated singular entry by its msgid line in FAULTY.po.
       Entries whose msgid has a printf conversion get "#, c-format" (the .mo
       lost the flag; xgettext sets it), so that msgfmt -c checks them.
-      Kinds: placeholder-drop (one placeholder of the msgstr removed),
+      Kinds: placeholder-drop (one placeholder of the msgstr removed; not
+      from a msgstr of placeholders alone, which would become untranslated),
       placeholder-alter (one changed: %s <-> %d, {0} -> {1}, ...), swap (two
       entries exchange their msgstr; both count), truncate (the msgstr cut to
       its first half). Entries are drawn from the translated singular ones;
@@ -18,8 +19,10 @@ Used by bench/bench_check_po.sh. Subcommands:
   fit --dev DIR...
       Fits check-po's combined ranking on the dev catalogs: a logistic
       regression of fault (swap or truncate) against clean on the gap, the
-      FormFit length below and above the clean entries' median, and the share
-      of foreign words; prints the weights in the gap's units, which
+      FormFit length below and above the clean entries' median and the share
+      of foreign words; then the weight of the rival's lead (its positive
+      part) that finds most dev faults at 5% dev false alarms, the others
+      fixed; prints the weights in the gap's units, which
       src/eval/po_check.cpp keeps as constants.
 
   report --dev DIR... --test DIR... [--out FILE]
@@ -150,7 +153,11 @@ def inject(args):
         return None
 
     for _ in range(args.per_kind):
-        i = pick(lambda i: PLACEHOLDER.search(field(blocks[i], "msgstr")))
+        # Not a msgstr of placeholders alone: "%s" less its placeholder is
+        # empty, which gettext reads as "untranslated" (it prints the msgid),
+        # not as a fault.
+        i = pick(lambda i: PLACEHOLDER.search(field(blocks[i], "msgstr"))
+                 and PLACEHOLDER.sub("", field(blocks[i], "msgstr")).strip())
         if i is not None:
             s = field(blocks[i], "msgstr")
             ms = list(PLACEHOLDER.finditer(s))
@@ -273,8 +280,8 @@ def fit(args):
         for line, kind in truth.items():
             if kind in ("clean", "swap", "truncate") and line in ranked:
                 rows.append((kind != "clean", ranked[line]))
-    if not rows or any(k not in rows[0][1] for k in ("gap", "length", "foreign")):
-        sys.exit("check_po_faults fit: the dev checkpo.json files need gap, length and foreign (nmt check-po --json)")
+    if not rows or any(k not in rows[0][1] for k in ("gap", "length", "foreign", "rival")):
+        sys.exit("check_po_faults fit: the dev checkpo.json files need gap, length, foreign and rival (nmt check-po --json)")
     lengths = sorted(e["length"] for bad, e in rows if not bad)
     centre = lengths[len(lengths) // 2]
     x = [[1.0, e["gap"], min(0.0, e["length"] - centre), max(0.0, e["length"] - centre), e["foreign"]]
@@ -283,16 +290,17 @@ def fit(args):
     # Both classes weigh the same in all (faults are a few percent of entries).
     n_bad = sum(y)
     cw = [(len(y) - n_bad) / n_bad if t else 1.0 for t in y]
-    w = [0.0] * 5
+    n = len(x[0])
+    w = [0.0] * n
     for _ in range(30):  # Newton's method (IRLS), with a small ridge on the slopes
-        h = [[1e-4 * (i == j and i > 0) * len(y) for j in range(5)] for i in range(5)]
-        g = [1e-4 * len(y) * w[i] * (i > 0) for i in range(5)]
+        h = [[1e-4 * (i == j and i > 0) * len(y) for j in range(n)] for i in range(n)]
+        g = [1e-4 * len(y) * w[i] * (i > 0) for i in range(n)]
         for xi, yi, ci in zip(x, y, cw):
             z = sum(a * b for a, b in zip(w, xi))
             p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-            for i in range(5):
+            for i in range(n):
                 g[i] += ci * (p - yi) * xi[i]
-                for j in range(5):
+                for j in range(n):
                     h[i][j] += ci * p * (1 - p) * xi[i] * xi[j]
         step = solve(h, g)
         w = [a - b for a, b in zip(w, step)]
@@ -305,6 +313,22 @@ def fit(args):
     print(f"kShortWeight = {-w[2] / s:.2f}  (per unit of log length below the centre)")
     print(f"kLongWeight = {w[3] / s:.2f}  (above it)")
     print(f"kForeignWeight = {w[4] / s:.2f}")
+    # The rival's weight, with the others fixed: the one that finds most dev
+    # faults at 5% dev false alarms (the operating point of the report).
+    short, long_, foreign = -w[2] / s, w[3] / s, w[4] / s
+
+    def key(e, rw):
+        off = e["length"] - centre
+        return (e["gap"] + short * min(0.0, off) - long_ * max(0.0, off) - foreign * e["foreign"]
+                - rw * max(0.0, e["rival"] or 0.0))
+
+    found = {}
+    for rw in [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0]:
+        clean = sorted(key(e, rw) for bad, e in rows if not bad)
+        threshold = clean[int(0.05 * len(clean))]
+        found[rw] = sum(key(e, rw) < threshold for bad, e in rows if bad) / n_bad
+    print("kRivalWeight = %.1f  (dev faults found at 5%% dev false alarms: %s)" % (
+        max(found, key=lambda rw: (found[rw], -rw)), ", ".join(f"{rw:g}: {100 * v:.1f}%" for rw, v in found.items())))
 
 
 def main():

@@ -81,6 +81,9 @@ assert keys == sorted(keys), keys
 assert all(math.isfinite(e[k]) for e in r for k in ("combined", "support", "length", "foreign", "gap")), r
 assert all(e["combined"] <= e["gap"] + 1e-9 and 0 <= e["foreign"] <= 1 for e in r), r
 assert any(e.get("form") == 0 and e["msgid"] == "%d files" for e in r), r
+# A rival, where there is one, is another entry of this catalog.
+lines = {e["line"] for e in r}
+assert all(e["rival"] is None or (math.isfinite(e["rival"]) and e["rival_line"] in lines - {e["line"]}) for e in r), r
 PY
 out=$("$nmt" check-po "$tmp/good.po" --checkpoint "$tmp/run" --top 2 --rank chrf 2>/dev/null)
 rc=$?

@@ -1,5 +1,6 @@
 // The gettext catalog reader (data/po_catalog.h) and what check-po finds
 // without a model (eval/po_check.h): placeholders dropped, added or reordered.
+#include <algorithm>
 #include <cmath>
 #include <gtest/gtest.h>
 
@@ -234,13 +235,53 @@ TEST(PoCheck, CombinedScoreLowersShortLongAndForeignTranslations) {
   using eval::combined_score;
   using eval::form_fit;
   const double gap = -1.5;
-  const double fit = combined_score(gap, form_fit("Cannot open the file", "无法打开该文件"));
-  EXPECT_LT(combined_score(gap, form_fit("Cannot open the file", "无法")), fit - 1.0);  // truncated
-  EXPECT_LT(combined_score(gap, form_fit("Open", "无法打开该文件并退出程序")), fit - 1.0);  // far too long
-  EXPECT_LT(combined_score(gap, form_fit("Cannot open the file", "无法打开 gzip 文件")), fit - 1.0);
+  const double fit = combined_score(gap, 0.0, form_fit("Cannot open the file", "无法打开该文件"));
+  EXPECT_LT(combined_score(gap, 0.0, form_fit("Cannot open the file", "无法")), fit - 1.0);  // truncated
+  EXPECT_LT(combined_score(gap, 0.0, form_fit("Open", "无法打开该文件并退出程序")), fit - 1.0);  // far too long
+  EXPECT_LT(combined_score(gap, 0.0, form_fit("Cannot open the file", "无法打开 gzip 文件")), fit - 1.0);
   // Monotone in the gap, and never above it.
-  EXPECT_LT(combined_score(gap - 1.0, form_fit("Cannot open the file", "无法打开该文件")), fit);
+  EXPECT_LT(combined_score(gap - 1.0, 0.0, form_fit("Cannot open the file", "无法打开该文件")), fit);
   EXPECT_LE(fit, gap);
+  // Another msgid the model prefers lowers it; one it likes less does not raise it.
+  EXPECT_LT(combined_score(gap, 2.0, form_fit("Cannot open the file", "无法打开该文件")), fit - 1.0);
+  EXPECT_EQ(combined_score(gap, -3.0, form_fit("Cannot open the file", "无法打开该文件")), fit);
+}
+
+TEST(PoCheck, RivalCandidatesAreTheMsgidsABackTranslationResembles) {
+  using eval::rival_candidates;
+  const std::vector<std::string> english = {
+      "Replication",                     // 0
+      "Tablespace",                      // 1
+      "Could not open file %s",          // 2
+      "Stable",                          // 3
+      "could not open file %s",          // 4: 2's letters, another case
+      "Name",                            // 5
+      "user_name",                       // 6
+      "Tablespace",                      // 7: 1's text again
+      "Show the list of functions",      // 8
+  };
+  // Back-translations of msgstrs: "Table Space" (spelt apart) finds Tablespace
+  // once, though two entries have it; the entry's own msgid is never a rival.
+  const auto r = rival_candidates({"Table Space", "Table Space", "File could not be opened", "List of functions",
+                                   "the user name", "zzz qqq"},
+                                  english, {3, 1, 0, 0, 6, 0}, 2);
+  ASSERT_EQ(r.size(), 6u);
+  ASSERT_FALSE(r[0].empty());
+  EXPECT_EQ(r[0][0], 1u);
+  EXPECT_EQ(std::count(r[0].begin(), r[0].end(), 7u), 0);  // one rival per text
+  EXPECT_EQ(std::count(r[0].begin(), r[0].end(), 3u), 0);  // its own msgid ("Stable", a near spelling)
+  EXPECT_EQ(std::count(r[1].begin(), r[1].end(), 1u) + std::count(r[1].begin(), r[1].end(), 7u), 0);
+  // At most k, best first: both file messages resemble the query; they are one text in letters, but two texts.
+  ASSERT_EQ(r[2].size(), 2u);
+  EXPECT_TRUE((r[2][0] == 2u && r[2][1] == 4u) || (r[2][0] == 4u && r[2][1] == 2u));
+  ASSERT_FALSE(r[3].empty());
+  EXPECT_EQ(r[3][0], 8u);
+  // "Name" is part of "user_name": a msgstr may rightly translate either, so it is no rival.
+  for (const size_t j : r[4]) EXPECT_NE(j, 5u);
+  EXPECT_TRUE(r[5].empty());  // shares no trigram with any msgid
+  // 2 and 4 hold each other's letters: neither is the other's rival.
+  const auto dup = rival_candidates({"could not open the file"}, english, {2}, 3);
+  for (const size_t j : dup[0]) EXPECT_NE(j, 4u);
 }
 
 }  // namespace

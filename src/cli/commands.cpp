@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
@@ -279,10 +281,25 @@ struct RankedItem {
   // msgid scores well on its own, and gets no credit for that here).
   double support = 0;
   size_t tokens = 0;    // the msgid's tokens scored (<end> included)
+  // Whether this msgstr and a rival's (eval::rival_candidates: a msgid of
+  // the catalog that the back-translation resembles) look exchanged: how
+  // much the mean log-probabilities of both msgids rise when each is scored
+  // with the other's msgstr, summed; the best over the rivals. > 0: the two
+  // fit better exchanged. A one-sided lead (another msgid likelier given
+  // this msgstr) is common in clean catalogs ("Name" for "user_name"'s
+  // msgstr); both sides rarely are. Not set when no msgid resembles the
+  // back-translation.
+  std::optional<double> rival;
+  const eval::PoItem* rival_item = nullptr;
   eval::FormFit form;   // length and foreign words (no model)
   double combined = 0;  // gap with form's penalties (eval::combined_score)
   double key = 0;       // the one ranked by
 };
+
+// Rival msgids scored per entry (eval::rival_candidates), each in both
+// directions. With four, the exchanged entry is the best rival for four in
+// five swapped entries in bench/bench_check_po.sh's catalogs.
+constexpr size_t kRivalsPerEntry = 4;
 
 std::string where(const std::string& file, const eval::PoItem& item) {
   std::string s = file + ":" + std::to_string(item.entry->line);
@@ -323,6 +340,27 @@ int run_check_po(const CheckPoArgs& args) {
     std::vector<std::string> nothing(chinese.size()), english_as_scored;
     for (size_t i = 0; i < chinese.size(); ++i) english_as_scored.push_back(data::model_pair(chinese[i], english[i], masked).second);
     const auto prior_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, nothing, english_as_scored, s.device);
+    // Rivals: each msgstr scored against the msgids its back-translation
+    // resembles most, and their msgstrs against its msgid (a few per entry,
+    // so this costs a few more scoring passes, not one per pair of entries).
+    std::vector<size_t> self(chinese.size());
+    std::iota(self.begin(), self.end(), size_t{0});
+    const auto rivals = eval::rival_candidates(back, english, self, kRivalsPerEntry);
+    std::vector<std::string> rival_src, rival_tgt;
+    for (size_t i = 0; i < rivals.size(); ++i)
+      for (const size_t j : rivals[i]) {
+        rival_src.push_back(chinese[i]);
+        rival_tgt.push_back(english[j]);
+      }
+    const auto rival_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, rival_src, rival_tgt, s.device, masked);
+    std::vector<std::string> crossed_src, crossed_tgt;
+    for (size_t i = 0; i < rivals.size(); ++i)
+      for (const size_t j : rivals[i]) {
+        crossed_src.push_back(chinese[j]);
+        crossed_tgt.push_back(english[i]);
+      }
+    const auto crossed_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, crossed_src, crossed_tgt, s.device, masked);
+    size_t next_rival = 0;
     for (size_t i = 0; i < check.items.size(); ++i) {
       RankedItem r;
       r.item = &check.items[i];
@@ -333,7 +371,16 @@ int run_check_po(const CheckPoArgs& args) {
       r.support = r.score - mean_logprob(prior_lp[i]);
       r.tokens = msgid_lp[i].size();
       r.form = eval::form_fit(english[i], chinese[i]);
-      r.combined = eval::combined_score(r.gap, r.form);
+      for (const size_t j : rivals[i]) {
+        const double mine = mean_logprob(rival_lp[next_rival]) - r.score;
+        const double theirs = mean_logprob(crossed_lp[next_rival]) - mean_logprob(msgid_lp[j]);
+        ++next_rival;
+        if (!r.rival || mine + theirs > *r.rival) {
+          r.rival = mine + theirs;
+          r.rival_item = &check.items[j];
+        }
+      }
+      r.combined = eval::combined_score(r.gap, r.rival.value_or(0.0), r.form);
       r.key = args.rank == "score"     ? r.score
               : args.rank == "gap"     ? r.gap
               : args.rank == "support" ? r.support
@@ -385,6 +432,8 @@ int run_check_po(const CheckPoArgs& args) {
       j["length"] = r.form.length;
       j["foreign"] = r.form.foreign;
       j["combined"] = r.combined;
+      j["rival"] = r.rival ? json(*r.rival) : json(nullptr);
+      if (r.rival_item) j["rival_line"] = r.rival_item->entry->line;
       out["ranked"].push_back(j);
     }
     std::printf("%s\n", out.dump(1).c_str());
@@ -404,11 +453,15 @@ int run_check_po(const CheckPoArgs& args) {
                   shown, ranked.size());
       for (size_t k = 0; k < shown; ++k) {
         const RankedItem& r = ranked[k];
-        std::printf("%s: combined %.2f  gap %.2f  length %+.2f  foreign %.2f  support %.2f  score %.2f  chrF %.1f\n"
+        std::printf("%s: combined %.2f  gap %.2f  length %+.2f  foreign %.2f  rival %s  support %.2f  score %.2f  chrF %.1f\n"
                     "  msgid  %s\n  msgstr %s\n  back   %s\n",
-                    where(args.file, *r.item).c_str(), r.combined, r.gap, r.form.length, r.form.foreign, r.support,
+                    where(args.file, *r.item).c_str(), r.combined, r.gap, r.form.length, r.form.foreign,
+                    r.rival ? fmt::format("{:+.2f}", *r.rival).c_str() : "none", r.support,
                     r.score, r.chrf, quoted(r.item->english).c_str(),
                     quoted(r.item->chinese).c_str(), quoted(r.back).c_str());
+        if (r.rival && *r.rival > 0)
+          std::printf("  exchanged with %s? both fit better so (%+.2f per token): msgid %s\n",
+                      where(args.file, *r.rival_item).c_str(), *r.rival, quoted(r.rival_item->english).c_str());
       }
     } else if (args.checkpoint.empty()) {
       std::printf("\n(no --checkpoint: placeholders only; with one, every translation is also back-translated and "

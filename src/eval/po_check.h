@@ -69,12 +69,29 @@ struct FormFit {
 };
 FormFit form_fit(const std::string& english, const std::string& chinese);
 
+// Rivals: the msgids a msgstr may really belong to. A msgstr moved to the
+// wrong entry (two entries swapped, a catalog shifted by one) is nearly
+// always the translation of another msgid of the same catalog, and its
+// back-translation shares words and spellings with that msgid. For each
+// query (a back-translation), the indices of up to `k` of `english` whose
+// text is most alike, best first: cosine of tf-idf weighted character
+// trigrams of the lower-cased words ("tablespace" is near "Table Space").
+// english[exclude[q]]'s own text is never a rival of query q, nor a text
+// whose letters and digits (case ignored) are part of its own or hold its
+// own whole ("Column" for "join_column"), nor an entry that shares no
+// trigram with the query.
+std::vector<std::vector<size_t>> rival_candidates(const std::vector<std::string>& queries,
+                                                  const std::vector<std::string>& english,
+                                                  const std::vector<size_t>& exclude, size_t k);
+
 // check-po's default ranking key (lower = more suspect): the model's gap (the
 // msgid's mean log-probability per token given the msgstr, minus that of the
 // model's own back-translation), lowered for a msgstr too short or too long
-// for the msgid and for foreign words. Weights in the gap's units, fitted by
-// logistic regression on injected faults in dev catalogs
-// (bench/check_po_faults.py fit).
-double combined_score(double gap, const FormFit& fit);
+// for the msgid, for foreign words, and when it looks exchanged with another
+// entry's msgstr (`rival`: how much the mean log-probabilities of both
+// msgids rise when each is scored with the other's msgstr; only its positive
+// part counts). Weights in the gap's units, fitted on injected faults in dev
+// catalogs (bench/check_po_faults.py fit).
+double combined_score(double gap, double rival, const FormFit& fit);
 
 }  // namespace nmt::eval
