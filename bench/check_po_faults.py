@@ -236,6 +236,7 @@ def report(args):
         p(f"### ranked by {rank}: flagged when below {threshold:.3f} (flags 5% of the dev catalogs' clean entries)\n")
         p("| fault | entries | placeholder check | ranking | either | msgfmt -c |")
         p("|---|---|---|---|---|---|")
+        together = [0, 0]  # swapped or truncated: entries, found by either
         for kind in KINDS + ["clean"]:
             n = ph_hits = rank_hits = either = mf = 0
             for truth, ph, r, by_msgfmt in test:
@@ -252,6 +253,14 @@ def report(args):
             pct = lambda x: f"{x} ({100 * x / n:.1f}%)" if n else "0"
             label = "clean (false alarms)" if kind == "clean" else kind
             p(f"| {label} | {n} | {pct(ph_hits)} | {pct(rank_hits)} | {pct(either)} | {pct(mf)} |")
+            if kind in ("swap", "truncate"):
+                together[0] += n
+                together[1] += either
+            if kind == "clean":
+                false_alarms = either / n if n else 0.0
+        if together[0]:
+            p(f"\nSwapped or truncated, found by either: {together[1]} of {together[0]} "
+              f"({100 * together[1] / together[0]:.1f}%) at {100 * false_alarms:.1f}% false alarms.")
         p("")
     text = "\n".join(out)
     print(text)

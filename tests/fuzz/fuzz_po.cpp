@@ -5,13 +5,15 @@
 // entry's line is within the file, writing a msgstr with po_escape and
 // reading it back gives it unchanged, and the placeholder check and the
 // sentinel mapping take every entry (restoring a masked msgid gives it back
-// whenever it has no numbered printf conversion), and every translation's
-// form fit is finite with its foreign share in [0, 1].
+// whenever it has no numbered printf conversion), every translation's form
+// fit is finite with its foreign share in [0, 1], and its rivals are other
+// entries' texts, at most k of them.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/placeholder_mask.h"
 #include "data/po_catalog.h"
@@ -43,10 +45,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (e.msgid.find('$') == std::string::npos)
       fuzz::check(data::restore_target(m.text, m) == e.msgid, "masking and restoring changed a msgid");
   }
-  for (const eval::PoItem& item : eval::check_placeholders(catalog).items) {
+  const eval::PoCheck check = eval::check_placeholders(catalog);
+  std::vector<std::string> english, chinese;
+  std::vector<size_t> self;
+  for (const eval::PoItem& item : check.items) {
     const eval::FormFit f = eval::form_fit(item.english, item.chinese);
     fuzz::check(std::isfinite(f.length) && f.foreign >= 0 && f.foreign <= 1, "form_fit out of range");
-    fuzz::check(std::isfinite(eval::combined_score(0.0, f)), "combined_score not finite");
+    fuzz::check(std::isfinite(eval::combined_score(0.0, 1.0, f)), "combined_score not finite");
+    self.push_back(english.size());
+    english.push_back(item.english);
+    chinese.push_back(item.chinese);
+  }
+  // The msgstrs stand in for back-translations.
+  const auto rivals = eval::rival_candidates(chinese, english, self, 3);
+  fuzz::check(rivals.size() == chinese.size(), "rival_candidates: one list per query");
+  for (size_t q = 0; q < rivals.size(); ++q) {
+    fuzz::check(rivals[q].size() <= 3, "rival_candidates: more than k");
+    for (const size_t j : rivals[q])
+      fuzz::check(j < english.size() && english[j] != english[q], "rival_candidates: out of range, or its own text");
   }
   return 0;
 }
