@@ -298,7 +298,8 @@ struct RankedItem {
 
 // Rival msgids scored per entry (eval::rival_candidates), each in both
 // directions. With four, the exchanged entry is the best rival for four in
-// five swapped entries in bench/bench_check_po.sh's catalogs.
+// five swapped entries in bench/bench_check_po.sh's catalogs; two found
+// fewer swaps (95.8% against 97.5%) at more false alarms, in 60% of the time.
 constexpr size_t kRivalsPerEntry = 4;
 
 std::string where(const std::string& file, const eval::PoItem& item) {

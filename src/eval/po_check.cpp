@@ -147,10 +147,10 @@ constexpr double kShortWeight = 10.0;   // per unit of log length below the cent
 constexpr double kLongWeight = 4.2;     // ... above it
 constexpr double kForeignWeight = 5.3;  // for a msgstr whose Latin words are all foreign
 // The rival (an exchange with another entry that both fit better) is
-// weighed after the others, which stay as fitted without it: the weight that
-// finds most dev faults at 5% dev false alarms (1.0 to 1.5 on faults
-// injected with seeds 1 and 2; a joint fit of all five raised the length
-// weights, and flagged more clean entries of the test catalogs).
+// weighed after the others, which stay as fitted without it: a weight that
+// finds most dev faults at 5% dev false alarms (0.5 to 1.5 do within half a
+// point; docs/bench/check_po.md). A joint fit of all five raised the length
+// weights and flagged more clean entries of the test catalogs.
 constexpr double kRivalWeight = 1.5;    // per unit of the rival's lead in mean log-probability
 
 bool is_cjk(char32_t c) {
