@@ -2,7 +2,8 @@
 # Signals: SIGINT/SIGTERM during `nmt train` finish the step, save last/ and
 # exit 130/143, and --resume then continues exactly as an uninterrupted run
 # (same logged losses); a second SIGINT waits for the save, a third aborts;
-# SIGINT during `nmt translate --output` exits 130 and leaves no output file.
+# SIGINT during `nmt translate --output` exits 130 and leaves no output file,
+# and during `nmt check-po` exits 130 without a report.
 # Usage: interrupt_test.sh NMT_BINARY SOURCE_DIR
 set -u
 nmt=$1
@@ -76,5 +77,23 @@ wait $pid
 rc=$?
 if [ $rc -eq 130 ] && [ ! -e "$tmp/out.en" ] && [ -z "$(ls "$tmp" | grep 'out.en.tmp')" ]; then ok
 else bad "translate SIGINT: exit $rc, output $(ls "$tmp" | grep out.en)"; fi
+
+# check-po: SIGINT while it scores (back-translations of one token are quick,
+# then every entry is scored against its msgid and rivals) stops it between
+# batches: exit 130, no report.
+{
+  printf 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+  for i in $(seq 20000); do printf '\nmsgid "he likes cats %d"\nmsgstr "他喜欢猫 我们明天去学校 %d"\n' $i $i; done
+} >"$tmp/many.po"
+"$nmt" check-po "$tmp/many.po" --checkpoint "$tmp/straight" --max-len 1 --threads 1 >"$tmp/po.out" 2>"$tmp/po.log" &
+pid=$!
+wait_for_log "$tmp/po.log" "checkpoint" || bad "check-po did not start"
+sleep 2
+kill -INT $pid
+start=$(date +%s)
+wait $pid
+rc=$?
+if [ $rc -eq 130 ] && [ ! -s "$tmp/po.out" ] && [ $(($(date +%s) - start)) -lt 10 ]; then ok
+else bad "check-po SIGINT: exit $rc after $(($(date +%s) - start)) s, stdout: $(head -c 200 "$tmp/po.out"), log: $(tail -2 "$tmp/po.log")"; fi
 
 summary interrupts

@@ -174,10 +174,11 @@ int main(int argc, char** argv) {
   po_cmd->add_option("--top", check_po.top, "entries listed by rank (0 = all; default 20)")
       ->check(int_range(0, 100000000));
   po_cmd->add_option("--rank", check_po.rank,
-                     "rank by: combined (gap, lowered for a msgstr too short or too long for its msgid and for "
-                     "Latin words the msgid lacks; default) | gap (the msgid's log-probability per token given "
-                     "the msgstr, minus the back-translation's) | support (given the msgstr minus given "
-                     "nothing) | score (the msgid's alone) | chrf (back-translation vs msgid)")
+                     "rank by: combined (gap, lowered for a msgstr too short or too long for its msgid, for "
+                     "Latin words the msgid lacks, and when it looks exchanged with another entry's; default) "
+                     "| gap (the msgid's log-probability per token given the msgstr, minus the "
+                     "back-translation's) | support (given the msgstr minus given nothing) | score (the "
+                     "msgid's alone) | chrf (back-translation vs msgid)")
       ->check(CLI::IsMember({"combined", "support", "gap", "score", "chrf"}));
   po_cmd->add_flag("--json", check_po.json, "print one JSON object instead of text");
   add_decode_flags(po_cmd, check_po.decode);

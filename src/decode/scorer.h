@@ -22,6 +22,8 @@ class Tokenizer;
 // protect_placeholders: the pairs are masked as in training (the tokens
 // scored are those of the masked target). A side longer than the model's
 // position table is cut to fit (the scores are then those of its prefix).
+// Throws Interrupted between batches once SIGINT or SIGTERM came in (where
+// the command installed the handlers, util/interrupt.h).
 std::vector<std::vector<double>> score_pairs(Transformer& model, const Tokenizer& src_tok,
                                              const Tokenizer& tgt_tok,
                                              const std::vector<std::string>& sources,

@@ -377,9 +377,11 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
     ContinuousGreedy stream(model, options, device);
     const size_t refill = std::max<size_t>(1, batch / 4);
     for (bool more = true;;) {
+      // Each step is a safe point; the last sentences of a long input can
+      // take many steps after the last refill.
+      if (options.stop_on_interrupt) throw_if_interrupted();
       const size_t room = batch - static_cast<size_t>(stream.rows());
       if (more && (room >= refill || stream.rows() == 0)) {
-        if (options.stop_on_interrupt) throw_if_interrupted();
         const size_t start = std::min(order.size(), next_line.fetch_add(room));
         const size_t end = std::min(order.size(), start + room);
         more = end < order.size();
