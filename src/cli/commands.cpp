@@ -347,19 +347,13 @@ int run_check_po(const CheckPoArgs& args) {
     std::vector<size_t> self(chinese.size());
     std::iota(self.begin(), self.end(), size_t{0});
     const auto rivals = eval::rival_candidates(back, english, self, kRivalsPerEntry);
-    std::vector<std::string> rival_src, rival_tgt;
+    std::vector<std::string> rival_src, rival_tgt, crossed_src, crossed_tgt;
     for (size_t i = 0; i < rivals.size(); ++i)
       for (const size_t j : rivals[i]) {
-        rival_src.push_back(chinese[i]);
-        rival_tgt.push_back(english[j]);
+        rival_src.push_back(chinese[i]), rival_tgt.push_back(english[j]);
+        crossed_src.push_back(chinese[j]), crossed_tgt.push_back(english[i]);
       }
     const auto rival_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, rival_src, rival_tgt, s.device, masked);
-    std::vector<std::string> crossed_src, crossed_tgt;
-    for (size_t i = 0; i < rivals.size(); ++i)
-      for (const size_t j : rivals[i]) {
-        crossed_src.push_back(chinese[j]);
-        crossed_tgt.push_back(english[i]);
-      }
     const auto crossed_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, crossed_src, crossed_tgt, s.device, masked);
     size_t next_rival = 0;
     for (size_t i = 0; i < check.items.size(); ++i) {

@@ -179,6 +179,21 @@ std::string lower_ascii(std::string s) {
   return s;
 }
 
+// visit(i, j) for each longest run text[i, j) of bytes that is_word accepts.
+template <class IsWord, class Visit>
+void for_each_run(const std::string& text, IsWord is_word, Visit visit) {
+  for (size_t i = 0; i < text.size();) {
+    if (!is_word(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && is_word(static_cast<unsigned char>(text[j]))) ++j;
+    visit(i, j);
+    i = j;
+  }
+}
+
 // Latin words of `text` with its placeholders blanked out, lower-cased.
 std::vector<std::string> latin_words(std::string text) {
   for (const std::string& p : find_placeholders(text)) {
@@ -187,21 +202,14 @@ std::vector<std::string> latin_words(std::string text) {
   }
   auto word_char = [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '.' || c == '-'; };
   std::vector<std::string> out;
-  for (size_t i = 0; i < text.size();) {
-    if (!word_char(static_cast<unsigned char>(text[i]))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < text.size() && word_char(static_cast<unsigned char>(text[j]))) ++j;
+  for_each_run(text, word_char, [&](size_t i, size_t j) {
     // Sentence punctuation and dashes at the end are not part of a word; a
     // leading dash is (an option: "-D").
     size_t a = i, b = j;
     while (a < b && text[a] == '.') ++a;
     while (b > a && (text[b - 1] == '.' || text[b - 1] == '-')) --b;
     if (b - a >= 2) out.push_back(lower_ascii(text.substr(a, b - a)));
-    i = j;
-  }
+  });
   return out;
 }
 
@@ -231,17 +239,10 @@ namespace {
 std::unordered_map<std::string, double> word_trigrams(const std::string& text) {
   std::unordered_map<std::string, double> out;
   auto word_char = [](unsigned char c) { return std::isalnum(c) || c >= 0x80; };
-  for (size_t i = 0; i < text.size();) {
-    if (!word_char(static_cast<unsigned char>(text[i]))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < text.size() && word_char(static_cast<unsigned char>(text[j]))) ++j;
+  for_each_run(text, word_char, [&](size_t i, size_t j) {
     const std::string w = " " + lower_ascii(text.substr(i, j - i)) + " ";
     for (size_t a = 0; a + 3 <= w.size(); ++a) out[w.substr(a, 3)] += 1.0;
-    i = j;
-  }
+  });
   return out;
 }
 
