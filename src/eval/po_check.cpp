@@ -269,13 +269,11 @@ std::vector<std::vector<size_t>> rival_candidates(const std::vector<std::string>
   for (size_t j = 0; j < n; ++j) text_of[j] = first.emplace(english[j], j).first->second;
   // The index: trigram -> (entry, tf-idf weight), over distinct texts.
   std::unordered_map<std::string, std::vector<std::pair<size_t, double>>> postings;
-  std::vector<std::unordered_map<std::string, double>> grams(n);
   size_t texts = 0;
   for (size_t j = 0; j < n; ++j) {
     if (text_of[j] != j) continue;
     ++texts;
-    grams[j] = word_trigrams(english[j]);
-    for (const auto& [g, tf] : grams[j]) postings[g].emplace_back(j, tf);
+    for (const auto& [g, tf] : word_trigrams(english[j])) postings[g].emplace_back(j, tf);
   }
   auto idf = [&](size_t df) { return std::log(1.0 + static_cast<double>(texts) / static_cast<double>(df)); };
   std::vector<double> norm(n, 0.0);
