@@ -43,8 +43,12 @@ else bad "trainer exit $rc ($(grep '^nmt:' "$tmp/polled.log" | tail -1)), $faile
 echo "readers: $reads reads during 30 saves, $failed failed; trainer exit $rc"
 
 # 2. A reader during a save paused before its swap: nothing in the folder changes.
+#    The trainer holds its second save of last/ (the first replacing one)
+#    while $hold exists: through the readers and the refusals of part 3.
 run=$tmp/paused
-NMT_TEST_SAVE_DELAY_MS=4000 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.eval_every=2 \
+hold=$tmp/hold
+touch "$hold"
+NMT_TEST_SAVE_HOLD_FILE=$hold "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.eval_every=2 \
   --set train.checkpoint_dir="$run" >"$tmp/paused.log" 2>&1 &
 trainer=$!
 # the second save (step 4) staged complete, the first in place
@@ -71,6 +75,7 @@ expect_refused "second trainer" "another nmt train is writing this run folder (p
   "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.checkpoint_dir="$run"
 expect_refused "resume while running" "another nmt train is writing this run folder (pid $trainer on " -- \
   "$nmt" train --resume "$run" --set train.max_steps=8
+rm -f "$hold"
 wait "$trainer" || bad "the paused trainer failed: $(grep '^nmt:' "$tmp/paused.log" | tail -1)"
 
 # A finished run is not started over by accident; --overwrite does it on purpose.

@@ -19,14 +19,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Test hook for the crash tests: NMT_TEST_SAVE_DELAY_MS pauses a save just
-// before the swap, widening the window a SIGKILL can hit.
-void test_save_delay() {
+// Test hooks, both just before the swap:
+// - NMT_TEST_SAVE_DELAY_MS pauses every save, widening the window a SIGKILL
+//   can hit (the crash tests).
+// - NMT_TEST_SAVE_HOLD_FILE=PATH holds a save that replaces a checkpoint
+//   already in place for as long as PATH exists, so a test can look at a
+//   folder mid-save for as long as its readers take; a fixed delay races a
+//   loaded machine.
+void test_save_delay(const fs::path& dir) {
   static const long ms = [] {
     const char* v = std::getenv("NMT_TEST_SAVE_DELAY_MS");
     return v ? std::atol(v) : 0L;
   }();
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  static const char* hold = std::getenv("NMT_TEST_SAVE_HOLD_FILE");
+  if (hold && *hold && fs::exists(dir))
+    while (fs::exists(hold)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 }  // namespace
@@ -62,7 +70,7 @@ void save_checkpoint(const std::string& dir, Transformer& model,
     remove_tree(staged, ec);  // a failed save leaves only the previous checkpoint behind
     throw;
   }
-  test_save_delay();
+  test_save_delay(dir);
   replace_directory(staged.string(), dir);
 }
 
