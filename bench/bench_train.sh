@@ -74,7 +74,8 @@ run_nmt() {  # config precision repeat
 import json, sys
 w = [json.loads(l) for l in open(sys.argv[1]) if '"window_tokens"' in l][1:]
 tokens, seconds = sum(r["window_tokens"] for r in w), sum(r["window_seconds"] for r in w)
-print(f"{tokens / seconds:.1f},{w[-1]['step'] if w else 0},{seconds:.1f}")
+if not w: print("bench_train: nmt logged no window after its first (too short a run?)", file=sys.stderr)
+print(f"{tokens / seconds:.1f},{w[-1]['step']},{seconds:.1f}" if w else "nan,0,0")
 PY
 }
 
@@ -89,7 +90,11 @@ run_torch() {  # config precision env(default|tuned) repeat models_dir python co
   "${envs[@]}" "$6" bench/torch_reference.py --config "$1" --src-model "$5/src.model" \
     --tgt-model "$5/tgt.model" "${t[@]}" "${c[@]}" --max-minutes "$minutes" --log-every 10 --precision "$2" \
     >"$log" 2>&1 || { echo "bench_train: torch_reference.py failed, see:" >&2; tail -5 "$log" >&2; return 1; }
-  sed -n 's/^RESULT tokens_per_s=\([0-9.]*\) steps=\([0-9]*\) train_seconds=\([0-9.]*\).*/\1,\2,\3/p' "$log"
+  local row
+  row=$(sed -n 's/^RESULT tokens_per_s=\([0-9.]*\) steps=\([0-9]*\) train_seconds=\([0-9.]*\).*/\1,\2,\3/p' "$log")
+  # (a run too short to get past its warm-up steps reports no RESULT)
+  [ -n "$row" ] || { echo "bench_train: no RESULT line in $log (too few steps after the warm-up?)" >&2; return 1; }
+  echo "$row"
 }
 
 for config in "${configs[@]}"; do
