@@ -88,7 +88,9 @@ at::Tensor DenseImpl::forward(const at::Tensor& x, bool with_bias) {
       x2, w, with_bias && options.bias() ? (bias.scalar_type() == t ? bias : bias.to(t)) : at::Tensor());  // [N', out]
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = options.out();
-  return y.narrow(0, 0, n).view(shape);
+  // (a narrow of all the rows would still be recorded for autograd, whose
+  // backward allocates zeros and copies the gradient into them)
+  return (y.size(0) == n ? y : y.narrow(0, 0, n)).view(shape);
 }
 
 // ---------------------------------------------------------------- attention

@@ -18,6 +18,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace nmt::ops::philox {
 
@@ -75,53 +79,100 @@ static inline void words(const DropoutStream& s, int64_t row, int64_t position, 
   out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
-// 16 lanes of 32 bits, and the same bytes as 8 lanes of 64 (lane 2j is the
-// low half of 64-bit lane j): GCC vector extensions, split into as many
-// registers as the instruction set needs.
-typedef uint32_t U32x16 __attribute__((vector_size(64)));
-typedef uint64_t U64x8 __attribute__((vector_size(64)));
+// One vector register of 32-bit lanes for the instruction set this copy of
+// the kernels is compiled for (GCC vector extensions). A vector wider than
+// the registers (16 lanes under AVX2) made GCC's code ~6x slower.
+#if defined(__AVX512F__)
+inline constexpr int kLanes = 16;
+#elif defined(__AVX2__)
+inline constexpr int kLanes = 8;
+#else
+inline constexpr int kLanes = 4;
+#endif
+typedef uint32_t U32xN __attribute__((vector_size(4 * kLanes)));
+typedef int32_t I32xN __attribute__((vector_size(4 * kLanes)));
+typedef uint64_t U64xN __attribute__((vector_size(4 * kLanes)));  // the same bytes as kLanes / 2 lanes of 64
 
-// {high, low} 32-bit halves of a * m in every lane.
-static inline void mulhilo(U32x16 a, uint32_t m, U32x16& hi, U32x16& lo) {
+// {high, low} 32-bit halves of a * m in every lane: the 32 x 32 -> 64-bit
+// products of the even lanes and of the odd lanes (shifted down), one
+// unsigned multiply instruction each where the instruction set names it
+// (GCC's code for the generic form multiplies all 64 bits).
+static inline void mulhilo(U32xN a, uint32_t m, U32xN& hi, U32xN& lo) {
+#if defined(__AVX512F__)
+  // (maskz_ and the vector shifts: GCC 12 warns on the undefined pass-through
+  // operand of _mm512_mul_epu32 and the 512-bit shift intrinsics)
+  const U64xN wide = (U64xN)a;
+  const __m512i vm = _mm512_set1_epi64(m);
+  const __m512i even = _mm512_maskz_mul_epu32(0xFF, (__m512i)wide, vm);
+  const __m512i odd = _mm512_maskz_mul_epu32(0xFF, (__m512i)(wide >> 32), vm);
+  lo = (U32xN)_mm512_mask_blend_epi32(0xAAAA, even, (__m512i)((U64xN)odd << 32));
+  hi = (U32xN)_mm512_mask_blend_epi32(0xAAAA, (__m512i)((U64xN)even >> 32), odd);
+#elif defined(__AVX2__)
+  const __m256i va = (__m256i)a, vm = _mm256_set1_epi64x(m);
+  const __m256i even = _mm256_mul_epu32(va, vm);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(va, 32), vm);
+  lo = (U32xN)_mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = (U32xN)_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+#elif defined(__SSE2__)
+  const __m128i va = (__m128i)a, vm = _mm_set1_epi64x(m), low = _mm_set1_epi64x(0xFFFFFFFFll);
+  const __m128i even = _mm_mul_epu32(va, vm);
+  const __m128i odd = _mm_mul_epu32(_mm_srli_epi64(va, 32), vm);
+  lo = (U32xN)_mm_or_si128(_mm_and_si128(even, low), _mm_slli_epi64(odd, 32));
+  hi = (U32xN)_mm_or_si128(_mm_srli_epi64(even, 32), _mm_andnot_si128(low, odd));
+#else
   constexpr uint64_t kLow = 0xFFFFFFFFull;
-  const U64x8 wide = (U64x8)a;  // a vector cast reinterprets the bits
-  const U64x8 even = (wide & kLow) * static_cast<uint64_t>(m);  // lanes 2j
-  const U64x8 odd = (wide >> 32) * static_cast<uint64_t>(m);    // lanes 2j + 1
-  const U64x8 lo64 = (even & kLow) | (odd << 32);
-  const U64x8 hi64 = (even >> 32) | (odd & ~kLow);
-  lo = (U32x16)lo64;
-  hi = (U32x16)hi64;
+  const U64xN wide = (U64xN)a;  // a vector cast reinterprets the bits
+  const U64xN even = (wide & kLow) * static_cast<uint64_t>(m);  // lanes 2j
+  const U64xN odd = (wide >> 32) * static_cast<uint64_t>(m);    // lanes 2j + 1
+  lo = (U32xN)((even & kLow) | (odd << 32));
+  hi = (U32xN)((even >> 32) | (odd & ~kLow));
+#endif
 }
 
 // Multipliers of `n` channels at (row, position): 0 (dropped) or 1/(1-p).
+// Each 64 channels are 16 counters' 4 words (counter_of, word_of), drawn
+// kLanes counters at a time.
 template <typename T>
 static inline void mask_row(const DropoutStream& s, int64_t row, int64_t position, int64_t n,
                             T* out) {
   const uint32_t threshold = keep_threshold(s.p);
   const T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(s.p)));
+  int32_t scale_bits = 0;  // float only: the kept lanes' bit pattern
+  if constexpr (sizeof(T) == 4) std::memcpy(&scale_bits, &scale, 4);
   const uint32_t c1 = (s.site << 16) | static_cast<uint32_t>(position & 0xFFFF);
   const uint32_t c2 = static_cast<uint32_t>(s.first_row + row);
-  const U32x16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  U32xN lane;
+  for (int l = 0; l < kLanes; ++l) lane[l] = static_cast<uint32_t>(l);
   for (int64_t base = 0; base < n; base += 64) {
-    U32x16 a = lane + static_cast<uint32_t>(base / 64 * 16);
-    U32x16 b = U32x16{} + c1, c = U32x16{} + c2, d = U32x16{} + s.step;
-    uint32_t ka = static_cast<uint32_t>(s.seed), kb = static_cast<uint32_t>(s.seed >> 32);
-    for (int r = 0; r < 10; ++r) {
-      U32x16 hi0, lo0, hi1, lo1;
-      mulhilo(a, kMul0, hi0, lo0);
-      mulhilo(c, kMul1, hi1, lo1);
-      a = hi1 ^ b ^ ka;
-      b = lo1;
-      c = hi0 ^ d ^ kb;
-      d = lo0;
-      ka += kWeyl0, kb += kWeyl1;
-    }
-    const U32x16 w[4] = {a, b, c, d};
-    for (int k = 0; k < 4; ++k) {
-      const int64_t c0 = base + 16 * k;
-      if (c0 >= n) break;
-      const int64_t m = n - c0 < 16 ? n - c0 : 16;
-      for (int64_t l = 0; l < m; ++l) out[c0 + l] = w[k][l] >= threshold ? scale : T(0);
+    for (int sub = 0; sub < 16; sub += kLanes) {
+      if (base + sub >= n) break;  // no channel of these counters is wanted
+      U32xN a = lane + static_cast<uint32_t>(base / 64 * 16 + sub);
+      U32xN b = U32xN{} + c1, c = U32xN{} + c2, d = U32xN{} + s.step;
+      uint32_t ka = static_cast<uint32_t>(s.seed), kb = static_cast<uint32_t>(s.seed >> 32);
+      for (int r = 0; r < 10; ++r) {
+        U32xN hi0, lo0, hi1, lo1;
+        mulhilo(a, kMul0, hi0, lo0);
+        mulhilo(c, kMul1, hi1, lo1);
+        a = hi1 ^ b ^ ka;
+        b = lo1;
+        c = hi0 ^ d ^ kb;
+        d = lo0;
+        ka += kWeyl0, kb += kWeyl1;
+      }
+      const U32xN w[4] = {a, b, c, d};
+      for (int k = 0; k < 4; ++k) {
+        const int64_t c0 = base + 16 * k + sub;
+        if (c0 >= n) break;
+        if constexpr (sizeof(T) == 4) {
+          if (n - c0 >= kLanes) {  // a whole vector: one compare and one mask
+            const I32xN v = (I32xN)(w[k] >= threshold) & scale_bits;
+            std::memcpy(out + c0, &v, sizeof v);
+            continue;
+          }
+        }
+        const int64_t m = n - c0 < kLanes ? n - c0 : kLanes;
+        for (int64_t l = 0; l < m; ++l) out[c0 + l] = w[k][l] >= threshold ? scale : T(0);
+      }
     }
   }
 }
