@@ -202,13 +202,15 @@ struct ForwardScratch {
   AlignedBuffer<T> ot;  // ot: [D, kBlockQ], unnormalized output, transposed
 };
 
-// One query block: rows [i0, i0 + kBlockQ) of head (b, h).
-template <typename T>
-void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i0,
-                         ForwardScratch<T>& scratch) {
+// One query block: rows [i0, i0 + kBlockQ) of head (b, h). NR: query
+// vectors the tile products run over, enough for the block's rows (lanes
+// from NR * L to kBlockQ are neither computed nor read).
+template <typename T, int NR>
+void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i0,
+                            ForwardScratch<T>& scratch) {
   using V = Vec<T>;
   constexpr int L = kLanes<T>;
-  constexpr int NR = kBlockQ / L;
+  static_assert(NR * L <= kBlockQ);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int64_t D = p.head_dim, Tq = p.q_len;
   const int64_t rows = std::min(kBlockQ, Tq - i0);
@@ -311,6 +313,22 @@ void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t 
     for (int64_t d = 0; d < D; ++d) o_r[d] = ot[d * kBlockQ + r] * inv_l;
     lse[r] = l_r > T(0) ? (m_r + std::log2(l_r)) * static_cast<T>(kLn2) : neg_inf;
   }
+}
+
+// A block of few query rows (sentences of a few dozen tokens are the common
+// case) runs its tile products over a quarter or half of the kBlockQ lanes.
+template <typename T>
+void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i0,
+                         ForwardScratch<T>& scratch) {
+  constexpr int kFull = static_cast<int>(kBlockQ / kLanes<T>);
+  const int64_t rows = std::min(kBlockQ, p.q_len - i0);
+  if constexpr (kFull % 4 == 0) {
+    if (rows <= kBlockQ / 4) return forward_query_block_nr<T, kFull / 4>(p, b, h, i0, scratch);
+  }
+  if constexpr (kFull % 2 == 0) {
+    if (rows <= kBlockQ / 2) return forward_query_block_nr<T, kFull / 2>(p, b, h, i0, scratch);
+  }
+  forward_query_block_nr<T, kFull>(p, b, h, i0, scratch);
 }
 
 // ---------------------------------------------------------------------------
@@ -483,13 +501,15 @@ void dq_update(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded
 //   lse2: [Tq] base-2 lse of this head (+inf for rows that see no key)
 //   delta: [Tq] rowsum(dO * O) of this head
 //   dq_acc: [Tq, Dp]
-template <typename T>
-void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t h, int64_t j0,
-                        int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
-                        BackwardScratch<T>& scratch) {
+// NR: key vectors the tile products run over, enough for the block's n keys
+// (lanes from NR * L to kBwdBlockK are neither computed nor read).
+template <typename T, int NR>
+void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64_t h, int64_t j0,
+                           int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
+                           BackwardScratch<T>& scratch) {
   using V = Vec<T>;
   constexpr int L = kLanes<T>;
-  constexpr int NR = kBwdBlockK / L;
+  static_assert(NR * L <= kBwdBlockK);
   constexpr int64_t Bk = kBwdBlockK;
   const int64_t D = p.head_dim, Tq = p.q_len;
   const int64_t Dp = round_up(D, L);
@@ -539,7 +559,7 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
     const T* lse2_i = lse2 + i0;
     const T* delta_i = delta + i0;
     const bool causal_mask = p.causal && j0 + n - 1 > i0;
-    const bool needs_mask = causal_mask || n < Bk;
+    const bool needs_mask = causal_mask || n < NR * L;
 
     // pass 1: P = exp2(S - lse) with S = Q_i K_j^T recomputed (base 2)
     tile_gemm<T, NR>(
@@ -582,6 +602,26 @@ void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t 
       dv[c * p.dv_stride_t + d] = dvt[d * Bk + c];
     }
   }
+}
+
+// A short key block (sentences of a few dozen tokens are the common case)
+// runs its tile products over a quarter or half of the kBwdBlockK lanes
+// instead of all of them.
+template <typename T>
+void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t h, int64_t j0,
+                        int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
+                        BackwardScratch<T>& scratch) {
+  constexpr int kFull = static_cast<int>(kBwdBlockK / kLanes<T>);
+  const int64_t n = std::min(kBwdBlockK, key_end - j0);
+  if constexpr (kFull % 4 == 0) {
+    if (n <= kBwdBlockK / 4)
+      return backward_key_block_nr<T, kFull / 4>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
+  }
+  if constexpr (kFull % 2 == 0) {
+    if (n <= kBwdBlockK / 2)
+      return backward_key_block_nr<T, kFull / 2>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
+  }
+  backward_key_block_nr<T, kFull>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
 }
 
 // a * b + c rounded like the micro-kernel's `acc += x * w`: the compiler
