@@ -94,32 +94,25 @@ typedef int32_t I32xN __attribute__((vector_size(4 * kLanes)));
 typedef uint64_t U64xN __attribute__((vector_size(4 * kLanes)));  // the same bytes as kLanes / 2 lanes of 64
 
 // {high, low} 32-bit halves of a * m in every lane: the 32 x 32 -> 64-bit
-// products of the even lanes and of the odd lanes (shifted down), one
-// unsigned multiply instruction each where the instruction set names it
-// (GCC's code for the generic form multiplies all 64 bits).
+// products of the even lanes and of the odd lanes (shifted down). Under AVX2
+// and SSE2 each is one vpmuludq/pmuludq: GCC's code for the generic form
+// multiplies all 64 bits there, which has no instruction of its own.
 static inline void mulhilo(U32xN a, uint32_t m, U32xN& hi, U32xN& lo) {
-#if defined(__AVX512F__)
-  // (maskz_ and the vector shifts: GCC 12 warns on the undefined pass-through
-  // operand of _mm512_mul_epu32 and the 512-bit shift intrinsics)
-  const U64xN wide = (U64xN)a;
-  const __m512i vm = _mm512_set1_epi64(m);
-  const __m512i even = _mm512_maskz_mul_epu32(0xFF, (__m512i)wide, vm);
-  const __m512i odd = _mm512_maskz_mul_epu32(0xFF, (__m512i)(wide >> 32), vm);
-  lo = (U32xN)_mm512_mask_blend_epi32(0xAAAA, even, (__m512i)((U64xN)odd << 32));
-  hi = (U32xN)_mm512_mask_blend_epi32(0xAAAA, (__m512i)((U64xN)even >> 32), odd);
-#elif defined(__AVX2__)
+#if defined(__AVX2__) && !defined(__AVX512F__)
   const __m256i va = (__m256i)a, vm = _mm256_set1_epi64x(m);
   const __m256i even = _mm256_mul_epu32(va, vm);
   const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(va, 32), vm);
   lo = (U32xN)_mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
   hi = (U32xN)_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-#elif defined(__SSE2__)
+#elif defined(__SSE2__) && !defined(__AVX2__)
   const __m128i va = (__m128i)a, vm = _mm_set1_epi64x(m), low = _mm_set1_epi64x(0xFFFFFFFFll);
   const __m128i even = _mm_mul_epu32(va, vm);
   const __m128i odd = _mm_mul_epu32(_mm_srli_epi64(va, 32), vm);
   lo = (U32xN)_mm_or_si128(_mm_and_si128(even, low), _mm_slli_epi64(odd, 32));
   hi = (U32xN)_mm_or_si128(_mm_srli_epi64(even, 32), _mm_andnot_si128(low, odd));
 #else
+  // AVX-512 (its 64-bit lane multiply, vpmullq, is fast enough there) and
+  // targets without x86 intrinsics.
   constexpr uint64_t kLow = 0xFFFFFFFFull;
   const U64xN wide = (U64xN)a;  // a vector cast reinterprets the bits
   const U64xN even = (wide & kLow) * static_cast<uint64_t>(m);  // lanes 2j
