@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu_simd.h"
@@ -68,6 +69,22 @@ constexpr int kStripRows = std::clamp(kAccRegs / NR, 2, 8);
 int64_t visible_keys(const int64_t* key_lengths, int64_t b, int64_t k_len) {
   if (key_lengths == nullptr) return k_len;
   return std::clamp<int64_t>(key_lengths[b], 0, k_len);
+}
+
+// A block whose lane dimension (query rows forward, keys backward) holds
+// only `count` of its `block` lanes: sentences of a few dozen tokens are the
+// common case. Calls f(std::integral_constant<int, NR>) with the vectors the
+// tile products run over: a quarter, a half or all of block / L.
+template <typename T, int64_t block, typename F>
+void with_lane_vectors(int64_t count, F&& f) {
+  constexpr int kFull = static_cast<int>(block / kLanes<T>);
+  if constexpr (kFull % 4 == 0) {
+    if (count <= block / 4) return f(std::integral_constant<int, kFull / 4>{});
+  }
+  if constexpr (kFull % 2 == 0) {
+    if (count <= block / 2) return f(std::integral_constant<int, kFull / 2>{});
+  }
+  f(std::integral_constant<int, kFull>{});
 }
 
 // Lane indices 0, 1, ..., L-1 as integers of the element width, for masks.
@@ -315,20 +332,12 @@ void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64
   }
 }
 
-// A block of few query rows (sentences of a few dozen tokens are the common
-// case) runs its tile products over a quarter or half of the kBlockQ lanes.
 template <typename T>
 void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i0,
                          ForwardScratch<T>& scratch) {
-  constexpr int kFull = static_cast<int>(kBlockQ / kLanes<T>);
-  const int64_t rows = std::min(kBlockQ, p.q_len - i0);
-  if constexpr (kFull % 4 == 0) {
-    if (rows <= kBlockQ / 4) return forward_query_block_nr<T, kFull / 4>(p, b, h, i0, scratch);
-  }
-  if constexpr (kFull % 2 == 0) {
-    if (rows <= kBlockQ / 2) return forward_query_block_nr<T, kFull / 2>(p, b, h, i0, scratch);
-  }
-  forward_query_block_nr<T, kFull>(p, b, h, i0, scratch);
+  with_lane_vectors<T, kBlockQ>(std::min(kBlockQ, p.q_len - i0), [&](auto nr) {
+    forward_query_block_nr<T, decltype(nr)::value>(p, b, h, i0, scratch);
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -604,24 +613,13 @@ void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64
   }
 }
 
-// A short key block (sentences of a few dozen tokens are the common case)
-// runs its tile products over a quarter or half of the kBwdBlockK lanes
-// instead of all of them.
 template <typename T>
 void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t h, int64_t j0,
                         int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
                         BackwardScratch<T>& scratch) {
-  constexpr int kFull = static_cast<int>(kBwdBlockK / kLanes<T>);
-  const int64_t n = std::min(kBwdBlockK, key_end - j0);
-  if constexpr (kFull % 4 == 0) {
-    if (n <= kBwdBlockK / 4)
-      return backward_key_block_nr<T, kFull / 4>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
-  }
-  if constexpr (kFull % 2 == 0) {
-    if (n <= kBwdBlockK / 2)
-      return backward_key_block_nr<T, kFull / 2>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
-  }
-  backward_key_block_nr<T, kFull>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
+  with_lane_vectors<T, kBwdBlockK>(std::min(kBwdBlockK, key_end - j0), [&](auto nr) {
+    backward_key_block_nr<T, decltype(nr)::value>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
+  });
 }
 
 // a * b + c rounded like the micro-kernel's `acc += x * w`: the compiler
