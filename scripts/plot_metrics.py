@@ -5,9 +5,11 @@ Usage: plot_metrics.py METRICS.jsonl [MORE.jsonl ...] -o OUT.svg
                        [--label NAME ...] [--x step|minutes] [--series KEY,KEY] [--title T]
 
 Each line of a metrics file is an object such as
-  {"step": 500, "epoch": 1, "train_loss": 2.31, "train_seconds": 61.2}
+  {"step": 500, "epoch": 1, "train_loss": 2.31, "train_nll": 1.95, "train_seconds": 61.2}
   {"step": 500, "valid_loss": 1.9, "valid_bleu": 45.2, "train_seconds": 61.2}
-as `nmt train` (and bench/torch_reference.py) write them. Any key may be
+as `nmt train` (and bench/torch_reference.py) write them: train_loss is the
+label-smoothed objective, train_nll the plain cross-entropy that valid_loss
+is too, so those two are the curves to compare. Any key may be
 missing on a line; lines without the x key are skipped; null (a non-finite
 value) breaks a line. Losses go on the left axis, BLEU/chrF/exact match on the
 right. --x minutes plots against training time (train_seconds / 60), so runs
@@ -34,14 +36,17 @@ CHART_HEIGHT = 480
 MAX_MARKERS = 40
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
-# key -> (legend name, right axis)
-KNOWN_SERIES = {"train_loss": ("train loss", False),
+# key -> (legend name, right axis). nmt's train_loss is the objective, with
+# label smoothing (higher than the plain cross-entropy by design); train_nll
+# is the plain cross-entropy, the same quantity as valid_loss.
+KNOWN_SERIES = {"train_nll": ("train loss", False),
+                "train_loss": ("train loss, label-smoothed", False),
                 "valid_loss": ("valid loss", False),
                 "valid_bleu": ("valid BLEU", True),
                 "valid_chrf": ("valid chrF", True),
                 "valid_exact": ("valid exact match %", True),
                 "test_bleu": ("test BLEU", True)}
-DEFAULT_SERIES = ["train_loss", "valid_loss", "valid_bleu"]
+DEFAULT_SERIES = ["train_nll", "train_loss", "valid_loss", "valid_bleu"]
 
 
 class InputError(Exception):

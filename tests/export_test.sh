@@ -99,12 +99,39 @@ a_file"
 expect2 "output is a file" "is not a folder" --checkpoint "$tmp/run_true" --output "$tmp/a_file" --overwrite
 [ "$(ls "$tmp")" = "$(printf '%s\n' $before | sort)" ] && ok || bad "bad exports left files: $(ls "$tmp" | tr '\n' ' ')"
 
-# --overwrite replaces the folder as a whole (stale files go).
-touch "$tmp/ct2_true/stale"
-"$nmt" export --checkpoint "$tmp/run_false" --output "$tmp/ct2_true" --overwrite >"$tmp/over.log" 2>&1 &&
-  [ ! -e "$tmp/ct2_true/stale" ] && cmp -s "$tmp/ct2_true/model.bin" "$tmp/ct2_false/model.bin" && ok ||
-  bad "--overwrite: $(tail -1 "$tmp/over.log"); $(ls "$tmp/ct2_true" | tr '\n' ' ')"
-[ ! -e "$tmp/ct2_true.export-tmp" ] && ok || bad "staging folder left behind"
+# --overwrite replaces an earlier export (it holds nmt_export.json) as a whole.
+grep -q '"written_by": "nmt export"' "$tmp/ct2_true/nmt_export.json" && ok || bad "export: no nmt_export.json marker"
+cp -r "$tmp/ct2_true" "$tmp/ct2_earlier"
+"$nmt" export --checkpoint "$tmp/run_false" --output "$tmp/ct2_earlier" --overwrite >"$tmp/over.log" 2>&1 &&
+  cmp -s "$tmp/ct2_earlier/model.bin" "$tmp/ct2_false/model.bin" && ok ||
+  bad "--overwrite of an earlier export: $(tail -1 "$tmp/over.log"); $(ls "$tmp/ct2_earlier" | tr '\n' ' ')"
+[ ! -e "$tmp/ct2_earlier.export-tmp" ] && ok || bad "staging folder left behind"
+
+# ... and nothing else: a user's folder, or an earlier export a user added a
+# file to, is refused (exit 2, naming a file export did not write) and left
+# exactly as it was.
+snapshot() { (cd "$1" && find . -printf '%p %s %T@\n' | sort; find . -type f -exec cat {} + | md5sum); }
+mkdir -p "$tmp/mine/sub"
+echo "my notes" >"$tmp/mine/notes.txt"
+echo "a script" >"$tmp/mine/sub/run.sh"
+before_mine=$(snapshot "$tmp/mine")
+expect2 "a user's folder" "$tmp/mine/notes.txt: not written by nmt export" \
+  --checkpoint "$tmp/run_true" --output "$tmp/mine" --overwrite
+[ "$(snapshot "$tmp/mine")" = "$before_mine" ] && ok || bad "export --overwrite changed a user's folder"
+echo "keep me" >"$tmp/ct2_true/notes.txt"
+before_ct2=$(snapshot "$tmp/ct2_true")
+expect2 "an export holding a user's file" "$tmp/ct2_true/notes.txt: not written by nmt export" \
+  --checkpoint "$tmp/run_false" --output "$tmp/ct2_true" --overwrite
+[ "$(snapshot "$tmp/ct2_true")" = "$before_ct2" ] && ok || bad "export --overwrite changed an export holding a user's file"
+# A folder named like export's staging folder, holding a user's file.
+mkdir -p "$tmp/out3.export-tmp" && echo "mine" >"$tmp/out3.export-tmp/draft.txt"
+expect2 "a user's folder where export stages" "$tmp/out3.export-tmp/draft.txt: not written by nmt" \
+  --checkpoint "$tmp/run_true" --output "$tmp/out3"
+[ "$(cat "$tmp/out3.export-tmp/draft.txt" 2>&1)" = mine ] && [ ! -e "$tmp/out3" ] && ok || bad "staging folder of a user's changed"
+# An empty folder is taken as it is, --overwrite or not.
+mkdir "$tmp/empty"
+"$nmt" export --checkpoint "$tmp/run_true" --output "$tmp/empty" >"$tmp/empty.log" 2>&1 &&
+  cmp -s "$tmp/empty/model.bin" "$tmp/ct2_true/model.bin" && ok || bad "export into an empty folder: $(tail -1 "$tmp/empty.log")"
 
 echo "export: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

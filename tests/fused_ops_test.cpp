@@ -328,8 +328,10 @@ TEST(LinearCrossEntropy, MatchesTheCompositeOverSeveralChunks) {
     for (const bool with_bias : {false, true})
       for (const double smoothing : {0.0, 0.1}) {
         const auto make = [&](std::vector<at::Tensor> in, bool fused) {
-          const auto f = fused ? linear_cross_entropy : linear_cross_entropy_reference;
-          return Pass{in, {f(in[0], in[1], with_bias ? in[2] : at::Tensor(), labels, smoothing, 0) * 0.37}};
+          const at::Tensor b = with_bias ? in[2] : at::Tensor();
+          const at::Tensor loss = fused ? linear_cross_entropy(in[0], in[1], b, labels, smoothing, 0)
+                                        : linear_cross_entropy_reference(in[0], in[1], b, labels, smoothing, 0);
+          return Pass{in, {loss * 0.37}};
         };
         std::vector<at::Tensor> in{leaf({N, C}, sc.side), leaf({V, C}, sc.stream, 0.5), leaf({V}, sc.stream)};
         Pass fused = make(in, true);
@@ -338,6 +340,30 @@ TEST(LinearCrossEntropy, MatchesTheCompositeOverSeveralChunks) {
         compare_runs(fused, same, ref64, sc.side,
                      name(sc) + (with_bias ? " bias" : "") + " e=" + std::to_string(smoothing));
       }
+}
+
+// The loss without smoothing, from the same pass (the training chart's
+// train_nll): the smoothing-0 loss of a float64 reference, not differentiable.
+TEST(LinearCrossEntropy, UnsmoothedSumComesFromTheSamePass) {
+  at::manual_seed(5);
+  const int64_t V = 20000, C = 5, N = 150;
+  at::Tensor labels = at::randint(0, V, {N}, at::kLong);
+  labels[7] = 0;
+  for (const SideCase& sc : kSides) {
+    const at::Tensor h = leaf({N, C}, sc.side), w = leaf({V, C}, sc.stream, 0.5), b = leaf({V}, sc.stream);
+    at::Tensor nll;
+    const at::Tensor loss = linear_cross_entropy(h, w, b, labels, 0.1, 0, &nll);
+    const at::Tensor ref = linear_cross_entropy_reference(h.detach().to(at::kDouble), w.detach().to(at::kDouble),
+                                                          b.detach().to(at::kDouble), labels, 0.0, 0);
+    const double tol = sc.side == at::kBFloat16 ? 2e-2 : sc.side == at::kFloat ? 1e-5 : 1e-12;
+    EXPECT_LT(std::abs(nll.item<double>() - ref.item<double>()) / ref.item<double>(), tol) << name(sc);
+    EXPECT_FALSE(nll.requires_grad()) << name(sc);
+    loss.backward();  // the unsmoothed sum takes no part in the gradient
+    // Without smoothing, the two are one number.
+    at::Tensor same;
+    const at::Tensor plain = linear_cross_entropy(h, w, b, labels, 0.0, 0, &same);
+    EXPECT_EQ(plain.item<double>(), same.item<double>()) << name(sc);
+  }
 }
 
 TEST(LinearCrossEntropy, IgnoredRowsAndNoGradMode) {

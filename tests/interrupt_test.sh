@@ -4,96 +4,105 @@
 # (same logged losses); a second SIGINT waits for the save, a third aborts;
 # SIGINT during `nmt translate --output` exits 130 and leaves no output file,
 # and during `nmt check-po` exits 130 without a report.
+# Every signal is sent while the command is held at a known point by a test
+# hook (NMT_TEST_HOLD, src/util/test_hooks.h), never after a guessed delay:
+# the result must not depend on how fast the machine is. SCALE (default 1)
+# multiplies the amount of work (steps, lines, entries) to check that.
 # Usage: interrupt_test.sh NMT_BINARY SOURCE_DIR
 set -u
 nmt=$1
 src=$2
 . "$(dirname "$0")/lib.sh"
 make_temp_dir
+scale=${SCALE:-1}
+scaled() { awk -v n="$1" -v s="$scale" 'BEGIN { v = int(n * s); print (v < 1 ? 1 : v) }'; }
+steps=$(scaled 60)
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 # Every step logged: the interrupted run's lines plus the resumed run's must
 # be the straight run's lines.
 sed -i 's/log_every: 5/log_every: 1/' "$tmp/tiny.yaml"
 losses() { /usr/bin/python3 -c "import json,sys; print(' '.join('%.6f' % json.loads(l)['train_loss'] for l in open(sys.argv[1]) if 'train_loss' in l))" "$1"; }
 
-# The reference: 60 steps straight.
-"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=60 --set train.checkpoint_dir="$tmp/straight" \
+# The reference: $steps steps straight.
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=$steps --set train.checkpoint_dir="$tmp/straight" \
   >"$tmp/straight.log" 2>&1 || bad "straight run: $(tail -2 "$tmp/straight.log")"
 
-# Waits until the log shows `pattern` (up to 60 s).
-wait_for_log() { wait_until 60 grep -q "$2" "$1" 2>/dev/null; }
+# Waits (up to 60 s) until the command holds at its point: the hold file exists.
+wait_held() { wait_until 60 test -f "$1"; }
+at=$(( steps / 4 > 0 ? steps / 4 : 1 ))  # the step the signal comes after
 
 for sig in INT TERM; do
   dir=$tmp/run_$sig
-  "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=60 --set train.checkpoint_dir="$dir" \
-    >"$dir.log" 2>&1 &
+  NMT_TEST_HOLD=train-step@$at:$tmp/held_$sig "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=$steps \
+    --set train.checkpoint_dir="$dir" >"$dir.log" 2>&1 &
   pid=$!
-  wait_for_log "$dir.log" "step 15 " || bad "$sig: no progress"
+  wait_held "$tmp/held_$sig" || bad "$sig: never reached step $at"
   kill -$sig $pid
   wait $pid
   rc=$?
   want=$([ $sig = INT ] && echo 130 || echo 143)
+  # The signal came while step $at was done: the run stops after the next step.
   if [ $rc -eq $want ] && grep -q "saved; continue with: nmt train --resume $dir" "$dir.log" &&
-    [ -f "$dir/last/manifest.txt" ]; then ok; else bad "SIG$sig: exit $rc (want $want): $(tail -3 "$dir.log")"; fi
-  "$nmt" train --resume "$dir" --set train.max_steps=60 >"$dir.resume.log" 2>&1 ||
+    grep -q "^step: $((at + 1))$" "$dir/last/state.yaml"; then ok
+  else bad "SIG$sig: exit $rc (want $want), $(grep '^step' "$dir/last/state.yaml" 2>&1): $(tail -3 "$dir.log")"; fi
+  "$nmt" train --resume "$dir" --set train.max_steps=$steps >"$dir.resume.log" 2>&1 ||
     bad "SIG$sig resume: $(tail -2 "$dir.resume.log")"
-  # Logged every 5 steps: the interrupted run's lines up to its stop, then the resumed run's.
+  # Logged every step: the interrupted run's lines up to its stop, then the resumed run's.
   a=$(losses "$tmp/straight/metrics.jsonl") b=$(losses "$dir/metrics.jsonl")
   if [ -n "$a" ] && [ "$a" = "$b" ]; then ok; else bad "SIG$sig: losses after resume differ: [$a] vs [$b]"; fi
 done
 
-# Two SIGINTs while saving: the save completes. Three: abort at once.
-dir=$tmp/twice
-NMT_TEST_SAVE_DELAY_MS=3000 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=60 \
-  --set train.checkpoint_dir="$dir" >"$dir.log" 2>&1 &
-pid=$!
-wait_for_log "$dir.log" "step 10 " || bad "twice: no progress"
-kill -INT $pid; sleep 1; kill -INT $pid
-wait $pid
-rc=$?
-if [ $rc -eq 130 ] && grep -q "still finishing and saving" "$dir.log" && [ -f "$dir/last/manifest.txt" ]; then ok
-else bad "two SIGINTs: exit $rc, last/ $(ls "$dir/last" 2>&1 | head -1): $(tail -3 "$dir.log")"; fi
-dir=$tmp/thrice
-NMT_TEST_SAVE_DELAY_MS=20000 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=60 \
-  --set train.checkpoint_dir="$dir" >"$dir.log" 2>&1 &
-pid=$!
-wait_for_log "$dir.log" "step 10 " || bad "thrice: no progress"
-start=$(date +%s)
-kill -INT $pid; sleep 1; kill -INT $pid; sleep 0.5; kill -INT $pid
-wait $pid
-rc=$?
-if [ $rc -eq 130 ] && grep -q "nmt: aborted" "$dir.log" && [ $(($(date +%s) - start)) -lt 10 ]; then ok
-else bad "three SIGINTs: exit $rc after $(($(date +%s) - start)) s: $(tail -2 "$dir.log")"; fi
+# Two SIGINTs, the second while the save is held: the save completes. Three:
+# abort at once, the save still held.
+for n in 2 3; do
+  dir=$tmp/signals_$n
+  NMT_TEST_HOLD=save:$tmp/saving_$n "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=100000 \
+    --set train.checkpoint_dir="$dir" >"$dir.log" 2>&1 &
+  pid=$!
+  wait_until 60 grep -q "step 1 " "$dir.log" || bad "$n signals: no progress"
+  kill -INT $pid
+  wait_held "$tmp/saving_$n" || bad "$n signals: the interrupted run never saved"
+  kill -INT $pid
+  wait_until 60 grep -q "still finishing and saving" "$dir.log" || bad "$n signals: the second SIGINT was not said"
+  if [ $n = 2 ]; then
+    rm "$tmp/saving_$n"
+    wait_exit $pid 60
+    if [ "$rc" = 130 ] && [ -f "$dir/last/manifest.txt" ] && [ ! -e "$dir/last.tmp" ]; then ok
+    else bad "two SIGINTs: exit $rc, last/ $(ls "$dir/last" 2>&1 | head -1): $(tail -3 "$dir.log")"; fi
+  else
+    start=$(now)
+    kill -INT $pid
+    wait_exit $pid 10 "$start"
+    if [ "$rc" = 130 ] && grep -q "nmt: aborted" "$dir.log" && [ -e "$tmp/saving_$n" ]; then ok
+    else bad "three SIGINTs: exit $rc: $(tail -2 "$dir.log")"; fi
+  fi
+done
 
-# translate: SIGINT leaves no --output behind.
-for i in $(seq 3000); do echo "我爱水课 他喜欢猫 我们明天去学校"; done >"$tmp/many.zh"
-"$nmt" translate --checkpoint "$tmp/straight" --input "$tmp/many.zh" --output "$tmp/out.en" --batch-size 8 \
-  >"$tmp/tr.log" 2>&1 &
+# translate: SIGINT while decoding leaves no --output behind.
+for i in $(seq "$(scaled 300)"); do echo "我爱水课 他喜欢猫 我们明天去学校"; done >"$tmp/many.zh"
+NMT_TEST_HOLD=decode-step@2:$tmp/decoding "$nmt" translate --checkpoint "$tmp/straight" --input "$tmp/many.zh" \
+  --output "$tmp/out.en" --batch-size 8 >"$tmp/tr.log" 2>&1 &
 pid=$!
-wait_for_log "$tmp/tr.log" "checkpoint" || bad "translate did not start"
-sleep 1
+wait_held "$tmp/decoding" || bad "translate never decoded: $(tail -2 "$tmp/tr.log")"
 kill -INT $pid
-wait $pid
-rc=$?
-if [ $rc -eq 130 ] && [ ! -e "$tmp/out.en" ] && [ -z "$(ls "$tmp" | grep 'out.en.tmp')" ]; then ok
+wait_exit $pid 30
+if [ "$rc" = 130 ] && [ ! -e "$tmp/out.en" ] && [ -z "$(ls "$tmp" | grep 'out.en.tmp')" ]; then ok
 else bad "translate SIGINT: exit $rc, output $(ls "$tmp" | grep out.en)"; fi
 
-# check-po: SIGINT while it scores (back-translations of one token are quick,
-# then every entry is scored against its msgid and rivals) stops it between
-# batches: exit 130, no report.
+# check-po: SIGINT while it scores (after the back-translations, every entry
+# is scored against its msgid and rivals) stops it between batches: exit
+# 130, no report.
 {
   printf 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
-  for i in $(seq 20000); do printf '\nmsgid "he likes cats %d"\nmsgstr "他喜欢猫 我们明天去学校 %d"\n' $i $i; done
+  for i in $(seq "$(scaled 2000)"); do printf '\nmsgid "he likes cats %d"\nmsgstr "他喜欢猫 我们明天去学校 %d"\n' $i $i; done
 } >"$tmp/many.po"
-"$nmt" check-po "$tmp/many.po" --checkpoint "$tmp/straight" --max-len 1 --threads 1 >"$tmp/po.out" 2>"$tmp/po.log" &
+NMT_TEST_HOLD=score-batch:$tmp/scoring "$nmt" check-po "$tmp/many.po" --checkpoint "$tmp/straight" --max-len 1 \
+  --threads 1 >"$tmp/po.out" 2>"$tmp/po.log" &
 pid=$!
-wait_for_log "$tmp/po.log" "checkpoint" || bad "check-po did not start"
-sleep 2
+wait_held "$tmp/scoring" || bad "check-po never scored: $(tail -2 "$tmp/po.log")"
 kill -INT $pid
-start=$(date +%s)
-wait $pid
-rc=$?
-if [ $rc -eq 130 ] && [ ! -s "$tmp/po.out" ] && [ $(($(date +%s) - start)) -lt 10 ]; then ok
-else bad "check-po SIGINT: exit $rc after $(($(date +%s) - start)) s, stdout: $(head -c 200 "$tmp/po.out"), log: $(tail -2 "$tmp/po.log")"; fi
+wait_exit $pid 30
+if [ "$rc" = 130 ] && [ ! -s "$tmp/po.out" ]; then ok
+else bad "check-po SIGINT: exit $rc, stdout: $(head -c 200 "$tmp/po.out"), log: $(tail -2 "$tmp/po.log")"; fi
 
 summary interrupts

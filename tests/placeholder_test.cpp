@@ -24,6 +24,31 @@ TEST(Placeholders, FindsPrintfBracesTagsAndOptions) {
   EXPECT_EQ(find_placeholders("use --no-color or --help; not a-b--c or 50% -- off"),
             (V{"--no-color", "--help"}));
   EXPECT_TRUE(find_placeholders("no placeholders here: 50 % ok").empty());
+  // gettext's forms: '*' and '*m$' widths and precisions, <inttypes.h> macros, glibc's %m and I flag.
+  EXPECT_EQ(find_placeholders("'%2$.*1$s' at %<PRIuMAX>, %3$<PRId64>; %*d %Id: %m"),
+            (V{"%2$.*1$s", "%<PRIuMAX>", "%3$<PRId64>", "%*d", "%Id", "%m"}));
+  // Not placeholders: an e-mail address in angle brackets, ${VAR}, {UPPER}, tar's "--Long Link--".
+  EXPECT_TRUE(find_placeholders("<i18n-zh@googlegroups.com> ${VARNAME} {INTEGER} --Long Link--").empty());
+  EXPECT_EQ(find_placeholders("{0:>5} {name!r} {x.y} {ID}"), (V{"{0:>5}", "{name!r}", "{x.y}"}));
+}
+
+TEST(Placeholders, PrintfArgumentsAreReadAsGettextReadsThem) {
+  PrintfArgument a;
+  ASSERT_TRUE(parse_printf_argument("%3$.*1$s", &a));
+  EXPECT_EQ(a.position, 3);
+  EXPECT_EQ(a.conversion, "%.*s");
+  EXPECT_EQ(a.type, "string");
+  EXPECT_EQ(a.stars, (std::vector<int>{1}));
+  ASSERT_TRUE(parse_printf_argument("%<PRIuMAX>", &a));
+  EXPECT_EQ(a.type, "unsigned intmax_t");
+  ASSERT_TRUE(parse_printf_argument("%ju", &a));
+  EXPECT_EQ(a.type, "unsigned intmax_t");  // %ju and %<PRIuMAX> read the same type
+  ASSERT_TRUE(parse_printf_argument("%2$-5lx", &a));
+  EXPECT_EQ(a.conversion, "%-5lx");
+  EXPECT_EQ(a.type, "unsigned long");
+  EXPECT_FALSE(parse_printf_argument("%m", &a));
+  EXPECT_FALSE(parse_printf_argument("%%", &a));
+  EXPECT_FALSE(parse_printf_argument("%(name)s", &a));
 }
 
 TEST(Placeholders, ReportCountsAgainstSourceAndReference) {

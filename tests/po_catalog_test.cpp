@@ -187,6 +187,116 @@ TEST(PoCheck, PlaceholdersMissingExtraAndReordered) {
   EXPECT_EQ(p[1].detail, "{1}");
 }
 
+// The forms GNU gettext's C format checker (msgfmt -c) accepts, taken from
+// Debian's git, coreutils and pg_dump catalogs: none is a fault.
+TEST(PoCheck, PrintfIsComparedAsMsgfmtComparesIt) {
+  using eval::compare_placeholders;
+  using eval::PlaceholderFault;
+  // A '*' precision reads an int argument of its own, also by position.
+  EXPECT_TRUE(compare_placeholders("Invalid pathspec magic '%.*s' in '%s'",
+                                   "在路径规格 '%3$s' 中无效的神奇前缀 '%2$.*1$s'").empty());
+  EXPECT_TRUE(compare_placeholders("%*d of %s", "%3$s 的 %2$*1$d").empty());
+  // <inttypes.h> macros, with positions.
+  EXPECT_TRUE(compare_placeholders("failed to truncate to %<PRIdMAX> bytes in output file %s",
+                                   "无法将输出文件 %2$s 截断为 %1$<PRIdMAX> 字节").empty());
+  EXPECT_TRUE(compare_placeholders("overflow in %<PRIdMAX> * %<PRIdPTR> byte blocks for file %s",
+                                   "文件 %3$s 的大小溢出：%1$<PRIdMAX> * %2$<PRIdPTR> 字节的块").empty());
+  // Flags (' and glibc's I), %i for %d, %x for %u, %g for %f; glibc's %m reads no argument.
+  EXPECT_TRUE(compare_placeholders("%'d files, %u left, %f s", "%Id 个文件，剩 %x，%g 秒").empty());
+  EXPECT_TRUE(compare_placeholders("could not open \"%s\" for input: %m", "无法为输入: %2$m打开\"%1$s\"").empty());
+  // Not a printf format (strftime's %H, ld's own %T): no conversion is compared.
+  EXPECT_TRUE(compare_placeholders("%I:%M:%S %p", "%p %I:%M:%S").empty());
+  // A percent sign is no argument.
+  EXPECT_TRUE(compare_placeholders("%d%% done", "完成 %d").empty());
+
+  // What msgfmt -c refuses is still found: a type of another size or
+  // signedness, a macro for another type, a '*' argument left out.
+  auto p = compare_placeholders("%<PRIuMAX> refs in %s", "%2$s 中有 %1$<PRIu32> 个引用");
+  ASSERT_EQ(p.size(), 1u) << p[0].detail;
+  EXPECT_EQ(p[0].fault, PlaceholderFault::kChanged);
+  EXPECT_EQ(p[0].detail, "argument 1: %<PRIuMAX> -> %<PRIu32>");
+  p = compare_placeholders("%ld items", "%d 项");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].fault, PlaceholderFault::kChanged);
+  p = compare_placeholders("%d items", "%u 项");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].fault, PlaceholderFault::kChanged);
+  p = compare_placeholders("'%.*s' in '%s'", "'%2$s' 在 '%3$s' 中");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].fault, PlaceholderFault::kMissing);
+  EXPECT_EQ(p[0].detail, "* of %.*s");
+  p = compare_placeholders("cannot read: %m", "无法读取");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].detail, "%m");
+  // A conversion the msgid does not have is found even when the msgid has
+  // none at all (coreutils' "用法：%s" for "Usage: test EXPRESSION").
+  p = compare_placeholders("Usage: test EXPRESSION\n", "用法：%s 表达式\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].fault, PlaceholderFault::kExtra);
+  EXPECT_EQ(p[0].detail, "%s");
+  // A plural form for one n only may leave the number out, not change it.
+  EXPECT_TRUE(compare_placeholders("these %<PRIuMAX> refs:", "这个引用：", true, /*strict=*/false).empty());
+  EXPECT_EQ(compare_placeholders("these %<PRIuMAX> refs:", "这个引用：", true, /*strict=*/true).size(), 1u);
+  EXPECT_EQ(compare_placeholders("these %lu refs:", "%s 个引用：", true, /*strict=*/false).size(), 1u);
+}
+
+TEST(PoCheck, OptionNamesAreHintsNotFaults) {
+  using eval::compare_placeholders;
+  using eval::verbatim_hints;
+  // A translator may name the option the msgid describes in words.
+  EXPECT_TRUE(compare_placeholders("the force and backup options", "同时指定 --force 和 --backup 选项").empty());
+  EXPECT_TRUE(verbatim_hints("the force and backup options", "同时指定 --force 和 --backup 选项").empty());
+  // ... but one of the msgid's that the msgstr lacks is worth a look (pg_dump's "---on-conflict-do-nothing").
+  const auto h = verbatim_hints("option --on-conflict-do-nothing requires option --inserts",
+                                "选项---on-conflict-do-nothing需要选项--inserts");
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].detail, "--on-conflict-do-nothing");
+  EXPECT_TRUE(compare_placeholders("option --on-conflict-do-nothing requires option --inserts",
+                                   "选项---on-conflict-do-nothing需要选项--inserts").empty());
+  // E-mail addresses, shell variables and upper-case words in braces are no placeholders.
+  EXPECT_TRUE(compare_placeholders("Report bugs to: %s\n", "请向 <%s> 报告软件错误。\n请向 <i18n-zh@googlegroups.com> 报告翻译错误。\n").empty());
+  EXPECT_TRUE(compare_placeholders("only ${VARNAME} expansion, {INTEGER} times", "只支持 ${变量名} 扩展，{整数} 次").empty());
+}
+
+TEST(PoCheck, PluralFormsUsedForOneNMayLeaveTheNumberOut) {
+  const char* text = R"(msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+"Plural-Forms: nplurals=2; plural=(n != 1);\n"
+
+msgid "The bundle contains this ref:"
+msgid_plural "The bundle contains these %<PRIuMAX> refs:"
+msgstr[0] "这个归档包中含有这个引用："
+msgstr[1] "这个归档包中含有 %<PRIuMAX> 个引用："
+
+msgid "%d file"
+msgid_plural "%d files"
+msgstr[0] "一个文件"
+msgstr[1] "文件"
+)";
+  const PoCatalog c = parse_po(text, "plural.po");
+  EXPECT_EQ(data::plural_forms_often(c), (std::vector<bool>{false, true}));
+  const eval::PoCheck check = eval::check_placeholders(c);
+  ASSERT_EQ(check.items.size(), 4u);
+  EXPECT_TRUE(check.items[0].problems.empty());   // form 0: n = 1 only
+  EXPECT_TRUE(check.items[1].problems.empty());
+  EXPECT_TRUE(check.items[2].problems.empty());
+  ASSERT_EQ(check.items[3].problems.size(), 1u);  // form 1: every other n, the number is needed
+  EXPECT_EQ(check.items[3].problems[0].detail, "%d");
+  // One form only (Chinese's usual nplurals=1): it must carry everything.
+  std::string one = text;
+  one.replace(one.find("nplurals=2; plural=(n != 1);"), 28, "nplurals=1; plural=0;");
+  EXPECT_EQ(data::plural_forms_often(parse_po(one, "one.po")), (std::vector<bool>{true}));
+  // Plural expressions as catalogs write them.
+  const auto often = [](const std::string& forms) {
+    return data::plural_forms_often(parse_po("msgid \"\"\nmsgstr \"Plural-Forms: " + forms + "\\n\"\n", "h.po"));
+  };
+  EXPECT_EQ(often("nplurals=3; plural=(n%10==1 && n%100!=11 ? 0 : n%10>=2 && n%10<=4 && (n%100<10 || n%100>=20) ? 1 : 2);"),
+            (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(often("nplurals=3; plural=n==1 ? 0 : n==2 ? 1 : 2;"), (std::vector<bool>{false, false, true}));
+  EXPECT_TRUE(often("nplurals=2; plural=n >> 1;").empty());  // not understood: no claim
+}
+
 TEST(PoCheck, ChecksTranslatedEntriesOnlyAndEveryPluralForm) {
   const PoCatalog c = parse_po(kCatalog, "demo.po");
   const eval::PoCheck check = eval::check_placeholders(c);

@@ -6,7 +6,8 @@
 #    complete, not yet swapped in) leaves the folder exactly as it was;
 # 3. a second trainer, or a --resume, while the first runs exits 2 naming it;
 #    a fresh train into a folder with checkpoints exits 2 naming --resume and
-#    --overwrite; --overwrite starts afresh; a SIGKILLed trainer leaves no lock.
+#    --overwrite; --overwrite starts afresh, deleting checkpoints only (a
+#    user's file in best/ stops it); a SIGKILLed trainer leaves no lock.
 # Usage: run_folder_test.sh NMT_BINARY SOURCE_DIR
 set -u
 nmt=$1
@@ -43,16 +44,18 @@ else bad "trainer exit $rc ($(grep '^nmt:' "$tmp/polled.log" | tail -1)), $faile
 echo "readers: $reads reads during 30 saves, $failed failed; trainer exit $rc"
 
 # 2. A reader during a save paused before its swap: nothing in the folder changes.
-#    The trainer holds its second save of last/ (the first replacing one)
-#    while $hold exists: through the readers and the refusals of part 3.
+#    The trainer holds its second save of last/ (the first replacing one),
+#    creating $hold, until $hold is removed: through the readers and the
+#    refusals of part 3.
 run=$tmp/paused
 hold=$tmp/hold
-touch "$hold"
-NMT_TEST_SAVE_HOLD_FILE=$hold "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.eval_every=2 \
+NMT_TEST_HOLD=save-replace:$hold "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.eval_every=2 \
   --set train.checkpoint_dir="$run" >"$tmp/paused.log" 2>&1 &
 trainer=$!
 # the second save (step 4) staged complete, the first in place
-wait_until 30 test -f "$run/last.tmp/manifest.txt" -a -f "$run/last/manifest.txt"
+wait_until 60 test -f "$hold"
+[ -f "$run/last.tmp/manifest.txt" ] && [ -f "$run/last/manifest.txt" ] && ok ||
+  bad "the held save: $(ls "$run" 2>&1 | tr '\n' ' ')"
 before=$(listing "$run")
 "$nmt" translate --checkpoint "$run" --input "$tmp/three.zh" >/dev/null 2>"$tmp/paused_reader.log" ||
   bad "reader during a paused save: $(tail -1 "$tmp/paused_reader.log")"
@@ -82,6 +85,17 @@ wait "$trainer" || bad "the paused trainer failed: $(grep '^nmt:' "$tmp/paused.l
 expect_refused "fresh train into a used folder" "already holds checkpoints (last/, best/); continue that run with \`nmt train --resume $run\`.*--overwrite" -- \
   "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=4 --set train.checkpoint_dir="$run"
 expect_refused "--overwrite with --resume" "does not go with --resume" -- "$nmt" train --resume "$run" --overwrite
+# --overwrite deletes checkpoints only: a file of the user's in best/ (or in
+# a best.old/ of theirs) stops it before anything is removed.
+for where in best best.old; do
+  mkdir -p "$run/$where" && echo "my notes" >"$run/$where/notes.txt"
+  before=$(listing "$run" | grep -v train.lock)
+  expect_refused "--overwrite over a user's file in $where/" "$run/$where/notes.txt: not written by nmt" -- \
+    "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=2 --set train.checkpoint_dir="$run" --overwrite
+  [ "$before" = "$(listing "$run" | grep -v train.lock)" ] && ok || bad "a refused --overwrite changed $run"
+  rm "$run/$where/notes.txt"
+done
+rmdir "$run/best.old"
 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=2 --set train.eval_every=2 --set train.checkpoint_dir="$run" \
   --overwrite >"$tmp/over.log" 2>&1 && grep -q "^step: 2$" "$run/last/state.yaml" && ok ||
   bad "--overwrite: $(grep '^nmt:' "$tmp/over.log" | tail -1)"

@@ -118,7 +118,9 @@ TEST(Batcher, WaitsForCompanyUpToTheDelay) {
   FakeRunner fake;
   BatchPolicy policy;
   policy.max_batch_tokens = 1000;
-  policy.max_delay_ms = 300;
+  // y comes 50 ms after x, far inside the delay (a margin no loaded machine
+  // eats up); x waits for the company the whole delay.
+  policy.max_delay_ms = 1000;
   Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
   const auto start = Clock::now();
   auto x = b.submit(job({"x"}, 1));
@@ -126,8 +128,8 @@ TEST(Batcher, WaitsForCompanyUpToTheDelay) {
   auto y = b.submit(job({"y"}, 1));
   const JobResult rx = x.get();
   y.get();
-  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(250));
-  EXPECT_GE(rx.queue_seconds, 0.25);  // it waited for company
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(950));
+  EXPECT_GE(rx.queue_seconds, 0.95);  // it waited for company
   ASSERT_EQ(fake.batches.size(), 1u);
   EXPECT_EQ(fake.batches[0], (std::vector<std::string>{"x", "y"}));
 }
@@ -144,7 +146,8 @@ TEST(Batcher, FullQueueRefusesAndStopFinishesWhatWasQueued) {
   EXPECT_TRUE(c.valid());
   EXPECT_FALSE(b->submit(job({"d"}, 1)).valid());  // 3 waiting: full
   std::thread stopper([&] { b->stop(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // stop() waits for the held batch; once it has begun, new work is refused.
+  while (!b->stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_FALSE(b->submit(job({"e"}, 1)).valid());  // stopping: refused
   fake.hold = false;
   stopper.join();

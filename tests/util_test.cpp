@@ -131,6 +131,7 @@ TEST(WriteFileAtomic, AFullDiskKeepsThePreviousFile) {
 }
 
 bool has_marker(const std::string& folder) { return fs::exists(fs::path(folder) / "marker"); }
+bool is_marker(const std::string& name) { return name == "marker"; }
 
 TEST(ReplaceDirectory, SwapsAndRecoversFromAnInterruptedSwap) {
   const fs::path dir = testing::temp_dir("replace");
@@ -148,12 +149,50 @@ TEST(ReplaceDirectory, SwapsAndRecoversFromAnInterruptedSwap) {
   fs::rename(target, target + ".old");
   fs::create_directories(staged);
   write_file_atomic(staged + "/marker", "3");
-  const std::string did = recover_directory(target, staged, has_marker);
+  const std::string did = recover_directory(target, staged, has_marker, is_marker);
   EXPECT_NE(did.find("recovered"), std::string::npos) << did;
   EXPECT_EQ(slurp(target + "/marker"), "3");
   EXPECT_FALSE(fs::exists(staged));
   EXPECT_FALSE(fs::exists(target + ".old"));
-  EXPECT_EQ(recover_directory(target, staged, has_marker), "");
+  EXPECT_EQ(recover_directory(target, staged, has_marker, is_marker), "");
+  // A leftover holding a file nmt did not write is left, and said.
+  fs::create_directories(target + ".old");
+  write_file_atomic(target + ".old/notes.txt", "mine");
+  const std::string left = recover_directory(target, staged, has_marker, is_marker);
+  EXPECT_NE(left.find("left " + target + ".old as it is"), std::string::npos) << left;
+  EXPECT_EQ(slurp(target + ".old/notes.txt"), "mine");
+}
+
+// Only what nmt wrote is deleted: a folder is judged by every entry's name
+// before anything goes (the temporaries of atomic writes count as their file).
+TEST(RemoveOwnedTree, DeletesOnlyFoldersHoldingNothingButOurFiles) {
+  const fs::path dir = testing::temp_dir("owned");
+  const auto ours = [](const std::string& name) { return name == "model.bin" || name == "config.json"; };
+  const std::string mine = (dir / "mine").string();
+  fs::create_directories(mine + "/sub");
+  write_file_atomic(mine + "/model.bin", "m");
+  write_file_atomic(mine + "/notes.txt", "my notes");
+  EXPECT_EQ(first_foreign_entry(mine, ours), mine + "/notes.txt");
+  try {
+    remove_owned_tree(mine, ours, "an export");
+    ADD_FAILURE() << "a folder holding a user's file was deleted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(mine + "/notes.txt: not written by nmt", 0), 0u) << e.what();
+  }
+  EXPECT_EQ(slurp(mine + "/notes.txt"), "my notes");
+  EXPECT_TRUE(fs::exists(mine + "/model.bin"));
+  fs::remove(mine + "/notes.txt");
+  EXPECT_EQ(first_foreign_entry(mine, ours), mine + "/sub");  // a folder of ours holds no sub-folder
+  fs::remove(mine + "/sub");
+  write_file_atomic(mine + "/config.json.tmp.123.4", "a write cut short");
+  EXPECT_EQ(first_foreign_entry(mine, ours), "");
+  remove_owned_tree(mine, ours, "an export");
+  EXPECT_FALSE(fs::exists(mine));
+  remove_owned_tree(mine, ours, "an export");  // missing: no error
+  // Not a folder: never ours.
+  write_file_atomic((dir / "file").string(), "x");
+  EXPECT_EQ(first_foreign_entry((dir / "file").string(), ours), (dir / "file").string());
+  EXPECT_EQ(first_foreign_entry((dir / "none").string(), ours), "");
 }
 
 }  // namespace

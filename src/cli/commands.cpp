@@ -316,9 +316,11 @@ int run_check_po(const CheckPoArgs& args) {
   install_interrupt_handlers();
   const data::PoCatalog catalog = data::read_po(args.file);
   const eval::PoCheck check = eval::check_placeholders(catalog);
-  std::vector<const eval::PoItem*> faulty;
-  for (const auto& item : check.items)
+  std::vector<const eval::PoItem*> faulty, hinted;
+  for (const auto& item : check.items) {
     if (!item.problems.empty()) faulty.push_back(&item);
+    if (args.hints && !item.hints.empty()) hinted.push_back(&item);
+  }
 
   std::vector<RankedItem> ranked;
   std::string model_name;
@@ -405,11 +407,17 @@ int run_check_po(const CheckPoArgs& args) {
                 {"untranslated", check.untranslated},
                 {"obsolete", check.obsolete},
                 {"placeholders", json::array()},
+                {"hints", json::array()},
                 {"ranked", json::array()}};
     for (const auto* item : faulty) {
       json j = base(*item);
       for (const auto& p : item->problems) j["problems"].push_back({{"kind", eval::fault_name(p.fault)}, {"placeholder", p.detail}});
       out["placeholders"].push_back(j);
+    }
+    for (const auto* item : hinted) {
+      json j = base(*item);
+      for (const auto& p : item->hints) j["hints"].push_back({{"kind", eval::fault_name(p.fault)}, {"word", p.detail}});
+      out["hints"].push_back(j);
     }
     if (!model_name.empty()) {
       out["model"] = model_name;
@@ -442,6 +450,17 @@ int run_check_po(const CheckPoArgs& args) {
       for (const auto& p : item->problems) what += (what.empty() ? "" : "; ") + std::string(eval::fault_name(p.fault)) + " " + p.detail;
       std::printf("%s: %s\n  msgid  %s\n  msgstr %s\n", where(args.file, *item).c_str(), what.c_str(),
                   quoted(item->english).c_str(), quoted(item->chinese).c_str());
+    }
+    if (!hinted.empty()) {
+      std::printf("\nhints: %zu translation(s) lack an option name of their msgid, which translations keep "
+                  "verbatim (no fault by itself; --no-hints leaves these out)\n",
+                  hinted.size());
+      for (const auto* item : hinted) {
+        std::string what;
+        for (const auto& p : item->hints) what += (what.empty() ? "" : "; ") + std::string(eval::fault_name(p.fault)) + " " + p.detail;
+        std::printf("%s: %s\n  msgid  %s\n  msgstr %s\n", where(args.file, *item).c_str(), what.c_str(),
+                    quoted(item->english).c_str(), quoted(item->chinese).c_str());
+      }
     }
     if (!model_name.empty()) {
       std::printf("\nfurthest from their msgid, by %s (model %s): %zu of %zu\n", args.rank.c_str(), model_name.c_str(),

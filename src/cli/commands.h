@@ -75,6 +75,7 @@ struct CheckPoArgs {
   int64_t top = 20;          // entries listed by rank (0 = all)
   std::string rank = "combined";  // combined | support | gap | score | chrf (see run_check_po)
   bool json = false;
+  bool hints = true;         // list msgid option names the msgstr lacks (not faults)
   DecodeFlags decode;
   RuntimeFlags runtime;
 };

@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
                      "msgid's alone) | chrf (back-translation vs msgid)")
       ->check(CLI::IsMember({"combined", "support", "gap", "score", "chrf"}));
   po_cmd->add_flag("--json", check_po.json, "print one JSON object instead of text");
+  po_cmd->add_flag("!--no-hints", check_po.hints,
+                   "leave out the hints: option names of the msgid (--force) that the msgstr lacks, which "
+                   "translations keep verbatim (hints are no faults: they never change the exit code)");
   add_decode_flags(po_cmd, check_po.decode);
   add_runtime_flags(po_cmd, check_po.runtime);
 

@@ -181,6 +181,7 @@ const std::vector<Field>& fields() {
       int_field("train.valid_bleu_sentences", NMT_REF(train.valid_bleu_sentences), 0, kBig),
       string_field("train.best_metric", NMT_REF(train.best_metric), {"bleu", "chrf", "exact", "loss"}),
       int_field("train.patience", NMT_REF(train.patience), 0, kBig),
+      double_field("train.stop_at_bleu", NMT_REF(train.stop_at_bleu), 0.0, 100.0),
       Field{"train.metrics_file",
             [](Config& c, const YAML::Node& n, const auto& fail) {
               if (!n.IsScalar()) fail("expected a string, got '" + scalar_text(n) + "'");
@@ -274,6 +275,9 @@ void validate(const Config& cfg) {
   if (cfg.train.best_metric != "loss" && cfg.train.valid_bleu_sentences == 0)
     input_error(origin_of(cfg, "train.best_metric"), "train.best_metric",
                 cfg.train.best_metric + " needs train.valid_bleu_sentences > 0");
+  if (cfg.train.stop_at_bleu > 0 && cfg.train.valid_bleu_sentences == 0)
+    input_error(origin_of(cfg, "train.stop_at_bleu"), "train.stop_at_bleu",
+                "needs train.valid_bleu_sentences > 0 (BLEU is not measured without it)");
   if (cfg.train.batch_tokens == 0 && cfg.train.batch_sentences == 0)
     input_error(origin_of(cfg, "train.batch_tokens"), "train.batch_tokens",
                 "0 needs train.batch_sentences > 0");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -272,6 +274,166 @@ class Parser {
 };
 
 }  // namespace
+
+namespace {
+
+// A plural expression (C syntax: ?: || && == != < > <= >= + - * / % ! and
+// parentheses over n and integers) evaluated for one n; false when it is
+// not one.
+class PluralExpression {
+ public:
+  PluralExpression(const std::string& text, unsigned long n) : s_(text), n_(n) {}
+  bool eval(unsigned long* out) {
+    ok_ = true;
+    i_ = 0;
+    const unsigned long v = ternary();
+    skip();
+    if (!ok_ || i_ != s_.size()) return false;
+    *out = v;
+    return true;
+  }
+
+ private:
+  void skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool take(const char* op) {
+    skip();
+    const size_t len = std::strlen(op);
+    if (s_.compare(i_, len, op) != 0) return false;
+    // "<" must not take the first half of "<=", nor "!" of "!=".
+    if (len == 1 && i_ + 1 < s_.size() && s_[i_ + 1] == '=' && std::strchr("<>!=", op[0])) return false;
+    i_ += len;
+    return true;
+  }
+  unsigned long ternary() {
+    const unsigned long c = logical_or();
+    if (!take("?")) return c;
+    const unsigned long a = ternary();
+    if (!take(":")) ok_ = false;
+    const unsigned long b = ternary();
+    return c ? a : b;
+  }
+  unsigned long logical_or() {
+    unsigned long v = logical_and();
+    while (take("||")) {
+      const unsigned long r = logical_and();
+      v = v || r;
+    }
+    return v;
+  }
+  unsigned long logical_and() {
+    unsigned long v = equality();
+    while (take("&&")) {
+      const unsigned long r = equality();
+      v = v && r;
+    }
+    return v;
+  }
+  unsigned long equality() {
+    unsigned long v = relational();
+    for (;;) {
+      if (take("==")) v = v == relational();
+      else if (take("!=")) v = v != relational();
+      else return v;
+    }
+  }
+  unsigned long relational() {
+    unsigned long v = additive();
+    for (;;) {
+      if (take("<=")) v = v <= additive();
+      else if (take(">=")) v = v >= additive();
+      else if (take("<")) v = v < additive();
+      else if (take(">")) v = v > additive();
+      else return v;
+    }
+  }
+  unsigned long additive() {
+    unsigned long v = multiplicative();
+    for (;;) {
+      if (take("+")) v += multiplicative();
+      else if (take("-")) v -= multiplicative();
+      else return v;
+    }
+  }
+  unsigned long multiplicative() {
+    unsigned long v = unary();
+    for (;;) {
+      if (take("*")) {
+        v *= unary();
+      } else if (take("/") || take("%")) {
+        const bool div = s_[i_ - 1] == '/';
+        const unsigned long r = unary();
+        if (r == 0) return ok_ = false, 0;
+        v = div ? v / r : v % r;
+      } else {
+        return v;
+      }
+    }
+  }
+  unsigned long unary() {
+    if (take("!")) return !unary();
+    skip();
+    if (take("(")) {
+      const unsigned long v = ternary();
+      if (!take(")")) ok_ = false;
+      return v;
+    }
+    if (i_ < s_.size() && s_[i_] == 'n') return ++i_, n_;
+    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) {
+      unsigned long v = 0;
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) v = v * 10 + (s_[i_++] - '0');
+      return v;
+    }
+    ok_ = false;
+    return 0;
+  }
+
+  const std::string& s_;
+  unsigned long n_;
+  size_t i_ = 0;
+  bool ok_ = true;
+};
+
+// "name=value;" of a header field's value, or "".
+std::string header_setting(const std::string& value, const std::string& name) {
+  for (size_t at = value.find(name); at != std::string::npos; at = value.find(name, at + 1)) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(value[at - 1])) || value[at - 1] == '_')) continue;
+    size_t i = at + name.size();
+    while (i < value.size() && value[i] == ' ') ++i;
+    if (i >= value.size() || value[i] != '=') continue;
+    const size_t end = value.find(';', i + 1);
+    return value.substr(i + 1, end == std::string::npos ? std::string::npos : end - i - 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<bool> plural_forms_often(const PoCatalog& catalog) {
+  for (const PoEntry& e : catalog.entries) {
+    if (!e.is_header() || e.obsolete || e.msgstr.empty()) continue;
+    const std::string& header = e.msgstr[0];
+    const size_t at = header.find("Plural-Forms:");
+    if (at == std::string::npos) return {};
+    const size_t end = header.find('\n', at);
+    const std::string value = header.substr(at + 13, end == std::string::npos ? std::string::npos : end - at - 13);
+    const std::string nplurals = header_setting(value, "nplurals"), plural = header_setting(value, "plural");
+    char* stop = nullptr;
+    const unsigned long forms = std::strtoul(nplurals.c_str(), &stop, 10);
+    if (nplurals.empty() || *stop != '\0' || forms == 0 || forms > 100 || plural.empty()) return {};
+    std::vector<int> uses(forms, 0);
+    for (unsigned long n = 0; n <= 1000; ++n) {
+      unsigned long form = 0;
+      if (!PluralExpression(plural, n).eval(&form)) return {};
+      if (form < forms) ++uses[form];
+    }
+    std::vector<bool> often(forms);
+    for (unsigned long f = 0; f < forms; ++f) often[f] = uses[f] >= 5;
+    return often;
+  }
+  return {};
+}
 
 PoCatalog parse_po(const std::string& text, const std::string& name) { return Parser(name).parse(text); }
 

@@ -41,6 +41,13 @@ PoCatalog parse_po(const std::string& text, const std::string& name);
 // Reads and parses the file at `path` (InputError when it cannot be read).
 PoCatalog read_po(const std::string& path);
 
+// For each plural form of the header's Plural-Forms ("nplurals=2;
+// plural=(n != 1);"), whether it is used "often": for at least 5 of n =
+// 0 .. 1000, as msgfmt -c decides whether a form's translation must carry
+// every argument of msgid_plural (a form for n = 1 alone may leave out the
+// number). Empty when the catalog has no such header or it cannot be read.
+std::vector<bool> plural_forms_often(const PoCatalog& catalog);
+
 // The C escapes of a .po string for `text` ("\n" for a newline, "\"", "\\"
 // and the rest), the inverse of what parse_po decodes.
 std::string po_escape(const std::string& text);

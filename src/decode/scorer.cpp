@@ -10,6 +10,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
+#include "util/test_hooks.h"
 
 namespace nmt {
 
@@ -46,6 +47,7 @@ std::vector<std::vector<double>> score_pairs(Transformer& model, const Tokenizer
   std::vector<std::vector<double>> out(n);
   at::NoGradGuard no_grad;
   for (size_t start = 0; start < n; start += static_cast<size_t>(batch_size)) {
+    test_hold("score-batch", /*until_signal=*/true);
     throw_if_interrupted();  // a safe point between batches: nothing half-done
     const size_t end = std::min(n, start + static_cast<size_t>(batch_size));
     const int64_t b = static_cast<int64_t>(end - start);

@@ -15,6 +15,7 @@
 #include "decode/placeholder_constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/interrupt.h"
+#include "util/test_hooks.h"
 #include "util/thread_env.h"
 
 namespace nmt {
@@ -355,7 +356,10 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   std::atomic<size_t> next_batch{0};
   const auto run_batches = [&] {
     for (size_t b; (b = next_batch++) < batches;) {
-      if (options.stop_on_interrupt) throw_if_interrupted();  // a safe point: nothing half-done to undo
+      if (options.stop_on_interrupt) {
+        test_hold("decode-step", /*until_signal=*/true);
+        throw_if_interrupted();  // a safe point: nothing half-done to undo
+      }
       const size_t start = b * batch, end = std::min(order.size(), start + batch);
       std::vector<std::vector<int64_t>> sources, owed;
       for (size_t k = start; k < end; ++k) {
@@ -379,7 +383,10 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
     for (bool more = true;;) {
       // Each step is a safe point; the last sentences of a long input can
       // take many steps after the last refill.
-      if (options.stop_on_interrupt) throw_if_interrupted();
+      if (options.stop_on_interrupt) {
+        test_hold("decode-step", /*until_signal=*/true);
+        throw_if_interrupted();
+      }
       const size_t room = batch - static_cast<size_t>(stream.rows());
       if (more && (room >= refill || stream.rows() == 0)) {
         const size_t start = std::min(order.size(), next_line.fetch_add(room));

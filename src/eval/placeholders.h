@@ -21,12 +21,18 @@ struct PlaceholderSpan {
 std::vector<PlaceholderSpan> find_placeholder_spans(const std::string& line);
 std::vector<std::string> find_placeholders(const std::string& line);
 
-// A printf conversion that prints an argument ("%s", "%-5.2f", "%2$lu"; not
-// "%%" nor Python's "%(name)s"): which argument and what it prints.
+// A printf conversion that prints an argument ("%s", "%-5.2f", "%2$lu",
+// "%2$.*1$s", "%<PRIuMAX>"; not "%%", glibc's "%m" nor Python's
+// "%(name)s"), read as GNU gettext's C format checker reads it: which
+// argument, what printf reads for it, and the int arguments its '*' width
+// and precision read.
 struct PrintfArgument {
   int position = 0;        // n of "%n$...", 0 when it takes the next argument in turn
-  std::string conversion;  // the conversion without its position: "%2$-5lu" -> "%-5lu"
-  std::string type;        // what the argument must be: length modifier and conversion ("lu")
+  std::string conversion;  // without positions: "%2$-5lu" -> "%-5lu", "%3$.*1$s" -> "%.*s"
+  // What the argument must be, in words: "int" (%d, %i), "unsigned long"
+  // (%lu, %lx), "double" (%f, %g), "string", "uintmax_t"... (%<PRIuMAX>: "unsigned intmax_t").
+  std::string type;
+  std::vector<int> stars;  // each '*' (width, then precision): m of "*m$", 0 when in turn; each reads an int
 };
 // false when `p` (one of find_placeholders' results) is not such a conversion.
 bool parse_printf_argument(const std::string& p, PrintfArgument* out);

@@ -25,72 +25,112 @@ namespace {
 
 // A string's placeholders as a printf call reads them: the arguments by
 // number (a positional "%2$s" is argument 2, a plain "%s" the next one in
-// turn), and every other placeholder by its text.
+// turn; a '*' width or precision reads an int argument of its own), and
+// every other placeholder by its text. Option names are kept apart: they
+// are words a translation should keep, not arguments (a hint, not a fault).
 struct Parsed {
-  std::map<int, PrintfArgument> args;  // the first conversion of each argument
-  std::vector<std::string> types;        // the argument types in the order they appear
-  std::vector<std::string> conversions;  // ... and the conversions, as written without positions
+  struct Arg {
+    std::string type;  // what printf reads: "int", "string", "unsigned intmax_t" ...
+    std::string shown;  // how a report names it: "%s", "* of %.*s"
+  };
+  std::map<int, Arg> args;  // the first use of each argument
+  std::vector<std::string> conversions;  // the conversions as written without positions, in order
   bool positional = false;
-  std::vector<std::string> other;      // non-printf placeholders, and a newline at either end
+  std::vector<std::string> other;    // non-printf placeholders, and a newline at either end
+  std::vector<std::string> options;  // --option names
 };
 
-Parsed parse(const std::string& text) {
+Parsed parse(const std::string& text, bool printf_format) {
   Parsed r;
   int next = 0;
   for (const std::string& p : find_placeholders(text)) {
     PrintfArgument a;
     if (!parse_printf_argument(p, &a)) {
-      r.other.push_back(p);
+      const std::string kind = placeholder_kind(p);
+      if (kind == "option") r.options.push_back(p);
+      else if (kind != "printf") r.other.push_back(p);
+      // glibc's %m prints errno's text and reads no argument: "%2$m" is "%m".
+      // "%%" is a percent sign, which msgfmt -c does not compare either.
+      else if (printf_format && p != "%%") r.other.push_back(p.back() == 'm' ? "%m" : p);
       continue;
     }
-    const int k = a.position > 0 ? a.position : ++next;
+    if (!printf_format) continue;
     r.positional = r.positional || a.position > 0;
-    r.types.push_back(a.type);
+    for (const int m : a.stars) r.args.emplace(m > 0 ? m : ++next, Parsed::Arg{"int", "* of " + a.conversion});
+    r.args.emplace(a.position > 0 ? a.position : ++next, Parsed::Arg{a.type, a.conversion});
     r.conversions.push_back(a.conversion);
-    r.args.emplace(k, std::move(a));
   }
   if (!text.empty() && text.front() == '\n') r.other.push_back("\\n at the start");
   if (text.size() > 1 && text.back() == '\n') r.other.push_back("\\n at the end");
   return r;
 }
 
+// Whether every '%' of `text` starts a printf directive or "%%": what GNU
+// gettext requires of a C format string before it compares one. A msgid
+// with "%H:%M" (strftime's), ld's own "%T", or a percent sign in prose is
+// no printf format, and its conversions are not compared.
+bool is_printf_format(const std::string& text) {
+  size_t covered = 0;  // text[0, covered) lies in placeholders found
+  const auto spans = find_placeholder_spans(text);
+  size_t next = 0;
+  for (size_t i = text.find('%'); i != std::string::npos; i = text.find('%', i + 1)) {
+    while (next < spans.size() && spans[next].offset < i) {
+      covered = std::max(covered, spans[next].offset + spans[next].length);
+      ++next;
+    }
+    if (i < covered) continue;
+    if (next < spans.size() && spans[next].offset == i && text[i] == '%') continue;
+    return false;
+  }
+  return true;
+}
+
+// Each of `want` that `have` lacks (as multisets), in `want`'s order.
+std::vector<std::string> lacking(const std::vector<std::string>& want, const std::vector<std::string>& have) {
+  std::map<std::string, int> balance;
+  for (const auto& p : want) ++balance[p];
+  for (const auto& p : have) --balance[p];
+  std::vector<std::string> out;
+  for (const auto& p : want)
+    if (balance[p] > 0) {
+      out.push_back(p);
+      --balance[p];
+    }
+  return out;
+}
+
 }  // namespace
 
-std::vector<PlaceholderProblem> compare_placeholders(const std::string& english, const std::string& chinese) {
-  const Parsed en = parse(english), zh = parse(chinese);
+std::vector<PlaceholderProblem> compare_placeholders(const std::string& english, const std::string& chinese,
+                                                     bool printf_format, bool strict) {
+  printf_format = printf_format && is_printf_format(english);
+  const Parsed en = parse(english, printf_format), zh = parse(chinese, printf_format);
   std::vector<PlaceholderProblem> out;
   // Printf arguments: each of the English must be printed, as the same type.
   std::vector<PlaceholderProblem> changed;
   for (const auto& [k, a] : en.args) {
     const auto it = zh.args.find(k);
-    if (it == zh.args.end()) out.push_back({PlaceholderFault::kMissing, a.conversion});
-    else if (it->second.type != a.type)
+    if (it == zh.args.end()) {
+      if (strict) out.push_back({PlaceholderFault::kMissing, a.shown});
+    } else if (it->second.type != a.type)
       changed.push_back({PlaceholderFault::kChanged,
-                         "argument " + std::to_string(k) + ": " + a.conversion + " -> " + it->second.conversion});
+                         "argument " + std::to_string(k) + ": " + a.shown + " -> " + it->second.shown});
   }
   for (const auto& [k, a] : zh.args)
-    if (!en.args.count(k)) out.push_back({PlaceholderFault::kExtra, a.conversion});
+    if (!en.args.count(k)) out.push_back({PlaceholderFault::kExtra, a.shown});
   // Other placeholders: as a multiset, in the English order, then the extras in the Chinese order.
-  std::map<std::string, int> balance;  // > 0: missing from the Chinese; < 0: extra in it
-  for (const auto& p : en.other) ++balance[p];
-  for (const auto& p : zh.other) --balance[p];
-  for (const auto& p : en.other)
-    if (balance[p] > 0) {
-      out.push_back({PlaceholderFault::kMissing, p});
-      --balance[p];
-    }
-  for (const auto& p : zh.other)
-    if (balance[p] < 0) {
-      out.push_back({PlaceholderFault::kExtra, p});
-      ++balance[p];
-    }
+  for (const auto& p : lacking(en.other, zh.other))
+    if (strict || p.front() == '\\') out.push_back({PlaceholderFault::kMissing, p});  // newlines always
+  for (const auto& p : lacking(zh.other, en.other)) out.push_back({PlaceholderFault::kExtra, p});
   // Types that moved between arguments without positions: the conversions were reordered.
   if (!changed.empty() && out.empty() && !zh.positional) {
-    auto sorted = [](std::vector<std::string> v) {
+    auto types = [](const Parsed& p) {
+      std::vector<std::string> v;
+      for (const auto& [k, a] : p.args) v.push_back(a.type);
       std::sort(v.begin(), v.end());
       return v;
     };
-    if (sorted(en.types) == sorted(zh.types)) {
+    if (types(en) == types(zh)) {
       auto join = [](const std::vector<std::string>& v) {
         std::string s;
         for (const auto& c : v) s += (s.empty() ? "" : " ") + c;
@@ -103,7 +143,20 @@ std::vector<PlaceholderProblem> compare_placeholders(const std::string& english,
   return out;
 }
 
+std::vector<PlaceholderProblem> verbatim_hints(const std::string& english, const std::string& chinese) {
+  // Only what the msgstr lacks: translators often add an option name that
+  // the msgid describes in words ("the force option" -> "--force 选项").
+  std::vector<PlaceholderProblem> out;
+  for (const auto& p : lacking(parse(english, true).options, parse(chinese, true).options))
+    out.push_back({PlaceholderFault::kMissing, p});
+  return out;
+}
+
 PoCheck check_placeholders(const data::PoCatalog& catalog) {
+  // msgfmt -c's rule for plural entries: a form must print every argument
+  // of msgid_plural when it is the only one, or when it is used for many n;
+  // with no Plural-Forms to tell, any of several forms may leave some out.
+  const std::vector<bool> often = data::plural_forms_often(catalog);
   PoCheck check;
   check.entries = catalog.entries.size();
   for (const data::PoEntry& e : catalog.entries) {
@@ -127,7 +180,13 @@ PoCheck check_placeholders(const data::PoCatalog& catalog) {
       item.form = form;
       item.english = e.msgid_plural ? *e.msgid_plural : e.msgid;
       item.chinese = e.msgstr[form];
-      item.problems = compare_placeholders(item.english, item.chinese);
+      // An entry marked as no printf format (xgettext's no-c-format), or
+      // whose msgid is none, has percent signs that are only text.
+      const bool printf_format = !e.has_flag("no-c-format") && !e.has_flag("no-python-format") &&
+                                 is_printf_format(e.msgid);
+      const bool strict = !e.msgid_plural || e.msgstr.size() == 1 || (form < often.size() && often[form]);
+      item.problems = compare_placeholders(item.english, item.chinese, printf_format, strict);
+      item.hints = verbatim_hints(item.english, item.chinese);
       check.items.push_back(std::move(item));
     }
   }

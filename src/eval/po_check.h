@@ -20,14 +20,29 @@ struct PlaceholderProblem {
 };
 
 // english: the msgid (msgid_plural for a plural entry's forms); chinese: a msgstr.
-// Printf conversions are compared as printf reads them, argument by argument:
-// "%2$s 的 %1$d" translates "%d of %s" correctly, and every argument of the
-// English must be printed as the same type (length and conversion: "%lu" is
-// not "%d"; flags and width may differ). Types that moved between arguments
-// without positions are "reordered". Other placeholders (find_placeholders,
-// plus a newline at the start or the end, which msgfmt -c checks too) are
-// compared as a multiset.
-std::vector<PlaceholderProblem> compare_placeholders(const std::string& english, const std::string& chinese);
+// Printf conversions are compared as GNU gettext's C format checker (msgfmt
+// -c) compares them, argument by argument: "%2$s 的 %1$d" translates "%d of
+// %s" correctly, "%3$s ... %2$.*1$s" translates "%.*s ... %s" (a '*' reads
+// an int argument of its own), "%1$<PRIuMAX>" is "%<PRIuMAX>"; every
+// argument of the English must be read as the same type ("%lu" is not "%d",
+// "%x" is "%u", "%i" is "%d"; flags and width may differ). Types that moved
+// between arguments without positions are "reordered". Python's %(name)s,
+// brace fields, markup and character references (find_placeholders), and a
+// newline at the start or the end (which msgfmt -c checks too), are
+// compared as a multiset. Option names are not compared here: see
+// verbatim_hints. printf_format false (an entry flagged no-c-format), or
+// an English that is no printf format (a '%' that starts no directive, as
+// in strftime's "%H:%M"; gettext then compares nothing either): percent
+// signs are text, only the other placeholders are compared. strict
+// false (a plural form used for one n only, such as n = 1): the msgstr may
+// leave out what the English has (the number), but adds or changes nothing.
+std::vector<PlaceholderProblem> compare_placeholders(const std::string& english, const std::string& chinese,
+                                                     bool printf_format = true, bool strict = true);
+
+// Words of the msgid that a translation keeps verbatim (option names such
+// as --inserts) that the msgstr lacks: a hint, not a fault (msgfmt -c
+// checks none of them; a translator may add some, which is no hint).
+std::vector<PlaceholderProblem> verbatim_hints(const std::string& english, const std::string& chinese);
 
 // One translation of a checked entry: an entry that is used at run time
 // (PoEntry::is_translated), one item per msgstr form.
@@ -37,6 +52,7 @@ struct PoItem {
   std::string english;  // what it translates: msgid, or msgid_plural for a plural entry
   std::string chinese;  // msgstr[form]
   std::vector<PlaceholderProblem> problems;
+  std::vector<PlaceholderProblem> hints;  // verbatim_hints
 };
 
 struct PoCheck {

@@ -234,11 +234,44 @@ std::string json_text(const nlohmann::json& j) {
   }
 }
 
-// Removes the staging folder unless it was moved into place.
+// What an export writes, and the marker that tells a folder of ours from
+// anyone else's: --overwrite replaces only a folder holding the marker and
+// nothing but these files (or an empty one).
+constexpr const char* kExportMarker = "nmt_export.json";
+constexpr const char* kExportFiles[] = {kExportMarker,           "model.bin",   "config.json",
+                                        "source_vocabulary.json", "target_vocabulary.json",
+                                        "src.model",              "tgt.model"};
+
+bool is_export_file_name(const std::string& name) {
+  for (const char* f : kExportFiles)
+    if (name == f) return true;
+  return false;
+}
+
+// InputError unless `output` may become the export: missing, an empty
+// folder, or (with --overwrite) an earlier export and nothing else.
+void check_output_folder(const std::string& output, bool overwrite) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(output, ec))) return;
+  if (!fs::is_directory(fs::symlink_status(output, ec)))
+    throw InputError(output + ": exists and is not a folder");
+  if (fs::is_empty(output, ec) && !ec) return;
+  if (!overwrite) throw InputError(output + ": exists; choose another --output or pass --overwrite to replace it");
+  if (!fs::exists(fs::path(output) / kExportMarker, ec)) {
+    const std::string first = first_foreign_entry(output, [](const std::string&) { return false; });
+    throw InputError(first + ": not written by nmt export (" + output + " holds no " + kExportMarker +
+                     "); --overwrite replaces only an earlier export or an empty folder");
+  }
+  if (const std::string foreign = first_foreign_entry(output, is_export_file_name); !foreign.empty())
+    throw InputError(foreign + ": not written by nmt export; --overwrite replaces only an earlier export or an "
+                     "empty folder: move it away first");
+}
+
+// The staging folder beside the output; removed unless it was moved into place.
 struct StagingFolder {
   explicit StagingFolder(std::string p) : path(std::move(p)) {
+    remove_owned_tree(path, is_export_file_name, "an export being written");  // left by an export that was killed
     std::error_code ec;
-    remove_tree(path, ec);  // left by an export that was killed
     if (!fs::create_directories(path, ec) || ec)
       throw IoError(path + ": cannot create: " + ec.message());
   }
@@ -253,10 +286,7 @@ struct StagingFolder {
 
 ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& output, bool overwrite) {
   std::error_code ec;
-  if (fs::exists(output, ec)) {
-    if (!overwrite) throw InputError(output + ": exists; choose another --output or pass --overwrite to replace it");
-    if (!fs::is_directory(output, ec)) throw InputError(output + ": exists and is not a folder");
-  }
+  check_output_folder(output, overwrite);
   const fs::path parent = fs::absolute(output).parent_path();
   if (!fs::is_directory(parent, ec)) throw InputError(output + ": parent folder " + parent.string() + " does not exist");
 
@@ -290,6 +320,14 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
   };
 
   StagingFolder staged(output + ".export-tmp");
+  // The marker first: a staging folder cut short is recognised as ours too.
+  const nlohmann::json marker = {
+      {"written_by", "nmt export"},
+      {"format", "ctranslate2"},
+      {"files", std::vector<std::string>(std::begin(kExportFiles) + 1, std::end(kExportFiles))},
+      {"note", "nmt export --overwrite replaces this folder only while it holds nothing but these files"},
+  };
+  write_file_atomic(staged.path + "/" + kExportMarker, json_text(marker));
   const std::string model_bytes = bin.bytes();
   write_file_atomic(staged.path + "/model.bin", model_bytes);
   write_file_atomic(staged.path + "/config.json", json_text(config));
@@ -299,6 +337,7 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
   write_file_atomic(staged.path + "/src.model", ck.src_model);
   write_file_atomic(staged.path + "/tgt.model", ck.tgt_model);
   throw_if_interrupted();
+  check_output_folder(output, overwrite);  // again: the folder may have changed while the model was written
   replace_directory(staged.path, output);
   staged.path.clear();
 

@@ -35,8 +35,11 @@ struct ExportSummary {
   int64_t src_vocab = 0, tgt_vocab = 0;
 };
 
-// Writes `ck`'s model to `output`, a folder that must not exist yet unless
-// `overwrite` (then it is replaced as a whole, atomically). The folder is
+// Writes `ck`'s model to `output`: a folder that does not exist yet or is
+// empty, or with `overwrite` an earlier export (it holds nmt_export.json and
+// only the files an export writes), replaced as a whole, atomically. Any
+// other folder is refused (InputError naming a file the export did not
+// write): nothing of the user's is ever deleted. The folder is
 // staged beside `output` and renamed into place: a failure or an interrupt
 // leaves no half-written model directory.
 ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& output, bool overwrite);

@@ -412,12 +412,12 @@ at::Tensor TransformerImpl::forward(const at::Tensor& src, const at::Tensor& src
 
 at::Tensor TransformerImpl::loss_sum(const at::Tensor& src, const at::Tensor& src_lengths,
                                      const at::Tensor& tgt_in, const at::Tensor& tgt_lengths,
-                                     const at::Tensor& labels, double smoothing) {
+                                     const at::Tensor& labels, double smoothing, at::Tensor* nll_sum) {
   const at::Tensor h = decode_hidden(embed_target(tgt_in), encode(src, src_lengths), tgt_lengths,
                                      src_lengths);  // [B, T, C]
   return ops::linear_cross_entropy(h.reshape({-1, h.size(2)}), output_weight(),
                                    options_.tie_embeddings() ? at::Tensor() : out_proj_bias,
-                                   labels.reshape({-1}), smoothing, kPadId);
+                                   labels.reshape({-1}), smoothing, kPadId, nll_sum);
 }
 
 DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at::Tensor& src_lengths,

@@ -246,9 +246,11 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   at::Tensor forward(const at::Tensor& src, const at::Tensor& src_lengths,
                      const at::Tensor& tgt_in, const at::Tensor& tgt_lengths);
   // Teacher-forced label-smoothed cross-entropy, summed over the non-pad
-  // labels [B, T], without forming [B, T, V] logits (ops/cross_entropy).
+  // labels [B, T], without forming [B, T, V] logits (ops/cross_entropy);
+  // nll_sum (optional): the same sum without smoothing, not differentiable.
   at::Tensor loss_sum(const at::Tensor& src, const at::Tensor& src_lengths, const at::Tensor& tgt_in,
-                      const at::Tensor& tgt_lengths, const at::Tensor& labels, double smoothing);
+                      const at::Tensor& tgt_lengths, const at::Tensor& labels, double smoothing,
+                      at::Tensor* nll_sum = nullptr);
 
   // Incremental decoding: cross-attention keys/values computed once here,
   // then one token per decode_step (at most max_len). Same results as

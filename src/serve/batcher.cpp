@@ -42,6 +42,11 @@ int64_t Batcher::queued() const {
   return queued_lines_;
 }
 
+bool Batcher::stopping() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stopping_;
+}
+
 void Batcher::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

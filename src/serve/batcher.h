@@ -101,6 +101,8 @@ class Batcher {
 
   // Sentences waiting (not yet taken into a batch).
   int64_t queued() const;
+  // Whether stop() has begun: new jobs are refused from then on.
+  bool stopping() const;
   // Stops taking jobs, finishes every one already queued, then joins the workers.
   void stop();
 

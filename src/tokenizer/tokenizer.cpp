@@ -222,6 +222,14 @@ void train_model(const std::string& input, const std::string& prefix, int64_t vo
     throw InputError(input + ": SentencePiece training failed: " + err);
 }
 
+// What training a tokenizer writes into a cache entry (SentencePiece's
+// model and vocabulary per side, and the shared model's joined text).
+bool is_tokenizer_cache_file(const std::string& name) {
+  for (const char* ours : {"src.model", "src.vocab", "tgt.model", "tgt.vocab", "both.txt"})
+    if (name == ours) return true;
+  return false;
+}
+
 }  // namespace
 
 TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string& train_src,
@@ -251,9 +259,7 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
   fs::create_directories(cfg.cache_dir);
   const fs::path tmp = fs::path(cfg.cache_dir) /
                        (std::string(hex) + ".tmp" + std::to_string(::getpid()));
-  std::error_code removed;
-  remove_tree(tmp, removed);
-  if (removed) throw fs::filesystem_error("cannot remove", tmp, removed);
+  remove_owned_tree(tmp.string(), is_tokenizer_cache_file, "a tokenizer being trained");
   fs::create_directories(tmp);
   spdlog::info("tokenizer: training SentencePiece ({}, {}) into {}", cfg.model_type,
                cfg.shared ? "shared" : "one per language", dir.string());
@@ -272,6 +278,10 @@ TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string&
   }
   // Another process may have finished the same entry meanwhile: ours is as
   // good, and the exchange leaves a complete entry in place at every instant.
+  // What it replaces is deleted, so it must be a cache entry and nothing else.
+  if (const std::string foreign = first_foreign_entry(dir.string(), is_tokenizer_cache_file); !foreign.empty())
+    throw InputError(foreign + ": not written by nmt (" + dir.string() + " should hold a tokenizer cache entry); "
+                     "left as it is: move it away or set tokenizer.cache_dir");
   replace_directory(tmp.string(), dir.string());
   paths.trained = true;
   return paths;

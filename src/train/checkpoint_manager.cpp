@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include "checkpoint/manifest.h"
 #include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint_writer.h"
@@ -53,13 +54,19 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
   if (!start.overwrite)
     throw InputError(run_dir_ + ": already holds checkpoints (" + names + "); continue that run with `nmt train --resume " +
                      run_dir_ + "`, train into another folder (--set train.checkpoint_dir=DIR), or replace it with --overwrite");
-  std::error_code ec;
+  // Only checkpoints go: every folder is judged before the first is deleted,
+  // so a folder of someone else's named last/ or best/ stops --overwrite
+  // with nothing removed.
+  std::vector<std::string> doomed;
   for (const char* sub : {"last", "best"})
     for (const char* suffix : {"", ".tmp", ".old"}) {
-      const fs::path p = fs::path(run_dir_) / (std::string(sub) + suffix);
-      remove_tree(p, ec);
-      if (ec) throw IoError(p.string() + ": cannot remove for --overwrite: " + ec.message());
+      const std::string p = (fs::path(run_dir_) / (std::string(sub) + suffix)).string();
+      if (const std::string foreign = first_foreign_entry(p, is_checkpoint_file_name); !foreign.empty())
+        throw InputError(foreign + ": not written by nmt (" + p + " should hold a checkpoint); --overwrite "
+                         "replaces only checkpoints: move it away or train into another folder");
+      doomed.push_back(p);
     }
+  for (const std::string& p : doomed) remove_owned_tree(p, is_checkpoint_file_name, "a checkpoint");
   sync_directory(run_dir_);
   spdlog::info("train: --overwrite: removed {} from {}", names, run_dir_);
   return "";

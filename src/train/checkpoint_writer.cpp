@@ -12,6 +12,7 @@
 #include "checkpoint/manifest.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/test_hooks.h"
 
 namespace nmt {
 
@@ -19,22 +20,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Test hooks, both just before the swap:
-// - NMT_TEST_SAVE_DELAY_MS pauses every save, widening the window a SIGKILL
-//   can hit (the crash tests).
-// - NMT_TEST_SAVE_HOLD_FILE=PATH holds a save that replaces a checkpoint
-//   already in place for as long as PATH exists, so a test can look at a
-//   folder mid-save for as long as its readers take; a fixed delay races a
-//   loaded machine.
+// Test hooks, just before the swap: NMT_TEST_SAVE_DELAY_MS pauses every
+// save, widening the window a SIGKILL can hit (the crash tests); the holds
+// (util/test_hooks.h) let a test look at a folder mid-save for as long as
+// it needs.
 void test_save_delay(const fs::path& dir) {
   static const long ms = [] {
     const char* v = std::getenv("NMT_TEST_SAVE_DELAY_MS");
     return v ? std::atol(v) : 0L;
   }();
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  static const char* hold = std::getenv("NMT_TEST_SAVE_HOLD_FILE");
-  if (hold && *hold && fs::exists(dir))
-    while (fs::exists(hold)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  test_hold("save", /*until_signal=*/false);
+  if (fs::exists(dir)) test_hold("save-replace", /*until_signal=*/false);
 }
 
 }  // namespace
@@ -45,7 +42,8 @@ void save_checkpoint(const std::string& dir, Transformer& model,
                      const std::string& tgt_model) {
   const fs::path staged = dir + ".tmp";
   std::error_code ec;
-  remove_tree(staged, ec);  // an earlier save that did not finish
+  // An earlier save that did not finish; a folder of someone else's stops the save.
+  remove_owned_tree(staged.string(), is_checkpoint_file_name, "a checkpoint being saved");
   fs::create_directories(staged, ec);
   if (ec) throw IoError(staged.string() + ": cannot create: " + ec.message());
   std::vector<std::string> files{"model.pt", "state.yaml", "config.yaml", "src.model", "tgt.model"};
@@ -71,6 +69,12 @@ void save_checkpoint(const std::string& dir, Transformer& model,
     throw;
   }
   test_save_delay(dir);
+  // The folder replaced is the previous checkpoint, deleted after the swap.
+  if (const std::string foreign = first_foreign_entry(dir, is_checkpoint_file_name); !foreign.empty()) {
+    remove_tree(staged, ec);
+    throw InputError(foreign + ": not written by nmt (" + dir + " should hold a checkpoint); " + dir +
+                     " left as it is: move it away or train into another folder");
+  }
   replace_directory(staged.string(), dir);
 }
 
@@ -78,7 +82,8 @@ std::string recover_checkpoints(const std::string& dir) {
   std::string done;
   for (const fs::path& d : {fs::path(dir), fs::path(dir) / "best", fs::path(dir) / "last"}) {
     if (!fs::exists(d) && !fs::exists(d.string() + ".tmp") && !fs::exists(d.string() + ".old")) continue;
-    const std::string line = recover_directory(d.string(), d.string() + ".tmp", checkpoint_complete);
+    const std::string line =
+        recover_directory(d.string(), d.string() + ".tmp", checkpoint_complete, is_checkpoint_file_name);
     if (!line.empty()) done += (done.empty() ? "" : "; ") + line;
   }
   if (!done.empty()) spdlog::warn("checkpoint: {}", done);

@@ -13,7 +13,8 @@
 namespace nmt {
 
 // b on the model's device -> 0-dim tensor: the sum over non-pad labels of
-// (1 - s)·(-log p[label]) + s·mean_v(-log p[v]).
-at::Tensor token_loss_sum(Transformer& model, const Batch& b, double smoothing);
+// (1 - s)·(-log p[label]) + s·mean_v(-log p[v]). nll_sum (optional): the
+// sum of -log p[label] alone, from the same pass, not differentiable.
+at::Tensor token_loss_sum(Transformer& model, const Batch& b, double smoothing, at::Tensor* nll_sum = nullptr);
 
 }  // namespace nmt

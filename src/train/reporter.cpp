@@ -98,7 +98,7 @@ void Reporter::clear_progress() {
 }
 
 void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t tokens, double lr) {
-  window_losses_.push_back(out.loss);
+  window_losses_.push_back(out.nll.defined() ? at::stack({out.loss, out.nll}) : at::stack({out.loss, out.loss}));
   window_tokens_ += tokens, total_tokens_ += tokens, ++window_steps_;
   if (!active_) {
     if (state.step % config_.log_every == 0) window_losses_.clear();
@@ -108,13 +108,17 @@ void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t t
       1e-9, std::chrono::duration<double>(Clock::now() - window_start_).count() - window_paused_);
   show_progress(state.step, window_tokens_ / window_s);
   if (state.step % config_.log_every != 0) return;
-  // The one read of the losses in a window.
-  last_loss_ = at::stack(window_losses_).sum().item<double>() / static_cast<double>(window_steps_);
+  // The one read of the losses in a window: [loss, nll].
+  const at::Tensor sums = at::stack(window_losses_).sum(0).to(at::kCPU, at::kDouble);
+  last_loss_ = sums[0].item<double>() / static_cast<double>(window_steps_);
+  const double nll = sums[1].item<double>() / static_cast<double>(window_steps_);
   clear_progress();
-  spdlog::info("step {} epoch {} loss {:.4f} lr {:.3e} {:.0f} tok/s", state.step,
-               state.position.epoch + 1, last_loss_, lr, window_tokens_ / window_s);
+  spdlog::info("step {} epoch {} loss {:.4f} (unsmoothed {:.4f}) lr {:.3e} {:.0f} tok/s", state.step,
+               state.position.epoch + 1, last_loss_, nll, lr, window_tokens_ / window_s);
+  // train_loss is the objective (label-smoothed); train_nll the same
+  // cross-entropy as valid_loss, so the two compare.
   write_json({{"step", double(state.step)}, {"epoch", double(state.position.epoch + 1)},
-              {"train_loss", last_loss_}, {"lr", lr}, {"tokens_per_s", window_tokens_ / window_s},
+              {"train_loss", last_loss_}, {"train_nll", nll}, {"lr", lr}, {"tokens_per_s", window_tokens_ / window_s},
               {"window_tokens", double(window_tokens_)}, {"window_seconds", window_s},
               {"train_seconds", train_seconds()}, {"wall_seconds", wall_seconds()}});
   window_losses_.clear();

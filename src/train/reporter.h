@@ -69,7 +69,7 @@ class Reporter {
   double paused_seconds_ = 0;  // evaluation time so far
   bool paused_ = false;
   bool progress_shown_ = false;
-  std::vector<at::Tensor> window_losses_;
+  std::vector<at::Tensor> window_losses_;  // per step: [loss, loss without smoothing]
   int64_t window_tokens_ = 0, total_tokens_ = 0, window_steps_ = 0;
   double window_paused_ = 0;
   double last_loss_ = 0;

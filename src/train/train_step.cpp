@@ -62,10 +62,12 @@ StepOutput TrainStep::run(const StepBatch& sb, int64_t step, const std::vector<d
   // The loss of this rank's rows divided by the tokens of the whole global
   // batch: summed over ranks, gradients and loss equal one process's.
   at::Tensor loss = at::zeros({}, optimizer_.flat_param().options());
+  at::Tensor nll = at::zeros({}, optimizer_.flat_param().options());
   sync_->before_backward();
   if (sb.batch.src.size(0) > 0) {
-    loss = token_loss_sum(model_, sb.batch.to(device_), config_.label_smoothing) /
+    loss = token_loss_sum(model_, sb.batch.to(device_), config_.label_smoothing, &nll) /
            static_cast<double>(sb.global_tokens);
+    nll = nll.to(loss.scalar_type()) / static_cast<double>(sb.global_tokens);
     if (poison_step(step)) loss = loss * std::nan("");
     loss.backward();
   }
@@ -82,11 +84,12 @@ StepOutput TrainStep::run(const StepBatch& sb, int64_t step, const std::vector<d
                                 : at::ones({}, out.grad_norm.options());
     optimizer_.step(learning_rate(config_, step), coef);
   }
-  // One small all-reduce: the global loss and the votes.
-  std::vector<at::Tensor> reduced{loss.detach().clone()};
+  // One small all-reduce: the global losses and the votes.
+  std::vector<at::Tensor> reduced{at::stack({loss.detach(), nll.detach()})};
   if (!votes.empty()) reduced.push_back(at::tensor(votes, at::kDouble));
   sync_->sum(reduced);
-  out.loss = reduced[0];
+  out.loss = reduced[0][0];
+  out.nll = reduced[0][1];
   if (!votes.empty()) {
     const at::Tensor v = reduced[1].to(at::kCPU, at::kDouble).contiguous();
     out.votes.assign(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());

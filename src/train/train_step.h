@@ -20,6 +20,7 @@ double learning_rate(const TrainConfig& t, int64_t step);
 
 struct StepOutput {
   at::Tensor loss;       // 0-dim: mean token loss of the whole global batch (all ranks)
+  at::Tensor nll;        // 0-dim: the same without label smoothing (comparable with the validation loss)
   at::Tensor grad_norm;  // 0-dim: global gradient norm before clipping
   bool updated = true;   // false: the gradient was not finite and the update was skipped
   std::vector<double> votes;  // the votes passed to run(), summed over the ranks

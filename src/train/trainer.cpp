@@ -4,8 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
-#include <cstdio>
-#include <cstdlib>
 #include <chrono>
 #include <iostream>
 
@@ -20,6 +18,7 @@
 #include "util/device.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
+#include "util/test_hooks.h"
 
 namespace nmt {
 
@@ -109,20 +108,6 @@ struct Session {
   BatchSource source;
 };
 
-// Test hook for the fault tests: NMT_TEST_CRASH_AT=RANK:STEP kills that rank
-// (SIGKILL: no cleanup, as a crash or an OOM kill would) when it reaches STEP,
-// in the group's first attempt only (a restarted group meets no such crash).
-void crash_if_asked(int64_t rank, int64_t step, int64_t restart) {
-  if (restart > 0) return;
-  static const auto target = []() -> std::pair<int64_t, int64_t> {
-    const char* v = std::getenv("NMT_TEST_CRASH_AT");
-    long long r = -1, s = -1;
-    if (v && std::sscanf(v, "%lld:%lld", &r, &s) == 2) return {r, s};
-    return {-1, -1};
-  }();
-  if (target.first == rank && target.second == step) ::raise(SIGKILL);
-}
-
 bool lower_is_better(const std::vector<std::unique_ptr<Validator>>& validators,
                      const std::string& name) {
   for (const auto& v : validators)
@@ -168,6 +153,13 @@ class Evaluation {
         if (stopping_.stalled()) {
           outcome = kStalled;
           reporter_.info(fmt::format("train: no improvement in {} evaluations, stopping", s_.cfg.train.patience));
+        }
+        const double target = s_.cfg.train.stop_at_bleu;
+        if (outcome == kContinue && target > 0 && s_.state.metrics.count("bleu") &&
+            s_.state.metrics.at("bleu") >= target) {
+          outcome = kFinished;
+          reporter_.info(fmt::format("train: validation BLEU {:.2f} reached train.stop_at_bleu {:.2f}, stopping",
+                                     s_.state.metrics.at("bleu"), target));
         }
       } catch (const Interrupted&) {
         outcome = save_interrupted();
@@ -242,12 +234,13 @@ TrainResult train(const Config& cfg, const RunStart& start) {
   while (outcome == Evaluation::kContinue) {
     const StepBatch batch = s.source.next();
     ++s.state.step;
-    crash_if_asked(s.env.rank, s.state.step, s.env.restart_count);
+    test_crash_at(s.env.rank, s.state.step, s.env.restart_count);
     const bool out_of_time = tc.max_minutes > 0 && reporter.wall_minutes() >= tc.max_minutes;
     // Votes every rank takes part in: [time is up, a signal came].
     const StepOutput out = s.step.run(batch, s.state.step, {out_of_time ? 1.0 : 0.0, interrupted() ? 1.0 : 0.0});
     check_update(out, s.state.step, skipped, tc, reporter);
     reporter.step(s.state, out, batch.global_tokens + batch.global_src_tokens, learning_rate(tc, s.state.step));
+    test_hold("train-step", /*until_signal=*/true);
     s.state.position = s.source.position();
     if (out.votes[1] > 0) {
       outcome = evaluation.save_interrupted();

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -166,7 +167,7 @@ void replace_directory(const std::string& staged, const std::string& dir) {
 }
 
 std::string recover_directory(const std::string& dir, const std::string& staged,
-                              bool (*is_complete)(const std::string& folder)) {
+                              bool (*is_complete)(const std::string& folder), const OwnedNames& ours) {
   std::error_code ec;
   std::string done;
   const std::string old = dir + ".old";
@@ -181,12 +182,56 @@ std::string recover_directory(const std::string& dir, const std::string& staged,
     }
   }
   for (const std::string& leftover : {staged, old}) {
-    if (fs::exists(leftover)) {
-      remove_tree(leftover, ec);
-      done += (done.empty() ? "removed " : "; removed ") + leftover + " (left by an interrupted save)";
+    if (!fs::exists(leftover)) continue;
+    if (const std::string foreign = first_foreign_entry(leftover, ours); !foreign.empty()) {
+      done += (done.empty() ? "" : "; ") + std::string("left ") + leftover + " as it is (" + foreign +
+              " was not written by nmt)";
+      continue;
     }
+    remove_tree(leftover, ec);
+    done += (done.empty() ? "removed " : "; removed ") + leftover + " (left by an interrupted save)";
   }
   return done;
+}
+
+namespace {
+
+// "model.pt.tmp.1234.5" -> "model.pt": the temporaries of AtomicFile.
+std::string without_temp_suffix(const std::string& name) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return name;
+  size_t i = at + 5, dots = 0, digits = 0;
+  for (; i < name.size(); ++i) {
+    if (name[i] == '.') ++dots;
+    else if (name[i] >= '0' && name[i] <= '9') ++digits;
+    else return name;
+  }
+  return dots == 1 && digits >= 2 && name.back() != '.' ? name.substr(0, at) : name;
+}
+
+}  // namespace
+
+std::string first_foreign_entry(const std::string& dir, const OwnedNames& ours) {
+  std::error_code ec;
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return "";  // missing: nothing to judge
+  if (!S_ISDIR(st.st_mode)) return dir;           // a file or link where a folder of ours would be
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) names.insert(entry.path().filename().string());
+  if (ec) return dir;  // unreadable: not ours to judge, so not ours to delete
+  for (const std::string& name : names)
+    if (!ours(without_temp_suffix(name))) return (fs::path(dir) / name).string();
+  return "";
+}
+
+void remove_owned_tree(const std::string& dir, const OwnedNames& ours, const std::string& what) {
+  const std::string foreign = first_foreign_entry(dir, ours);
+  if (!foreign.empty())
+    throw InputError(foreign + ": not written by nmt (" + dir + " should hold " + what + "); " + dir +
+                     " left as it is: move it away or remove it yourself");
+  std::error_code ec;
+  remove_tree(dir, ec);
+  if (ec) throw IoError(dir + ": cannot remove: " + ec.message());
 }
 
 void remove_tree(const std::string& path, std::error_code& ec) {

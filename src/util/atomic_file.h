@@ -9,9 +9,10 @@
 // FIFO) is written in place, as a stream.
 #pragma once
 
+#include <functional>
 #include <string>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 
 namespace nmt {
 
@@ -52,6 +53,21 @@ void sync_directory(const std::string& dir);
 // error, or cleared.
 void remove_tree(const std::string& path, std::error_code& ec);
 
+// The one rule for every folder nmt deletes or replaces: only what nmt wrote
+// goes. `ours(name)` says whether an entry name is one nmt writes into that
+// kind of folder; the temporaries of write_file_atomic/AtomicFile
+// ("NAME.tmp.PID.N") count as NAME. Returns the path of the first entry (by
+// name) that `ours` does not accept, or "" when there is none (an empty or
+// missing folder). Links and sub-folders are judged by their names too.
+using OwnedNames = std::function<bool(const std::string& name)>;
+std::string first_foreign_entry(const std::string& dir, const OwnedNames& ours);
+
+// remove_tree for a folder nmt wrote: InputError "DIR/NAME: not written by
+// nmt (WHAT); DIR left as it is" when first_foreign_entry finds something,
+// before anything is deleted. `what` names the kind of folder ("a
+// checkpoint"). A missing folder is no error.
+void remove_owned_tree(const std::string& dir, const OwnedNames& ours, const std::string& what);
+
 // Puts the complete folder `staged` in place of `dir` (which may not exist):
 // an atomic exchange where the file system allows it (renameat2
 // RENAME_EXCHANGE), so that `dir` names a complete folder at every instant;
@@ -61,9 +77,10 @@ void replace_directory(const std::string& staged, const std::string& dir);
 
 // Repairs what an interrupted replace_directory() left behind: when `dir` is
 // missing but `dir.old` or `staged` holds a folder that is_complete() accepts,
-// it is renamed back to `dir`; leftovers are deleted. Returns a line saying
-// what it did, or "" when there was nothing to do.
+// it is renamed back to `dir`; leftovers that hold only names `ours` accepts
+// are deleted, others are left and said. Returns a line saying what it did,
+// or "" when there was nothing to do.
 std::string recover_directory(const std::string& dir, const std::string& staged,
-                              bool (*is_complete)(const std::string& folder));
+                              bool (*is_complete)(const std::string& folder), const OwnedNames& ours);
 
 }  // namespace nmt

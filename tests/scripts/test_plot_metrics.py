@@ -23,7 +23,7 @@ def training_lines():
     lines = []
     for step in range(0, 20001, 100):
         lines.append({"step": step, "epoch": 1, "train_loss": 6.0 * math.exp(-step / 4000) + 1.5,
-                      "lr": 7e-4, "train_seconds": step * 0.05})
+                      "train_nll": 6.0 * math.exp(-step / 4000) + 0.5, "lr": 7e-4, "train_seconds": step * 0.05})
         if step and step % 2000 == 0:
             lines.append({"step": step, "valid_loss": 5.5 * math.exp(-step / 4000) + 1.8,
                           "valid_bleu": 35 * (1 - math.exp(-step / 5000)), "train_seconds": step * 0.05})
@@ -58,10 +58,14 @@ class PlotMetrics(unittest.TestCase):
     def test_two_axes_legend_and_one_polyline_per_series(self):
         path = self.write("zh-en <run>/metrics.jsonl", training_lines())
         text, root = self.plot(path)
-        self.assertEqual(len(root.findall(f".//{SVG}polyline")), 3)
-        self.assertEqual(len(root.findall(f".//{SVG}g[@class='series']")), 3)
+        self.assertEqual(len(root.findall(f".//{SVG}polyline")), 4)
+        self.assertEqual(len(root.findall(f".//{SVG}g[@class='series']")), 4)
         self.assertIn(">valid BLEU (right axis)</text>", text)
+        # The plain cross-entropy is "train loss", beside "valid loss"; the
+        # label-smoothed objective is named as such.
         self.assertIn(">train loss</text>", text)
+        self.assertIn(">train loss, label-smoothed</text>", text)
+        self.assertIn(">valid loss</text>", text)
         self.assertIn("rotate(-90)\" text-anchor=\"middle\">loss</text>", text)
         self.assertIn("rotate(90)\" text-anchor=\"middle\">BLEU</text>", text)
         self.assertIn("zh-en &lt;run&gt;", text)  # the run folder names the chart, escaped

@@ -25,8 +25,8 @@ void dispatch_types(at::ScalarType stream, at::ScalarType side, F&& f) {
 }
 
 // Loss and gradient of logits z [R, V] (rows of `labels`), into loss [R] and grad [R, V].
-void chunk_loss(const at::Tensor& z, const at::Tensor& labels, at::Tensor& loss, at::Tensor& grad,
-                double smoothing, int64_t ignore_index) {
+void chunk_loss(const at::Tensor& z, const at::Tensor& labels, at::Tensor& loss, at::Tensor& nll,
+                at::Tensor& grad, double smoothing, int64_t ignore_index) {
   dispatch_types(loss.scalar_type(), z.scalar_type(), [&](auto t, auto u) {
     using T = decltype(t);
     using U = decltype(u);
@@ -35,6 +35,7 @@ void chunk_loss(const at::Tensor& z, const at::Tensor& labels, at::Tensor& loss,
     p.labels = labels.data_ptr<int64_t>();
     p.grad = grad.defined() ? glue::data<U>(grad) : nullptr;
     p.loss = loss.data_ptr<T>();
+    p.nll = nll.defined() ? nll.data_ptr<T>() : nullptr;
     p.rows = z.size(0), p.classes = z.size(1), p.logits_stride = z.stride(0);
     p.ignore_index = ignore_index;
     p.smoothing = smoothing;
@@ -43,10 +44,11 @@ void chunk_loss(const at::Tensor& z, const at::Tensor& labels, at::Tensor& loss,
 }
 
 struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossEntropyFunction> {
-  // bias: an empty tensor stands for "no bias".
+  // bias: an empty tensor stands for "no bias". Returns {loss sum, and with
+  // want_nll the sum without smoothing (not differentiable), else empty}.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& h_in, const at::Tensor& weight,
                                const at::Tensor& bias, const at::Tensor& labels_in, double smoothing,
-                               int64_t ignore_index, bool need_grad) {
+                               int64_t ignore_index, bool need_grad, bool want_nll) {
     RECORD_FUNCTION("nmt::linear_cross_entropy", std::vector<c10::IValue>());
     // bf16: rows padded (labelled ignore_index) to whole 64-row blocks, so
     // that oneDNN sees few distinct matrix shapes (it compiles one per shape).
@@ -65,6 +67,7 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     const int64_t n = h.size(0), classes = w.size(0);
     const int64_t chunk = cross_entropy_chunk_rows(classes);
     at::Tensor row_loss = at::empty({n}, h.options().dtype(stream));
+    at::Tensor row_nll = want_nll ? at::empty({n}, h.options().dtype(stream)) : at::Tensor();
     at::Tensor dh, dw, db;
     if (need_grad) {
       dh = at::empty_like(h);
@@ -78,7 +81,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       const at::Tensor z = has_bias ? at::addmm(b, hc, w.t()) : at::mm(hc, w.t());
       at::Tensor g = need_grad ? at::empty_like(z) : at::Tensor();
       at::Tensor loss_c = row_loss.narrow(0, r0, rows);
-      chunk_loss(z, labels.narrow(0, r0, rows), loss_c, g, smoothing, ignore_index);
+      at::Tensor nll_c = want_nll ? row_nll.narrow(0, r0, rows) : at::Tensor();
+      chunk_loss(z, labels.narrow(0, r0, rows), loss_c, nll_c, g, smoothing, ignore_index);
       if (!need_grad) continue;
       at::Tensor dh_c = dh.narrow(0, r0, rows);
       at::mm_out(dh_c, g, w);  // dh = G W
@@ -92,7 +96,9 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     }
     if (need_grad)
       ctx->save_for_backward({dh.narrow(0, 0, rows_in), dw, has_bias ? db : at::empty({0}, weight.options())});
-    return {row_loss.sum()};
+    at::Tensor nll = want_nll ? row_nll.sum() : at::empty({0}, row_loss.options());
+    ctx->mark_non_differentiable({nll});
+    return {row_loss.sum(), nll};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -103,7 +109,7 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       return t.numel() == 0 ? at::Tensor() : t * g.to(t.scalar_type());
     };
     return {scaled(saved[0]), scaled(saved[1]), scaled(saved[2]), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -128,20 +134,39 @@ at::Tensor linear_cross_entropy_reference(const at::Tensor& h, const at::Tensor&
 }
 
 at::Tensor linear_cross_entropy(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias,
-                                const at::Tensor& labels, double smoothing, int64_t ignore_index) {
+                                const at::Tensor& labels, double smoothing, int64_t ignore_index,
+                                at::Tensor* nll_sum) {
   TORCH_CHECK(h.dim() == 2 && weight.dim() == 2 && labels.dim() == 1 && h.size(0) == labels.size(0) &&
                   h.size(1) == weight.size(1),
               "linear_cross_entropy: expected h [N, C], weight [V, C], labels [N]; got ", h.sizes(),
               ", ", weight.sizes(), ", ", labels.sizes());
-  if (!h.is_cpu())
-    return linear_cross_entropy_reference(h, weight, bias, labels, smoothing, ignore_index);
+  if (!h.is_cpu()) {
+    if (!nll_sum || smoothing == 0) {
+      at::Tensor loss = linear_cross_entropy_reference(h, weight, bias, labels, smoothing, ignore_index);
+      if (nll_sum) *nll_sum = loss.detach();
+      return loss;
+    }
+    // Both losses from one product of the logits.
+    const at::ScalarType side = h.scalar_type();
+    const at::Tensor logits =
+        at::linear(h, weight.to(side), bias.defined() ? c10::optional<at::Tensor>(bias.to(side)) : c10::nullopt)
+            .to(weight.scalar_type());
+    {
+      at::NoGradGuard no_grad;
+      *nll_sum = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, ignore_index, 0.0);
+    }
+    return at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, ignore_index, smoothing);
+  }
   // Gradients are computed in the forward pass, so only when a backward can follow.
   const bool need_grad = at::GradMode::is_enabled() &&
                          (h.requires_grad() || weight.requires_grad() ||
                           (bias.defined() && bias.requires_grad()));
-  return LinearCrossEntropyFunction::apply(
-      h, weight, bias.defined() ? bias : at::empty({0}, weight.options()), labels, smoothing,
-      ignore_index, need_grad)[0];
+  const bool want_nll = nll_sum != nullptr && smoothing != 0;
+  const variable_list out = LinearCrossEntropyFunction::apply(
+      h, weight, bias.defined() ? bias : at::empty({0}, weight.options()), labels, smoothing, ignore_index,
+      need_grad, want_nll);
+  if (nll_sum) *nll_sum = want_nll ? out[1] : out[0].detach();
+  return out[0];
 }
 
 }  // namespace nmt::ops

@@ -15,8 +15,12 @@ namespace nmt::ops {
 // h: [N, C] (float, double or bf16), weight: [V, C] and bias: [V] or undefined
 // (float or double; with bf16 h the product runs in bf16 and dW is summed in
 // float), labels: [N] int64 -> 0-dim sum of the rows' losses, in weight's dtype.
+// nll_sum (optional): the same sum without label smoothing, not
+// differentiable, from the same pass (what the training chart compares with
+// the validation loss).
 at::Tensor linear_cross_entropy(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias,
-                                const at::Tensor& labels, double smoothing, int64_t ignore_index);
+                                const at::Tensor& labels, double smoothing, int64_t ignore_index,
+                                at::Tensor* nll_sum = nullptr);
 // Unfused: at::linear in h's dtype, then at::cross_entropy_loss (reduction
 // Sum) in weight's.
 at::Tensor linear_cross_entropy_reference(const at::Tensor& h, const at::Tensor& weight,

@@ -25,6 +25,7 @@ void one_row(const CrossEntropyParams<T, U>& p, int64_t r) {
   const int64_t y = p.labels[r];
   if (y == p.ignore_index) {
     p.loss[r] = 0;
+    if (p.nll) p.nll[r] = 0;
     if (g)
       for (int64_t v = 0; v < n; ++v) store_as(g + v, T(0));
     return;
@@ -54,6 +55,7 @@ void one_row(const CrossEntropyParams<T, U>& p, int64_t r) {
   const T lse = max + std::log(sumexp);
   const T e = static_cast<T>(p.smoothing);
   p.loss[r] = (1 - e) * (lse - load_as<T>(z[y])) + e * (lse - sum / static_cast<T>(n));
+  if (p.nll) p.nll[r] = lse - load_as<T>(z[y]);
   if (!g) return;
   // pass 3: softmax - smoothed target
   const T off = e / static_cast<T>(n);

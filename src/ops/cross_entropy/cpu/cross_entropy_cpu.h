@@ -4,6 +4,7 @@
 // ignore_index give 0 and a zero gradient):
 //   lse   = log sum_v exp(z_v)
 //   loss  = (1 - e) (lse - z_y) + e (lse - mean_v z_v)
+//   nll   = lse - z_y                  (optional: what the loss is without smoothing)
 //   dz_v  = exp(z_v - lse) - e / V - (1 - e) [v == y]
 // as at::cross_entropy_loss with label_smoothing e and reduction Sum.
 // Plain C++ kernels, compiled per instruction set (ops/cpu_isa.h).
@@ -23,6 +24,7 @@ struct CrossEntropyParams {
   const int64_t* labels;  // labels: [R]
   U* grad;                // grad: [R, V], contiguous (written when non-null)
   T* loss;                // loss: [R] (written)
+  T* nll;                 // nll: [R], lse - z_y, the loss without smoothing (written when non-null)
   int64_t rows, classes, logits_stride;
   int64_t ignore_index;
   double smoothing;
