@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]   fuzz each for that long (default 60)
 #   scripts/fuzz.sh --smoke [HARNESS...]                 CI: the seeds, then 5 s each
 #
-# Harnesses: config corpus checkpoint translate po (default: all). Configures and
+# Harnesses: config corpus checkpoint translate po shards (default: all). Configures and
 # builds NMT_FUZZ_BUILD_DIR (default build-fuzz/) when needed. Each harness
 # starts from a copy of tests/fuzz/corpus/HARNESS in BUILD/corpus/HARNESS,
 # which keeps growing from run to run (the committed seeds are never
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all=(config corpus checkpoint translate po)
+all=(config corpus checkpoint translate po shards)
 smoke=0
 seconds=60
 if [ "${1:-}" = "--smoke" ]; then

@@ -1,18 +1,39 @@
 #!/usr/bin/env bash
 # Installs the Debian packages nmt needs (only those missing), then configures
 # and builds Release into build/. Safe to run again: it only does what is left.
+#
+#   scripts/setup.sh          everything: the product, the tests and what they
+#                             drive (a browser, clang for the fuzzers, ...)
+#   scripts/setup.sh --demo   what scripts/demo.sh runs: the build packages and
+#                             the `nmt` target only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(
+demo=0
+case ${1:-} in
+  --demo) demo=1 ;;
+  "") ;;
+  *) echo "setup: unknown argument $1 (--demo, or nothing)" >&2; exit 2 ;;
+esac
+
+# What `nmt` is built from (libgtest-dev too: the one build folder is
+# configured with the tests, whether or not they are built yet).
+build_packages=(
   build-essential cmake ninja-build pkg-config ccache
   libtorch-dev libopenblas0-pthread libgloo-dev
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev nlohmann-json3-dev libcpp-httplib-dev
-  python3 python3-nltk python3-yaml
-  clang libclang-rt-dev
-  iproute2 nftables
+  python3
+)
+# What only the tests use.
+test_packages=(
+  python3-nltk python3-yaml              # the BLEU cross-check, the toy corpus script
+  clang libclang-rt-dev                  # the libFuzzer harnesses (scripts/fuzz.sh)
+  iproute2 nftables                      # the multi-host tests' network namespaces
   chromium chromium-driver python3-selenium fonts-wqy-microhei  # the explorer's browser test (tests/browser_test.py)
 )
+packages=("${build_packages[@]}")
+((demo)) || packages+=("${test_packages[@]}")
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,4 +53,8 @@ build_dir=${NMT_BUILD_DIR:-build}
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${NMT_CMAKE_ARGS:-}
 fi
-cmake --build "$build_dir" -j"$(nproc)"
+if ((demo)); then
+  cmake --build "$build_dir" -j"$(nproc)" --target nmt
+else
+  cmake --build "$build_dir" -j"$(nproc)"
+fi

@@ -39,7 +39,7 @@ expect 2 "no such checkpoint folder" -- "$nmt" translate --checkpoint "$tmp/none
 mkdir -p "$tmp/empty"
 expect 2 "not a checkpoint" -- "$nmt" translate --checkpoint "$tmp/empty"
 printf 'data:\n  train_src: %s/missing.zh\n' "$tmp" >"$tmp/data.yaml"
-expect 2 "missing.zh: cannot open" -- "$nmt" train --config "$tmp/data.yaml" --set train.checkpoint_dir="$tmp/ck" --set tokenizer.cache_dir="$tmp/tok"
+expect 2 "missing.zh: cannot open" -- "$nmt" train --config "$tmp/data.yaml" --set train.checkpoint_dir="$tmp/ck" --set data.prepared_dir="$tmp/prepared"
 expect 2 "cuda" -- "$nmt" train --config "$src/configs/toy.yaml" --device cuda --set train.checkpoint_dir="$tmp/ck"
 expect 2 "--dtype: fp16 not in" -- "$nmt" bench-attention --dtype fp16
 expect 2 "--dtype bf16: the flash backend has no bf16 CPU kernel" -- "$nmt" bench-attention --device cpu --dtype bf16 --backends torch,flash
@@ -56,7 +56,7 @@ expect_fast() {  # like expect, and within 3 seconds
   [ $ms -lt 3000 ] || bad "took $ms ms: $*"
 }
 train_on() { echo "$nmt train --config $tmp/tiny.yaml --set train.checkpoint_dir=$tmp/ck_$1 --set data.train_src=$2 --set data.train_tgt=$3"; }
-expect_fast 2 "a.en: has 99 lines but .*a.zh has 100" -- $(train_on counts "$tmp/a.zh" "$tmp/a.en")
+expect_fast 2 "a.zh: has 100 lines but .*a.en has 99" -- $(train_on counts "$tmp/a.zh" "$tmp/a.en")
 : >"$tmp/empty.zh"; : >"$tmp/empty.en"
 expect_fast 2 "empty.zh: no sentences \\(empty file\\)" -- $(train_on empty "$tmp/empty.zh" "$tmp/empty.en")
 printf '\n\n\n' >"$tmp/blank.zh"; printf 'a\nb\nc\n' >"$tmp/blank.en"

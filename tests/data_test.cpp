@@ -114,9 +114,10 @@ TEST(Batch, PlanCoversEveryPairOnceWithinBudget) {
     c.tgt.emplace_back(1 + gen() % 20, 6);
   }
   std::mt19937_64 rng(7);
-  const auto plan = plan_batches(c, 200, 0, rng);
+  const BatchPlan plan = plan_batches(c, 200, 0, rng);
   std::multiset<int64_t> seen;
-  for (const auto& b : plan) {
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const std::vector<int64_t> b = plan[k];
     size_t s = 0, t = 0;
     for (int64_t i : b) s = std::max(s, c.src[i].size()), t = std::max(t, c.tgt[i].size() + 1);
     EXPECT_LE(b.size() * (s + t), 200u);

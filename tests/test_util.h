@@ -1,5 +1,6 @@
-// Shared fixtures: the toy corpus' tokenizers (trained once, cached under the
-// system temp dir), a tiny model config and a few teacher-forced Adam steps.
+// Shared fixtures: the toy corpus prepared once (its tokenizers and shards,
+// under the system temp dir, reused by every test process), a tiny model
+// config and a few teacher-forced Adam steps.
 // Temporary folders and child processes: support/temp_dir.h, support/process.h.
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include "config/config.h"
 #include "data/dataset.h"
+#include "data/prepare.h"
 #include "model/build.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
@@ -22,13 +24,22 @@ namespace nmt::testing {
 inline std::string source_dir() { return NMT_SOURCE_DIR; }
 inline std::string toy(const std::string& file) { return source_dir() + "/data/toy/" + file; }
 
-inline const TokenizerPaths& toy_tokenizers() {
-  static const TokenizerPaths paths = [] {
-    TokenizerConfig tc;
-    tc.cache_dir = (std::filesystem::temp_directory_path() / "nmt_test_tokenizers").string();
-    return prepare_tokenizers(tc, toy("train.zh"), toy("train.en"));
+// Where the tests' prepared corpora live: a config with data.prepared_dir
+// set here and the default tokenizer settings finds the toy corpus ready.
+inline std::string prepared_parent() {
+  return (std::filesystem::temp_directory_path() / "nmt_test_prepared").string();
+}
+
+// The toy training corpus prepared with the default settings (tokenizers and shards).
+inline const data::PrepareReport& toy_tokenizers() {
+  static const data::PrepareReport report = [] {
+    Config cfg;
+    cfg.data.train_src = toy("train.zh");
+    cfg.data.train_tgt = toy("train.en");
+    cfg.data.prepared_dir = prepared_parent();
+    return data::prepare_corpus(cfg);
   }();
-  return paths;
+  return report;
 }
 
 // Small enough to train in seconds on 2 cores.

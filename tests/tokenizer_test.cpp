@@ -1,6 +1,6 @@
 // The SentencePiece tokenizers (tokenizer/): round trips on both sides,
-// special ids, and the model cache that retrains only when the data or the
-// settings change.
+// special ids, and protected placeholders as single pieces. (When they are
+// trained again: tests/prepare_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -35,42 +35,20 @@ void write_lines(const std::string& path, const std::string& word, int n) {
   for (int i = 0; i < n; ++i) out << word << i % 37 << " " << word << "\n";
 }
 
-TEST(Tokenizer, ReusesCachedModelsAndRetrainsWhenDataOrSettingsChange) {
-  const std::string dir = testing::temp_dir("tok_cache");
-  write_lines(dir + "/a.zh", "猫", 300);
-  write_lines(dir + "/a.en", "cat", 300);
-  TokenizerConfig tc;
-  tc.cache_dir = dir + "/cache";
-  tc.src_vocab_size = tc.tgt_vocab_size = 60;
-  const TokenizerPaths first = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
-  EXPECT_TRUE(first.trained);
-  const TokenizerPaths again = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
-  EXPECT_FALSE(again.trained);  // nothing was trained: the cached models were used
-  EXPECT_EQ(again.src_model, first.src_model);
-  tc.src_vocab_size = 61;       // other settings: other models
-  const TokenizerPaths other = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
-  EXPECT_TRUE(other.trained);
-  EXPECT_NE(other.src_model, first.src_model);
-  tc.src_vocab_size = 60;
-  write_lines(dir + "/a.en", "dog", 300);  // other data: other models
-  EXPECT_TRUE(prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en").trained);
-}
-
 // tokenizer.protect_placeholders: each sentinel is one piece on both sides,
-// decodes to itself, and the setting is part of the cache key.
+// decodes to itself, and the setting is one of those the tokenizers depend on.
 TEST(Tokenizer, ProtectedPlaceholdersAreSinglePieces) {
   const std::string dir = testing::temp_dir("tok_sentinels");
   write_lines(dir + "/a.zh", "猫", 300);
   write_lines(dir + "/a.en", "cat", 300);
   TokenizerConfig tc;
-  tc.cache_dir = dir + "/cache";
   tc.src_vocab_size = tc.tgt_vocab_size = 80;
-  const TokenizerPaths plain = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
+  const std::string plain = tokenizer_settings(tc);
   tc.protect_placeholders = true;
-  const TokenizerPaths paths = prepare_tokenizers(tc, dir + "/a.zh", dir + "/a.en");
-  EXPECT_TRUE(paths.trained);
-  EXPECT_NE(paths.src_model, plain.src_model);
-  for (const auto& [model, word] : {std::pair{paths.src_model, std::string("猫")}, std::pair{paths.tgt_model, std::string("cat")}}) {
+  EXPECT_NE(tokenizer_settings(tc), plain);
+  train_tokenizers(tc, dir + "/a.zh", dir + "/a.en", dir);
+  const std::string src_model = dir + "/src.model", tgt_model = dir + "/tgt.model";
+  for (const auto& [model, word] : {std::pair{src_model, std::string("猫")}, std::pair{tgt_model, std::string("cat")}}) {
     const Tokenizer tok(model);
     for (int k : {1, 7, data::kMaxSentinels}) {
       const std::string line = word + "1 " + data::sentinel(k) + word + data::sentinel(1);

@@ -160,7 +160,7 @@ TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {
   TinyRun t = tiny_run(24);
   Config cfg = testing::tiny_config();
   cfg.train.checkpoint_dir = testing::temp_dir("ckpt_manager");
-  cfg.tokenizer.cache_dir = std::filesystem::path(testing::toy_tokenizers().src_model).parent_path().parent_path().string();
+  cfg.data.prepared_dir = testing::prepared_parent();
   cfg.data.train_src = testing::toy("train.zh");
   cfg.data.train_tgt = testing::toy("train.en");
   cfg.data.valid_src = testing::toy("valid.zh");
@@ -244,7 +244,7 @@ TEST(Train, ResumeContinuesExactly) {
   const auto& paths = testing::toy_tokenizers();
   Config cfg = testing::tiny_config();
   cfg.model.dropout = 0.1;  // the random state must be restored too
-  cfg.tokenizer.cache_dir = std::filesystem::path(paths.src_model).parent_path().parent_path().string();
+  cfg.data.prepared_dir = testing::prepared_parent();
   cfg.data.train_src = testing::toy("train.zh");
   cfg.data.train_tgt = testing::toy("train.en");
   cfg.data.valid_src = testing::toy("valid.zh");

@@ -15,6 +15,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_files.h"
+#include "data/prepare.h"
 #include "config/config.h"
 #include "data/dataset.h"
 #include "data/po_catalog.h"
@@ -180,6 +181,23 @@ int run_train(const TrainArgs& args) {
   start.overwrite = args.overwrite;
   const TrainResult result = train(cfg, start);
   return result.interrupted ? 128 + result.interrupted : kExitOk;
+}
+
+int run_prepare(const PrepareArgs& args) {
+  Config cfg = load_config(args.config);
+  apply_overrides(cfg, args.sets);
+  install_interrupt_handlers("the pairs being encoded; nothing is kept");
+  data::PrepareOptions opts;
+  opts.threads = static_cast<int>(args.threads);
+  opts.force = args.force;
+  const data::PrepareReport r = data::prepare_corpus(cfg, opts);
+  const std::string tokenizers = r.tokenizers_trained ? "trained on " + std::to_string(r.sampled) + " sampled pairs"
+                                 : r.reused           ? "as they were"
+                                                      : "kept";
+  const std::string what = r.reused ? "up to date, checked" : "prepared (" + r.reason + ")";
+  std::printf("prepared corpus: %s\n  %s\n  tokenizers: %s\n  %s in %.1f s\n", r.dir.c_str(), r.summary().c_str(),
+              tokenizers.c_str(), what.c_str(), r.seconds);
+  return kExitOk;
 }
 
 int run_translate(const TranslateArgs& args) {

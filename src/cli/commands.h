@@ -27,6 +27,15 @@ struct TrainArgs {
 };
 int run_train(const TrainArgs& args);
 
+// `nmt prepare`: the training corpus prepared once into shards (data/prepare.h).
+struct PrepareArgs {
+  std::string config;
+  std::vector<std::string> sets;  // --set key.path=value
+  int64_t threads = 0;            // encoding threads (0 = all cores)
+  bool force = false;             // prepare again even when fresh
+};
+int run_prepare(const PrepareArgs& args);
+
 // Decoding flags of translate and evaluate; unset ones come from the config.
 struct DecodeFlags {
   std::optional<int64_t> max_len, batch_size;

@@ -121,6 +121,15 @@ int main(int argc, char** argv) {
       ->check(int_range(1, 100000));
   add_runtime_flags(train_cmd, train.runtime);
 
+  nmt::cli::PrepareArgs prepare;
+  auto* prep_cmd = app.add_subcommand(
+      "prepare", "prepare the training corpus once: tokenizers trained on a sample, every pair encoded into "
+                 "memory-mapped shards (nmt train does it too when they are missing or stale)");
+  prep_cmd->add_option("--config", prepare.config, "YAML config file")->required();
+  prep_cmd->add_option("--set", prepare.sets, "override a config key: key.path=value (repeatable)");
+  prep_cmd->add_option("--threads", prepare.threads, "encoding threads (0 = all cores)")->check(int_range(0, 256));
+  prep_cmd->add_flag("--force", prepare.force, "prepare again even when the prepared corpus is up to date");
+
   nmt::cli::TranslateArgs translate;
   auto* tr_cmd = app.add_subcommand("translate", "translate lines greedily (stdin or --input)");
   tr_cmd->add_option("--checkpoint", translate.checkpoint,
@@ -278,6 +287,7 @@ int main(int argc, char** argv) {
                                             argc, argv);
       return nmt::cli::run_train(train);
     }
+    if (prep_cmd->parsed()) return nmt::cli::run_prepare(prepare);
     if (tr_cmd->parsed()) return nmt::cli::run_translate(translate);
     if (ev_cmd->parsed()) return nmt::cli::run_evaluate(eval);
     if (sc_cmd->parsed()) return nmt::cli::run_score(score);

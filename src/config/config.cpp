@@ -25,6 +25,7 @@ struct Field {
   std::function<void(Config&, const YAML::Node&, const std::function<void(const std::string&)>& fail)>
       parse;
   std::function<void(const Config&, YAML::Emitter&)> emit;
+  bool retired = false;  // a key of earlier versions: read (a checkpoint's config may hold it) and ignored
 };
 
 std::string scalar_text(const YAML::Node& node) {
@@ -32,6 +33,14 @@ std::string scalar_text(const YAML::Node& node) {
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";
   return "nothing";
+}
+
+// A key earlier versions had: accepted as any scalar, ignored, never written.
+Field retired_field(std::string path) {
+  return {path, [](Config&, const YAML::Node& n, const auto& fail) {
+            if (!n.IsScalar()) fail("expected a scalar, got '" + scalar_text(n) + "'");
+          },
+          [](const Config&, YAML::Emitter&) {}, true};
 }
 
 template <typename Get>
@@ -128,6 +137,10 @@ const std::vector<Field>& fields() {
       string_field("data.test_src", NMT_REF(data.test_src)),
       string_field("data.test_tgt", NMT_REF(data.test_tgt)),
       int_field("data.max_len", NMT_REF(data.max_len), 1, 4096),
+      double_field("data.max_length_ratio", NMT_REF(data.max_length_ratio), 0.0, 1000.0),
+      bool_field("data.dedupe", NMT_REF(data.dedupe)),
+      bool_field("data.skip_invalid_lines", NMT_REF(data.skip_invalid_lines)),
+      string_field("data.prepared_dir", NMT_REF(data.prepared_dir)),
 
       bool_field("tokenizer.shared", NMT_REF(tokenizer.shared)),
       string_field("tokenizer.model_type", NMT_REF(tokenizer.model_type),
@@ -143,7 +156,9 @@ const std::vector<Field>& fields() {
       bool_field("tokenizer.byte_fallback", NMT_REF(tokenizer.byte_fallback)),
       bool_field("tokenizer.placeholder_symbols", NMT_REF(tokenizer.placeholder_symbols)),
       bool_field("tokenizer.protect_placeholders", NMT_REF(tokenizer.protect_placeholders)),
-      string_field("tokenizer.cache_dir", NMT_REF(tokenizer.cache_dir)),
+      int_field("tokenizer.sample_lines", NMT_REF(tokenizer.sample_lines), 1000, int64_t{1} << 40),
+      // Tokenizers were cached there; they now live with the prepared corpus.
+      retired_field("tokenizer.cache_dir"),
 
       int_field("model.d_model", NMT_REF(model.d_model), 8, 8192),
       int_field("model.heads", NMT_REF(model.heads), 1, 256),
@@ -208,7 +223,7 @@ const Field* find_field(const std::string& path) {
 std::string known_keys(const std::string& section) {
   std::string out;
   for (const auto& f : fields()) {
-    if (f.path.compare(0, section.size() + 1, section + ".") != 0) continue;
+    if (f.retired || f.path.compare(0, section.size() + 1, section + ".") != 0) continue;
     out += (out.empty() ? "" : ", ") + f.path.substr(section.size() + 1);
   }
   return out;
@@ -383,6 +398,7 @@ std::string to_yaml(const Config& cfg) {
   e << YAML::BeginMap;
   std::string section;
   for (const auto& f : fields()) {
+    if (f.retired) continue;
     const auto dot = f.path.find('.');
     const std::string sec = f.path.substr(0, dot);
     if (sec != section) {

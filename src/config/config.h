@@ -18,6 +18,10 @@ struct DataConfig {
   std::string test_src = "data/toy/test.zh";    // test source (used by the demo's evaluation)
   std::string test_tgt = "data/toy/test.en";    // test target
   int64_t max_len = 64;  // pairs with more tokens than this (either side) are skipped in training
+  double max_length_ratio = 0;   // pairs whose token counts differ more than this factor are skipped (0: off)
+  bool dedupe = false;           // exact duplicate pairs are skipped (the first is kept)
+  bool skip_invalid_lines = false;  // a line that is not UTF-8 (or holds a NUL) is skipped and counted, not an error
+  std::string prepared_dir = "checkpoints/prepared";  // prepared corpora (data/prepare.h), one folder each
 };
 
 struct TokenizerConfig {
@@ -34,7 +38,7 @@ struct TokenizerConfig {
   // restored after decoding (data/placeholder_mask.h): training, translation,
   // evaluation and the service all do it, as the checkpoint's config says.
   bool protect_placeholders = false;
-  std::string cache_dir = "checkpoints/tokenizers";  // trained models are reused from here
+  int64_t sample_lines = 2000000;  // tokenizers are trained on a uniform sample of at most this many pairs
 };
 
 struct ModelConfig {

@@ -11,9 +11,9 @@ std::pair<int64_t, int64_t> rank_rows(int64_t rows, int64_t rank, int64_t world_
   return {rows * rank / world_size, rows * (rank + 1) / world_size};
 }
 
-BatchSource::BatchSource(const ParallelCorpus& corpus, int64_t batch_tokens,
+BatchSource::BatchSource(const TokenPairs& corpus, int64_t batch_tokens,
                          int64_t batch_sentences, uint64_t seed, int64_t rank, int64_t world_size)
-    : corpus_(corpus),
+    : corpus_(&corpus),
       batch_tokens_(batch_tokens),
       batch_sentences_(batch_sentences),
       seed_(seed),
@@ -26,7 +26,7 @@ void BatchSource::plan_epoch(int64_t epoch) {
   if (epoch == planned_epoch_) return;
   // The order depends only on (seed, epoch): a resumed run sees the same batches.
   std::mt19937_64 rng(seed_ * 1000003ull + static_cast<uint64_t>(epoch));
-  plan_ = plan_batches(corpus_, batch_tokens_, batch_sentences_, rng);
+  plan_ = plan_batches(*corpus_, batch_tokens_, batch_sentences_, rng);
   planned_epoch_ = epoch;
 }
 
@@ -44,17 +44,17 @@ void BatchSource::seek(const DataPosition& p) {
 }
 
 StepBatch BatchSource::next() {
-  const std::vector<int64_t>& global = plan_[position_.batch];
+  const std::vector<int64_t> global = plan_[static_cast<size_t>(position_.batch)];
   StepBatch out;
   out.position = position_;
   out.global_rows = static_cast<int64_t>(global.size());
   for (int64_t i : global) {
-    out.global_tokens += static_cast<int64_t>(corpus_.tgt[i].size()) + 1;
-    out.global_src_tokens += static_cast<int64_t>(corpus_.src[i].size());
+    out.global_tokens += corpus_->tgt_length(i) + 1;
+    out.global_src_tokens += corpus_->src_length(i);
   }
   const auto [begin, end] = rank_rows(out.global_rows, rank_, world_size_);
   out.first_row = begin;
-  out.batch = make_batch(corpus_, std::vector<int64_t>(global.begin() + begin, global.begin() + end));
+  out.batch = make_batch(*corpus_, std::vector<int64_t>(global.begin() + begin, global.begin() + end));
   ++position_.batch;
   if (position_.batch >= batches_in_epoch()) {
     // Wrap now, so that position() (saved with checkpoints) and the epoch
@@ -62,7 +62,50 @@ StepBatch BatchSource::next() {
     position_ = {position_.epoch + 1, 0};
     plan_epoch(position_.epoch);
   }
+  out.next = position_;
   return out;
+}
+
+PrefetchingSource::PrefetchingSource(BatchSource& source, size_t depth)
+    : source_(source), depth_(std::max<size_t>(1, depth)), thread_([this] { run(); }) {}
+
+PrefetchingSource::~PrefetchingSource() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void PrefetchingSource::run() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || ready_.size() < depth_; });
+      if (stop_ || failure_) return;
+    }
+    try {
+      StepBatch b = source_.next();
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready_.push_back(std::move(b));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_ = std::current_exception();
+    }
+    changed_.notify_all();
+  }
+}
+
+StepBatch PrefetchingSource::next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !ready_.empty() || failure_; });
+  if (ready_.empty()) std::rethrow_exception(failure_);
+  StepBatch b = std::move(ready_.front());
+  ready_.pop_front();
+  lock.unlock();
+  changed_.notify_all();
+  return b;
 }
 
 }  // namespace nmt

@@ -4,7 +4,12 @@
 // run can resume with a different number of ranks.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "data/dataset.h"
@@ -20,13 +25,14 @@ struct StepBatch {
   int64_t global_src_tokens = 0;
   int64_t first_row = 0;       // index of this rank's first row within the global batch
   DataPosition position;       // where this batch was taken from
+  DataPosition next;           // where the stream stands after it (what a checkpoint saves)
 };
 
 class BatchSource {
  public:
   // The corpus must outlive the source. batch_tokens/batch_sentences are the
   // global budget (see plan_batches); seed fixes every epoch's order.
-  BatchSource(const ParallelCorpus& corpus, int64_t batch_tokens, int64_t batch_sentences,
+  BatchSource(const TokenPairs& corpus, int64_t batch_tokens, int64_t batch_sentences,
               uint64_t seed, int64_t rank = 0, int64_t world_size = 1);
 
   // The batch at position(), then moves on (into the next epoch after the last).
@@ -40,13 +46,40 @@ class BatchSource {
  private:
   void plan_epoch(int64_t epoch);
 
-  const ParallelCorpus& corpus_;
+  const TokenPairs* corpus_;
   int64_t batch_tokens_, batch_sentences_;
   uint64_t seed_;
   int64_t rank_, world_size_;
   DataPosition position_;
   int64_t planned_epoch_ = -1;
-  std::vector<std::vector<int64_t>> plan_;
+  BatchPlan plan_;
+};
+
+// A BatchSource's next() on a thread of its own, `depth` batches ahead: the
+// step never waits for a batch to be assembled (ids read from the shards,
+// tensors filled), and gets exactly the batches the source would give, in
+// the same order. The source is seeked before, and not touched after.
+class PrefetchingSource {
+ public:
+  explicit PrefetchingSource(BatchSource& source, size_t depth = 2);
+  ~PrefetchingSource();  // stops the thread
+  PrefetchingSource(const PrefetchingSource&) = delete;
+  PrefetchingSource& operator=(const PrefetchingSource&) = delete;
+
+  // The next batch; an error the thread met (a damaged shard) is thrown here.
+  StepBatch next();
+
+ private:
+  void run();
+
+  BatchSource& source_;
+  size_t depth_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<StepBatch> ready_;
+  std::exception_ptr failure_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // Rows [begin, end) of a global batch of `rows` rows that rank r of n takes:

@@ -76,66 +76,95 @@ std::pair<torch::Tensor, torch::Tensor> make_source_batch(
   return {src, len};
 }
 
-Batch make_batch(const ParallelCorpus& corpus, const std::vector<int64_t>& indices) {
-  const int64_t n = static_cast<int64_t>(indices.size());
-  std::vector<std::vector<int64_t>> sources;
-  int64_t t_max = 1;
-  for (int64_t i : indices) {
-    sources.push_back(corpus.src[i]);
-    t_max = std::max<int64_t>(t_max, corpus.tgt[i].size() + 1);
+Batch make_batch(const TokenPairs& corpus, const std::vector<int64_t>& pairs) {
+  const int64_t n = static_cast<int64_t>(pairs.size());
+  int64_t s_max = 1, t_max = 1;
+  for (const int64_t i : pairs) {
+    s_max = std::max(s_max, corpus.src_length(i));
+    t_max = std::max(t_max, corpus.tgt_length(i) + 1);
   }
   Batch b;
-  std::tie(b.src, b.src_lengths) = make_source_batch(sources);
+  b.src = torch::full({n, s_max}, kPadId, torch::kLong);
+  b.src_lengths = torch::empty({n}, torch::kLong);
   b.tgt_in = torch::full({n, t_max}, kPadId, torch::kLong);
   b.tgt_out = torch::full({n, t_max}, kPadId, torch::kLong);
   b.tgt_lengths = torch::empty({n}, torch::kLong);
-  auto in_a = b.tgt_in.accessor<int64_t, 2>();
-  auto out_a = b.tgt_out.accessor<int64_t, 2>();
+  int64_t* src = b.src.data_ptr<int64_t>();
+  int64_t* in = b.tgt_in.data_ptr<int64_t>();
+  int64_t* out = b.tgt_out.data_ptr<int64_t>();
+  int64_t* src_len = b.src_lengths.data_ptr<int64_t>();
+  int64_t* tgt_len = b.tgt_lengths.data_ptr<int64_t>();
   for (int64_t r = 0; r < n; ++r) {
-    const auto& y = corpus.tgt[indices[r]];
-    const int64_t len = static_cast<int64_t>(y.size());
-    in_a[r][0] = kStartId;                                 // <start> y1 .. yn
-    for (int64_t t = 0; t < len; ++t) in_a[r][t + 1] = y[t];
-    for (int64_t t = 0; t < len; ++t) out_a[r][t] = y[t];  // y1 .. yn <end>
-    out_a[r][len] = kEndId;
-    b.tgt_lengths[r] = len + 1;
+    const int64_t i = pairs[static_cast<size_t>(r)];
+    const int64_t s = corpus.src_length(i), len = corpus.tgt_length(i);
+    corpus.src_ids(i, src + r * s_max);
+    src_len[r] = s;
+    in[r * t_max] = kStartId;                   // <start> y1 .. yn
+    corpus.tgt_ids(i, in + r * t_max + 1);
+    std::copy(in + r * t_max + 1, in + r * t_max + 1 + len, out + r * t_max);  // y1 .. yn <end>
+    out[r * t_max + len] = kEndId;
+    tgt_len[r] = len + 1;
     b.tokens += len + 1;
-    b.src_tokens += static_cast<int64_t>(corpus.src[indices[r]].size());
+    b.src_tokens += s;
   }
   return b;
 }
 
-std::vector<std::vector<int64_t>> plan_batches(const ParallelCorpus& corpus, int64_t batch_tokens,
-                                               int64_t batch_sentences, std::mt19937_64& rng) {
-  const int64_t n = static_cast<int64_t>(corpus.src.size());
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
+BatchPlan plan_batches(const TokenPairs& corpus, int64_t batch_tokens, int64_t batch_sentences, std::mt19937_64& rng) {
+  const int64_t n = corpus.size();
+  if (n >= (int64_t{1} << 32)) throw InputError("a corpus of " + std::to_string(n) + " pairs: at most 2^32 - 1");
+  std::vector<uint32_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0u);
   std::shuffle(order.begin(), order.end(), rng);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return std::make_pair(corpus.tgt[a].size(), corpus.src[a].size()) <
-           std::make_pair(corpus.tgt[b].size(), corpus.src[b].size());
-  });
-  std::vector<std::vector<int64_t>> batches;
-  std::vector<int64_t> cur;
-  int64_t s_max = 0, t_max = 0;
-  for (int64_t i : order) {
-    const int64_t s = std::max<int64_t>(s_max, corpus.src[i].size());
-    const int64_t t = std::max<int64_t>(t_max, corpus.tgt[i].size() + 1);
-    const int64_t rows = static_cast<int64_t>(cur.size()) + 1;
-    // Budget counts padded positions, which is what the compute pays for.
-    const bool full = batch_tokens > 0 ? rows * (s + t) > batch_tokens : rows > batch_sentences;
-    if (full && !cur.empty()) {
-      batches.push_back(std::move(cur));
-      cur.clear();
-      s_max = t_max = 0;
-    }
-    cur.push_back(i);
-    s_max = std::max<int64_t>(s_max, corpus.src[i].size());
-    t_max = std::max<int64_t>(t_max, corpus.tgt[i].size() + 1);
+  // Stable by (target length, source length): a counting sort over the
+  // lengths when they are short (always, for a prepared corpus), which is
+  // what std::stable_sort gives, in one pass instead of n log n compares.
+  int64_t max_s = 0, max_t = 0;
+  for (int64_t i = 0; i < n; ++i) max_s = std::max(max_s, corpus.src_length(i)), max_t = std::max(max_t, corpus.tgt_length(i));
+  const auto key = [&](uint32_t i) { return corpus.tgt_length(i) * (max_s + 1) + corpus.src_length(i); };
+  if ((max_t + 1) * (max_s + 1) <= (int64_t{1} << 24)) {
+    std::vector<uint64_t> at(static_cast<size_t>((max_t + 1) * (max_s + 1) + 1), 0);
+    for (const uint32_t i : order) ++at[static_cast<size_t>(key(i)) + 1];
+    for (size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
+    std::vector<uint32_t> sorted(order.size());
+    for (const uint32_t i : order) sorted[at[static_cast<size_t>(key(i))]++] = i;
+    order.swap(sorted);
+  } else {
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
   }
-  if (!cur.empty()) batches.push_back(std::move(cur));
-  std::shuffle(batches.begin(), batches.end(), rng);
-  return batches;
+  // Cut into batches by the budget. Budget counts padded positions, which is
+  // what the compute pays for.
+  std::vector<uint64_t> starts{0};
+  int64_t rows = 0, s_max = 0, t_max = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int64_t i = order[k];
+    const int64_t s = std::max(s_max, corpus.src_length(i));
+    const int64_t t = std::max(t_max, corpus.tgt_length(i) + 1);
+    const bool full = batch_tokens > 0 ? (rows + 1) * (s + t) > batch_tokens : rows + 1 > batch_sentences;
+    if (full && rows > 0) {
+      starts.push_back(k);
+      rows = s_max = t_max = 0;
+    }
+    ++rows;
+    s_max = std::max(s_max, corpus.src_length(i));
+    t_max = std::max(t_max, corpus.tgt_length(i) + 1);
+  }
+  if (rows > 0) starts.push_back(order.size());
+  // The batch order shuffled, as std::shuffle would shuffle a list of batches.
+  const size_t batches = starts.size() - 1;
+  std::vector<size_t> perm(batches);
+  std::iota(perm.begin(), perm.end(), size_t{0});
+  std::shuffle(perm.begin(), perm.end(), rng);
+  BatchPlan plan;
+  plan.pairs.reserve(order.size());
+  plan.starts.reserve(starts.size());
+  plan.starts.push_back(0);
+  for (const size_t b : perm) {
+    plan.pairs.insert(plan.pairs.end(), order.begin() + static_cast<std::ptrdiff_t>(starts[b]),
+                      order.begin() + static_cast<std::ptrdiff_t>(starts[b + 1]));
+    plan.starts.push_back(plan.pairs.size());
+  }
+  return plan;
 }
 
 }  // namespace nmt

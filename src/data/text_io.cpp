@@ -11,11 +11,8 @@
 
 namespace nmt {
 
-namespace {
-
-// What makes a line unusable as text, or "" when it is fine. A NUL byte is
-// valid UTF-8 but would cut the line short where it is handed on as a C
-// string (the tokenizer), so it is refused here, naming its place.
+// A NUL byte is valid UTF-8 but would cut the line short where it is handed
+// on as a C string (the tokenizer), so it is refused here, naming its place.
 std::string line_problem(std::string_view line) {
   const size_t bad = utf8::first_invalid(line);
   const size_t nul = line.find('\0');
@@ -23,8 +20,6 @@ std::string line_problem(std::string_view line) {
   if (nul < bad) return "contains a NUL byte (byte " + std::to_string(nul + 1) + ")";
   return "not valid UTF-8 (byte " + std::to_string(bad + 1) + ")";
 }
-
-}  // namespace
 
 std::vector<std::string> split_lines(std::string_view content, const std::string& source) {
   content = utf8::strip_bom(content);

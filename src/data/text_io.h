@@ -13,6 +13,10 @@
 
 namespace nmt {
 
+// What makes a line unusable as text ("not valid UTF-8 (byte B)", "contains
+// a NUL byte (byte B)"), or "" when it is fine.
+std::string line_problem(std::string_view line);
+
 // The lines of `content` (without "\n", "\r\n", or a first-line BOM).
 // InputError "SOURCE:LINE: not valid UTF-8 (byte B)" on the first bad line.
 std::vector<std::string> split_lines(std::string_view content, const std::string& source);

@@ -174,12 +174,6 @@ int64_t Tokenizer::vocab_size() const { return vocab_size_; }
 
 namespace {
 
-// FNV-1a: a stable content hash (std::hash may differ between builds).
-uint64_t fnv1a(const std::string& bytes, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // Placeholders that software messages carry and a translation must keep
 // verbatim: as single pieces they are easy to copy and never split.
 const std::vector<std::string>& placeholder_pieces() {
@@ -222,69 +216,37 @@ void train_model(const std::string& input, const std::string& prefix, int64_t vo
     throw InputError(input + ": SentencePiece training failed: " + err);
 }
 
-// What training a tokenizer writes into a cache entry (SentencePiece's
-// model and vocabulary per side, and the shared model's joined text).
-bool is_tokenizer_cache_file(const std::string& name) {
-  for (const char* ours : {"src.model", "src.vocab", "tgt.model", "tgt.vocab", "both.txt"})
-    if (name == ours) return true;
-  return false;
-}
-
 }  // namespace
 
-TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string& train_src,
-                                  const std::string& train_tgt) {
-  const std::string src_text = read_file(train_src, "training data");
-  const std::string tgt_text = read_file(train_tgt, "training data");
+std::string tokenizer_settings(const TokenizerConfig& cfg) {
   std::ostringstream settings;
   settings << cfg.shared << '|' << cfg.model_type << '|' << cfg.src_vocab_size << '|'
            << cfg.tgt_vocab_size << '|' << cfg.src_character_coverage << '|'
            << cfg.tgt_character_coverage << '|' << cfg.normalization << '|' << cfg.byte_fallback
            << '|' << cfg.placeholder_symbols << "|v2";
   if (cfg.protect_placeholders) settings << "|sentinels" << data::kMaxSentinels;
-  uint64_t h = fnv1a(settings.str());
-  h = fnv1a(src_text, h);
-  h = fnv1a(tgt_text, h);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  const fs::path dir = fs::path(cfg.cache_dir) / hex;
-  TokenizerPaths paths{(dir / "src.model").string(), (dir / "tgt.model").string(), false};
-  if (fs::exists(paths.src_model) && fs::exists(paths.tgt_model)) {
-    spdlog::info("tokenizer: reusing {}", dir.string());
-    return paths;
-  }
+  return settings.str();
+}
 
-  // Train into a private scratch folder and rename it into place: a crash
-  // never leaves a half-written entry, and concurrent runs cannot collide.
-  fs::create_directories(cfg.cache_dir);
-  const fs::path tmp = fs::path(cfg.cache_dir) /
-                       (std::string(hex) + ".tmp" + std::to_string(::getpid()));
-  remove_owned_tree(tmp.string(), is_tokenizer_cache_file, "a tokenizer being trained");
-  fs::create_directories(tmp);
-  spdlog::info("tokenizer: training SentencePiece ({}, {}) into {}", cfg.model_type,
-               cfg.shared ? "shared" : "one per language", dir.string());
+void train_tokenizers(const TokenizerConfig& cfg, const std::string& src_lines, const std::string& tgt_lines,
+                      const std::string& dir) {
+  const fs::path d(dir);
+  spdlog::info("tokenizer: training SentencePiece ({}, {})", cfg.model_type,
+               cfg.shared ? "shared" : "one per language");
   if (cfg.shared) {
-    const std::string both = (tmp / "both.txt").string();
-    write_file_atomic(both, src_text + (src_text.empty() || src_text.back() == '\n' ? "" : "\n") + tgt_text);
-    train_model(both, (tmp / "src").string(), cfg.src_vocab_size,
+    const std::string both = (d / "both.txt").string();
+    write_file_atomic(both, read_file(src_lines, "tokenizer sample") + read_file(tgt_lines, "tokenizer sample"));
+    train_model(both, (d / "src").string(), cfg.src_vocab_size,
                 std::min(cfg.src_character_coverage, cfg.tgt_character_coverage), cfg);
     fs::remove(both);
-    fs::copy_file(tmp / "src.model", tmp / "tgt.model");
+    fs::copy_file(d / "src.model", d / "tgt.model", fs::copy_options::overwrite_existing);
   } else {
-    train_model(train_src, (tmp / "src").string(), cfg.src_vocab_size,
-                cfg.src_character_coverage, cfg);
-    train_model(train_tgt, (tmp / "tgt").string(), cfg.tgt_vocab_size,
-                cfg.tgt_character_coverage, cfg);
+    train_model(src_lines, (d / "src").string(), cfg.src_vocab_size, cfg.src_character_coverage, cfg);
+    train_model(tgt_lines, (d / "tgt").string(), cfg.tgt_vocab_size, cfg.tgt_character_coverage, cfg);
   }
-  // Another process may have finished the same entry meanwhile: ours is as
-  // good, and the exchange leaves a complete entry in place at every instant.
-  // What it replaces is deleted, so it must be a cache entry and nothing else.
-  if (const std::string foreign = first_foreign_entry(dir.string(), is_tokenizer_cache_file); !foreign.empty())
-    throw InputError(foreign + ": not written by nmt (" + dir.string() + " should hold a tokenizer cache entry); "
-                     "left as it is: move it away or set tokenizer.cache_dir");
-  replace_directory(tmp.string(), dir.string());
-  paths.trained = true;
-  return paths;
+  std::error_code ec;
+  fs::remove(d / "src.vocab", ec);
+  fs::remove(d / "tgt.vocab", ec);
 }
 
 }  // namespace nmt

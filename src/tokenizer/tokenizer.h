@@ -39,15 +39,14 @@ class Tokenizer {
   int64_t vocab_size_ = 0;
 };
 
-struct TokenizerPaths {
-  std::string src_model;
-  std::string tgt_model;
-  bool trained = false;  // false: reused from the cache
-};
+// What the tokenizers trained for `cfg` depend on, as one string: a
+// prepared corpus (data/prepare.h) is trained again when it changes.
+std::string tokenizer_settings(const TokenizerConfig& cfg);
 
-// Trains the source and target models from the training split, or reuses
-// the ones in tokenizer.cache_dir trained from the same data and settings.
-TokenizerPaths prepare_tokenizers(const TokenizerConfig& cfg, const std::string& train_src,
-                                  const std::string& train_tgt);
+// Trains the source and target SentencePiece models (one shared model when
+// cfg.shared) on the lines of two files, into dir/src.model and
+// dir/tgt.model. InputError naming the file when SentencePiece fails.
+void train_tokenizers(const TokenizerConfig& cfg, const std::string& src_lines, const std::string& tgt_lines,
+                      const std::string& dir);
 
 }  // namespace nmt

@@ -4,8 +4,11 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include "checkpoint/manifest.h"
+#include "data/prepare.h"
 #include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint_writer.h"
@@ -95,10 +98,19 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
                     ("nmt-rank" + std::to_string(sync.rank()) + "-" + std::to_string(::getpid())))
                        .string();
     fs::create_directories(private_dir_);
+    std::string bytes[2];
+    int k = 0;
     for (const auto& [name, path] : {std::pair{"src.model", &src_model_}, std::pair{"tgt.model", &tgt_model_}}) {
       *path = (fs::path(private_dir_) / name).string();
-      write_file_atomic(*path, sync.set_and_wait(std::string("tokenizer/") + name, ""));
+      bytes[k] = sync.set_and_wait(std::string("tokenizer/") + name, "");
+      write_file_atomic(*path, bytes[k++]);
     }
+    // The corpus in this host's data.prepared_dir, with rank 0's tokenizers:
+    // found ready when this host shares rank 0's disk, else encoded here.
+    data::PrepareOptions opts;
+    opts.src_model = &bytes[0], opts.tgt_model = &bytes[1];
+    opts.threads = static_cast<int>(cfg.train.threads);
+    corpus_dir_ = data::prepare_corpus(cfg, opts).dir;
     return;
   }
   // Checkpoints copy the tokenizer models from here: a stable place of the
@@ -107,18 +119,28 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
   fs::create_directories(tok_dir);
   src_model_ = (tok_dir / "src.model").string();
   tgt_model_ = (tok_dir / "tgt.model").string();
+  data::PrepareOptions opts;
+  opts.threads = static_cast<int>(cfg.train.threads);
   if (!resume.empty()) {
-    // A resumed run uses the tokenizers stored with its checkpoint.
+    // A resumed run uses the tokenizers stored with its checkpoint, and a
+    // corpus encoded with them.
     write_file_atomic(src_model_, resumed_.at("src.model"));
     write_file_atomic(tgt_model_, resumed_.at("tgt.model"));
+    opts.src_model = &resumed_.at("src.model");
+    opts.tgt_model = &resumed_.at("tgt.model");
   } else {
-    // The corpus is checked before minutes go into training tokenizers on it.
-    check_parallel_text(cfg.data.train_src, cfg.data.train_tgt);
+    // The validation pairs are checked before minutes go into preparing the
+    // corpus (after the training files are found, as a user reads a config).
+    for (const std::string& f : {cfg.data.train_src, cfg.data.train_tgt})
+      if (::access(f.c_str(), R_OK) != 0)
+        throw InputError(f + ": cannot open training data: " + std::strerror(errno));
     check_parallel_text(cfg.data.valid_src, cfg.data.valid_tgt);
-    const TokenizerPaths from = prepare_tokenizers(cfg.tokenizer, cfg.data.train_src, cfg.data.train_tgt);
-    for (const auto& [path, to] : {std::pair{from.src_model, src_model_}, std::pair{from.tgt_model, tgt_model_}})
-      if (!fs::exists(to) || !fs::equivalent(path, to)) write_file_atomic(to, read_file(path, "tokenizer model"));
   }
+  const data::PrepareReport prepared = data::prepare_corpus(cfg, opts);
+  corpus_dir_ = prepared.dir;
+  if (resume.empty())
+    for (const auto& [path, to] : {std::pair{prepared.src_model, src_model_}, std::pair{prepared.tgt_model, tgt_model_}})
+      write_file_atomic(to, read_file(path, "tokenizer model"));
   if (sync.world_size() > 1) {
     sync.set_and_wait("tokenizer/src.model", read_file(src_model_));
     sync.set_and_wait("tokenizer/tgt.model", read_file(tgt_model_));

@@ -19,7 +19,7 @@ namespace nmt {
 // How a training process starts with its run folder.
 struct RunStart {
   // A run folder (its last/) or a checkpoint to continue from; empty for a
-  // new run, whose tokenizers are trained (or reused from the cache).
+  // new run, whose tokenizers come with its prepared corpus (data/prepare.h).
   std::string resume;
   // A new run into a folder that holds checkpoints replaces them (else it is
   // refused: a typo in a config must not cost a finished run).
@@ -40,6 +40,9 @@ class CheckpointManager {
   // With several ranks only rank 0 touches the run folder and the
   // checkpoints: it publishes the tokenizer models to the others (through
   // `sync`), which keep them in a private temporary folder, and it alone saves.
+  // Every rank makes sure the training corpus is prepared (data/prepare.h)
+  // with the run's tokenizers: rank 0 first (a new run's tokenizers are
+  // trained then), the others after it, finding it done when they share its disk.
   CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync);
   ~CheckpointManager();
 
@@ -47,6 +50,8 @@ class CheckpointManager {
   const std::string& src_model() const { return src_model_; }
   const std::string& tgt_model() const { return tgt_model_; }
   bool resuming() const { return !resume_from_.empty(); }
+  // The prepared training corpus (data/shards.h), encoded with those models.
+  const std::string& corpus_dir() const { return corpus_dir_; }
   const std::string& resume_from() const { return resume_from_; }
 
   // When resuming (rank 0): copies the saved weights into model (in place:
@@ -68,7 +73,7 @@ class CheckpointManager {
   Config cfg_;
   GradientSync& sync_;
   std::unique_ptr<RunLock> lock_;  // rank 0: held while this run may write its folder
-  std::string run_dir_, resume_from_, src_model_, tgt_model_;
+  std::string run_dir_, resume_from_, src_model_, tgt_model_, corpus_dir_;
   std::string private_dir_;
   CheckpointFiles resumed_;  // rank 0: the checkpoint resumed from, read whole, until restore()  // ranks > 0: their copies of the tokenizer models
 };

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "data/batch_source.h"
+#include "data/shards.h"
 #include "model/build.h"
 #include "tokenizer/tokenizer.h"
 #include "train/distributed.h"
@@ -67,7 +68,7 @@ struct Session {
         checkpoints(cfg, with_restarts(start, env), *sync),
         src_tok(checkpoints.src_model()),
         tgt_tok(checkpoints.tgt_model()),
-        train_data(load_split(cfg, cfg.data.train_src, cfg.data.train_tgt, src_tok, tgt_tok)),
+        train_data(checkpoints.corpus_dir(), src_tok.vocab_size(), tgt_tok.vocab_size()),
         valid_data(head(load_split(cfg, cfg.data.valid_src, cfg.data.valid_tgt, src_tok, tgt_tok),
                         cfg.train.valid_max_sentences)),
         model(on_device(seeded_model(cfg, src_tok.vocab_size(), tgt_tok.vocab_size()), device,
@@ -78,16 +79,16 @@ struct Session {
                env.rank, env.world_size) {
     step.broadcast_state();
     source.seek(state.position);
+    batches = std::make_unique<PrefetchingSource>(source);
     model->train();
     spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {} (kernels: {})",
                  device.str(), threads,
                  env.active() ? fmt::format(" per rank, {} ranks", env.world_size) : "",
                  cfg.attention.backend, precision == at::kBFloat16 ? "bf16" : "float32",
                  isa_name(kernel_isa()));
-    spdlog::info("data: {} training pairs ({} dropped as longer than {} tokens, {} with an empty "
-                 "side), {} validation pairs; vocab {} / {}; model: {} parameters",
-                 train_data.src.size(), train_data.skipped, cfg.data.max_len,
-                 train_data.skipped_empty, valid_data.src.size(),
+    spdlog::info("data: {} training pairs in {} shard(s) of {}, {} validation pairs; vocab {} / {}; model: {} "
+                 "parameters",
+                 train_data.size(), train_data.shards(), train_data.dir(), valid_data.src.size(),
                  src_tok.vocab_size(), tgt_tok.vocab_size(), parameter_count(*model));
   }
 
@@ -101,11 +102,13 @@ struct Session {
   std::shared_ptr<GradientSync> sync;
   CheckpointManager checkpoints;
   Tokenizer src_tok, tgt_tok;
-  ParallelCorpus train_data, valid_data;
+  data::PreparedCorpus train_data;
+  ParallelCorpus valid_data;
   Transformer model;
   TrainStep step;
   TrainingState state;
   BatchSource source;
+  std::unique_ptr<PrefetchingSource> batches;  // the source's batches, assembled ahead of the step
 };
 
 bool lower_is_better(const std::vector<std::unique_ptr<Validator>>& validators,
@@ -232,7 +235,7 @@ TrainResult train(const Config& cfg, const RunStart& start) {
     outcome = Evaluation::kFinished;
   }
   while (outcome == Evaluation::kContinue) {
-    const StepBatch batch = s.source.next();
+    const StepBatch batch = s.batches->next();
     ++s.state.step;
     test_crash_at(s.env.rank, s.state.step, s.env.restart_count);
     const bool out_of_time = tc.max_minutes > 0 && reporter.wall_minutes() >= tc.max_minutes;
@@ -241,7 +244,7 @@ TrainResult train(const Config& cfg, const RunStart& start) {
     check_update(out, s.state.step, skipped, tc, reporter);
     reporter.step(s.state, out, batch.global_tokens + batch.global_src_tokens, learning_rate(tc, s.state.step));
     test_hold("train-step", /*until_signal=*/true);
-    s.state.position = s.source.position();
+    s.state.position = batch.next;
     if (out.votes[1] > 0) {
       outcome = evaluation.save_interrupted();
       break;
@@ -272,7 +275,7 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   Session s(cfg, start);
   const auto run = [&](int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
-      const StepBatch batch = s.source.next();
+      const StepBatch batch = s.batches->next();
       s.step.run(batch, ++s.state.step).loss.item<double>();
     }
   };

@@ -62,8 +62,9 @@ double LossValidator::validate(ValidationContext& ctx) {
     std::mt19937_64 rng(0);  // the order does not change the sum; fixed all the same
     double sum = 0;
     int64_t tokens = 0;
-    for (const auto& idx : plan_batches(ctx.data(), ctx.batch_tokens(), ctx.batch_sentences(), rng)) {
-      const Batch b = make_batch(ctx.data(), idx).to(ctx.device());
+    const BatchPlan plan = plan_batches(ctx.data(), ctx.batch_tokens(), ctx.batch_sentences(), rng);
+    for (size_t k = 0; k < plan.size(); ++k) {
+      const Batch b = make_batch(ctx.data(), plan[k]).to(ctx.device());
       sum += token_loss_sum(ctx.model(), b, 0.0).item<double>();
       tokens += b.tokens;
     }

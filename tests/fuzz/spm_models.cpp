@@ -1,6 +1,6 @@
 // Trains the two small SentencePiece models the tokenizer-step harnesses
 // load: spm_models TRAIN_SRC TRAIN_TGT OUT_DIR writes OUT_DIR/src.model and
-// OUT_DIR/tgt.model through prepare_tokenizers, the code nmt train uses.
+// OUT_DIR/tgt.model through train_tokenizers, the code nmt prepare uses.
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -21,10 +21,8 @@ int main(int argc, char** argv) {
     // Byte pieces, so that the fuzzed text reaches the byte-fallback paths.
     cfg.byte_fallback = true;
     cfg.placeholder_symbols = true;
-    cfg.cache_dir = (fs::path(argv[3]) / "cache").string();
-    const nmt::TokenizerPaths paths = nmt::prepare_tokenizers(cfg, argv[1], argv[2]);
-    fs::copy_file(paths.src_model, fs::path(argv[3]) / "src.model", fs::copy_options::overwrite_existing);
-    fs::copy_file(paths.tgt_model, fs::path(argv[3]) / "tgt.model", fs::copy_options::overwrite_existing);
+    fs::create_directories(argv[3]);
+    nmt::train_tokenizers(cfg, argv[1], argv[2], argv[3]);
     // Loading them here proves the shim works in this (sanitized) process.
     const nmt::Tokenizer src((fs::path(argv[3]) / "src.model").string());
     std::printf("spm_models: %s (%lld pieces)\n", src.path().c_str(), static_cast<long long>(src.vocab_size()));
