@@ -204,7 +204,9 @@ def load(d):
     t = json.load(open(os.path.join(d, "truth.json")))
     truth = {int(k): v for k, v in t["entries"].items()}
     check = json.load(open(os.path.join(d, "checkpo.json")))
-    ph = {e["line"] for e in check["placeholders"]}
+    # What the placeholder check shows: its faults, and its hints (an option
+    # name of the msgid that the msgstr lacks), which check-po lists apart.
+    ph = {e["line"] for e in check["placeholders"]} | {e["line"] for e in check.get("hints", [])}
     ranked = {e["line"]: e for e in check["ranked"]}
     named = msgfmt_lines(os.path.join(d, "msgfmt.txt"))
     # msgfmt names the msgstr's line: the entry is the one whose msgid line is the last before it.

@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const std::string* s :
        {&cfg.data.train_src, &cfg.data.train_tgt, &cfg.data.valid_src, &cfg.data.valid_tgt, &cfg.data.test_src,
-        &cfg.data.test_tgt, &cfg.tokenizer.cache_dir, &cfg.train.checkpoint_dir, &cfg.train.metrics_file})
+        &cfg.data.test_tgt, &cfg.data.prepared_dir, &cfg.train.checkpoint_dir, &cfg.train.metrics_file})
     fuzz::check(utf8::valid(*s) && s->find('\0') == std::string::npos, "an accepted string is not UTF-8 text");
   const std::string resolved = to_yaml(cfg);
   Config again;
