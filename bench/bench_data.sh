@@ -156,10 +156,11 @@ if [ -n "$baseline" ]; then
       --set train.best_metric=loss --set train.valid_max_sentences=8 --set train.log_every=10 \
       --set train.progress=false --set train.checkpoint_dir="$dir" $2 >"$dir.log" 2>&1 ||
       { echo "bench_data: $1 train failed:" >&2; tail -5 "$dir.log" >&2; exit 1; }
-    python3 -c '
+    python3 - "$dir/metrics.jsonl" <<'PY'
 import json, sys
-w = [json.loads(l) for l in open(sys.argv[1]) if "\"window_tokens\"" in l][1:]
-print(f"{sum(r[\"window_tokens\"] for r in w) / sum(r[\"window_seconds\"] for r in w):.1f}")' "$dir/metrics.jsonl"
+w = [json.loads(l) for l in open(sys.argv[1]) if '"window_tokens"' in l][1:]
+print(f"{sum(r['window_tokens'] for r in w) / sum(r['window_seconds'] for r in w):.1f}")
+PY
   }
   for r in 1 2; do
     for who in $([ $r = 1 ] && echo "nmt baseline" || echo "baseline nmt"); do

@@ -3,7 +3,8 @@
 # exit 130/143, and --resume then continues exactly as an uninterrupted run
 # (same logged losses); a second SIGINT waits for the save, a third aborts;
 # SIGINT during `nmt translate --output` exits 130 and leaves no output file,
-# and during `nmt check-po` exits 130 without a report.
+# during `nmt check-po` exits 130 without a report, and during `nmt prepare`
+# exits 130 leaving nothing staged.
 # Every signal is sent while the command is held at a known point by a test
 # hook (NMT_TEST_HOLD, src/util/test_hooks.h), never after a guessed delay:
 # the result must not depend on how fast the machine is. SCALE (default 1)
@@ -77,6 +78,21 @@ for n in 2 3; do
     else bad "three SIGINTs: exit $rc: $(tail -2 "$dir.log")"; fi
   fi
 done
+
+# prepare: SIGINT while encoding leaves no staged folder and no prepared
+# corpus; run again, it prepares from the start.
+cat >"$tmp/prep.yaml" <<YAML
+data: {train_src: $src/data/toy/train.zh, train_tgt: $src/data/toy/train.en, prepared_dir: $tmp/prep}
+YAML
+NMT_TEST_HOLD=prepare-round:$tmp/preparing "$nmt" prepare --config "$tmp/prep.yaml" >"$tmp/prep.log" 2>&1 &
+pid=$!
+wait_held "$tmp/preparing" || bad "prepare never encoded: $(tail -2 "$tmp/prep.log")"
+kill -INT $pid
+wait_exit $pid 30
+if [ "$rc" = 130 ] && [ -z "$(ls "$tmp/prep" | grep -v '\.lock$')" ]; then ok
+else bad "prepare SIGINT: exit $rc, left: $(ls "$tmp/prep" | tr '\n' ' ')"; fi
+if "$nmt" prepare --config "$tmp/prep.yaml" >"$tmp/prep2.log" 2>&1 && grep -q "no prepared corpus yet" "$tmp/prep2.log"; then ok
+else bad "prepare after an interrupt: $(tail -2 "$tmp/prep2.log")"; fi
 
 # translate: SIGINT while decoding leaves no --output behind.
 for i in $(seq "$(scaled 300)"); do echo "我爱水课 他喜欢猫 我们明天去学校"; done >"$tmp/many.zh"

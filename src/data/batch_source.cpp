@@ -1,5 +1,6 @@
 #include "data/batch_source.h"
 
+#include <chrono>
 #include <random>
 #include <string>
 
@@ -99,7 +100,9 @@ void PrefetchingSource::run() {
 
 StepBatch PrefetchingSource::next() {
   std::unique_lock<std::mutex> lock(mutex_);
+  const auto t0 = std::chrono::steady_clock::now();
   changed_.wait(lock, [&] { return !ready_.empty() || failure_; });
+  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (ready_.empty()) std::rethrow_exception(failure_);
   StepBatch b = std::move(ready_.front());
   ready_.pop_front();

@@ -68,6 +68,8 @@ class PrefetchingSource {
 
   // The next batch; an error the thread met (a damaged shard) is thrown here.
   StepBatch next();
+  // How long next() has waited for batches, in all: ~0 while data is never the bottleneck.
+  double waited_seconds() const { return waited_; }
 
  private:
   void run();
@@ -79,6 +81,7 @@ class PrefetchingSource {
   std::deque<StepBatch> ready_;
   std::exception_ptr failure_;
   bool stop_ = false;
+  double waited_ = 0;
   std::thread thread_;
 };
 

@@ -29,6 +29,7 @@
 #include "util/errors.h"
 #include "util/interrupt.h"
 #include "util/sha256.h"
+#include "util/test_hooks.h"
 #include "util/utf8.h"
 
 namespace nmt::data {
@@ -516,6 +517,7 @@ void encode_all(const Config& cfg, const Tokenizer& src_tok, const Tokenizer& tg
         else writer.add(s.data(), s.size(), t.data(), t.size());
       }
     }
+    test_hold("prepare-round", /*until_signal=*/true);
     throw_if_interrupted();  // between rounds: nothing half-written that the staging folder does not hold
     progress.update(in.pairs(), in.progress());
   }

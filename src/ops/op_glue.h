@@ -24,6 +24,17 @@ U* data(const at::Tensor& t) {
   }
 }
 
+// The dtype pairs the fused CPU ops run in, as f(T{}, U{}): T the residual
+// stream's (and the parameters'), U the matrix side's: float/float,
+// double/double, float/bf16. `op` names the op in the error for any other.
+template <typename F>
+void dispatch_stream_side(const char* op, at::ScalarType stream, at::ScalarType side, F&& f) {
+  if (stream == at::kFloat && side == at::kFloat) return f(float{}, float{});
+  if (stream == at::kDouble && side == at::kDouble) return f(double{}, double{});
+  if (stream == at::kFloat && side == at::kBFloat16) return f(float{}, bf16{});
+  TORCH_CHECK(false, op, ": unsupported dtypes ", stream, " / ", side);
+}
+
 inline void save_dropout(torch::autograd::AutogradContext* ctx, const Dropout& d) {
   ctx->saved_data["dropout_p"] = d.p;
   ctx->saved_data["dropout_seed"] = static_cast<int64_t>(d.seed);

@@ -258,6 +258,9 @@ TrainResult train(const Config& cfg, const RunStart& start) {
   }
   s.sync->finish();
   TrainResult result = reporter.finish(s.state);
+  reporter.info(fmt::format("data: the steps waited {:.2f} s in all for their batches ({:.2f}% of training time)",
+                            s.batches->waited_seconds(),
+                            100.0 * s.batches->waited_seconds() / std::max(result.train_seconds, 1e-9)));
   // A rank stopped by another rank's signal exits as interrupted too.
   if (outcome == Evaluation::kInterrupted) result.interrupted = interrupted() ? interrupt_signal() : SIGINT;
   result.sync = s.sync->stats();

@@ -18,6 +18,7 @@ namespace nmt {
 //   save-replace   the same, for a save that replaces a checkpoint in place
 //   decode-step    each batch or step of decoding (translate, evaluate, check-po)
 //   score-batch    each batch the scorer scores (check-po)
+//   prepare-round  each round of chunks a corpus preparation has encoded
 void test_hold(const char* point, bool until_signal);
 
 // NMT_TEST_CRASH_AT=RANK:STEP kills that rank with SIGKILL (no cleanup, as a

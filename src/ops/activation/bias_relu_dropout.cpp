@@ -14,21 +14,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-template <typename F>
-void dispatch_types(at::ScalarType bias, at::ScalarType side, F&& f) {
-  if (bias == at::kFloat && side == at::kFloat) return f(float{}, float{});
-  if (bias == at::kDouble && side == at::kDouble) return f(double{}, double{});
-  if (bias == at::kFloat && side == at::kBFloat16) return f(float{}, bf16{});
-  TORCH_CHECK(false, "bias_relu_dropout: unsupported dtypes ", bias, " / ", side);
-}
-
 struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropoutFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& h_in, const at::Tensor& bias,
                                Dropout dropout) {
     RECORD_FUNCTION("nmt::bias_relu_dropout", std::vector<c10::IValue>());
     const at::Tensor h = h_in.contiguous();
     at::Tensor out = at::empty_like(h);
-    dispatch_types(bias.scalar_type(), h.scalar_type(), [&](auto t, auto u) {
+    glue::dispatch_stream_side("bias_relu_dropout", bias.scalar_type(), h.scalar_type(), [&](auto t, auto u) {
       using T = decltype(t);
       using U = decltype(u);
       cpu::BiasReluDropoutParams<T, U> p{};
@@ -53,7 +45,7 @@ struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropou
     const at::Tensor dout = grads[0].contiguous();
     at::Tensor dh = at::empty_like(out);
     at::Tensor dbias = at::empty({out.size(-1)}, out.options().dtype(bias_dtype));
-    dispatch_types(bias_dtype, out.scalar_type(), [&](auto t, auto u) {
+    glue::dispatch_stream_side("bias_relu_dropout", bias_dtype, out.scalar_type(), [&](auto t, auto u) {
       using T = decltype(t);
       using U = decltype(u);
       cpu::BiasReluDropoutBackwardParams<T, U> p{};

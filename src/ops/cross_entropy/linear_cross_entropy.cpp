@@ -16,18 +16,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-template <typename F>
-void dispatch_types(at::ScalarType stream, at::ScalarType side, F&& f) {
-  if (stream == at::kFloat && side == at::kFloat) return f(float{}, float{});
-  if (stream == at::kDouble && side == at::kDouble) return f(double{}, double{});
-  if (stream == at::kFloat && side == at::kBFloat16) return f(float{}, bf16{});
-  TORCH_CHECK(false, "linear_cross_entropy: unsupported dtypes ", stream, " / ", side);
-}
-
 // Loss and gradient of logits z [R, V] (rows of `labels`), into loss [R] and grad [R, V].
 void chunk_loss(const at::Tensor& z, const at::Tensor& labels, at::Tensor& loss, at::Tensor& nll,
                 at::Tensor& grad, double smoothing, int64_t ignore_index) {
-  dispatch_types(loss.scalar_type(), z.scalar_type(), [&](auto t, auto u) {
+  glue::dispatch_stream_side("linear_cross_entropy", loss.scalar_type(), z.scalar_type(), [&](auto t, auto u) {
     using T = decltype(t);
     using U = decltype(u);
     cpu::CrossEntropyParams<T, U> p{};

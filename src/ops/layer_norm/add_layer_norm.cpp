@@ -59,15 +59,6 @@ void run_backward(const at::Tensor& s, const at::Tensor& mean, const at::Tensor&
   cpu::add_layer_norm_backward(p);
 }
 
-// Calls f<T, U> for the supported (stream, sublayer) dtype pairs.
-template <typename F>
-void dispatch_types(at::ScalarType stream, at::ScalarType side, F&& f) {
-  if (stream == at::kFloat && side == at::kFloat) return f(float{}, float{});
-  if (stream == at::kDouble && side == at::kDouble) return f(double{}, double{});
-  if (stream == at::kFloat && side == at::kBFloat16) return f(float{}, bf16{});
-  TORCH_CHECK(false, "add_layer_norm: unsupported dtypes ", stream, " / ", side);
-}
-
 struct AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunction> {
   // y: an empty tensor stands for "no y" (1.13 rejects undefined arguments).
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& y_in,
@@ -83,7 +74,7 @@ struct AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunct
     at::Tensor norm = at::empty(x.sizes(), x.options().dtype(norm_dtype));
     at::Tensor mean = at::empty({x.numel() / x.size(-1)}, x.options());
     at::Tensor rstd = at::empty_like(mean);
-    dispatch_types(x.scalar_type(), side, [&](auto t, auto u) {
+    glue::dispatch_stream_side("add_layer_norm", x.scalar_type(), side, [&](auto t, auto u) {
       run_forward<decltype(t), decltype(u)>(x, y, gamma.contiguous(), beta.contiguous(), eps,
                                             dropout, sum, norm, mean, rstd);
     });
@@ -107,7 +98,7 @@ struct AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunct
     at::Tensor dx = at::empty_like(s);
     at::Tensor dy = has_y ? at::empty(s.sizes(), s.options().dtype(side)) : at::Tensor();
     at::Tensor dgamma = at::empty_like(gamma), dbeta = at::empty_like(gamma);
-    dispatch_types(s.scalar_type(), side, [&](auto t, auto u) {
+    glue::dispatch_stream_side("add_layer_norm", s.scalar_type(), side, [&](auto t, auto u) {
       run_backward<decltype(t), decltype(u)>(s, mean, rstd, gamma.contiguous(), dn, ds, dropout, dx,
                                              dy, dgamma, dbeta);
     });
