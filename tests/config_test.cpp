@@ -27,8 +27,23 @@ std::string error_of(const std::string& yaml) {
 TEST(Config, DefaultsAndShippedConfigLoad) {
   EXPECT_EQ(error_of(""), "");
   const Config cfg = load_config(testing::source_dir() + "/configs/toy.yaml");
-  EXPECT_EQ(cfg.attention.backend, "torch");
+  EXPECT_EQ(cfg.attention.backend, "flash");  // the toy trains with ours
+  EXPECT_EQ(Config().attention.backend, "torch");
+  EXPECT_EQ(cfg.train.stop_at_bleu, 99.5);
   EXPECT_GT(cfg.model.d_model, 0);
+}
+
+// A key of earlier versions (a resumed run's config.yaml may hold one) is
+// read and ignored, and never written again.
+TEST(Config, RetiredKeysAreReadAndNotWritten) {
+  EXPECT_EQ(error_of("tokenizer:\n  cache_dir: checkpoints/tokenizers\n"), "");
+  Config cfg = parse_config("tokenizer:\n  cache_dir: x\n", "old.yaml");
+  EXPECT_EQ(to_yaml(cfg).find("cache_dir"), std::string::npos);
+  apply_override(cfg, "tokenizer.cache_dir=y");  // old command lines keep working
+  EXPECT_EQ(error_of("tokenizer:\n  cache_dir: [a]\n"), "x.yaml:2: tokenizer.cache_dir: expected a scalar, got 'a list'");
+  EXPECT_EQ(error_of("data:\n  max_length_ratio: -1\n"), "x.yaml:2: data.max_length_ratio: -1 is out of range [0, 1000]");
+  EXPECT_EQ(error_of("tokenizer:\n  sample_lines: 10\n"),
+            "x.yaml:2: tokenizer.sample_lines: 10 is out of range [1000, 1099511627776]");
 }
 
 TEST(Config, UnknownKeyNamesFileLineAndKey) {

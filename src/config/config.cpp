@@ -290,9 +290,6 @@ void validate(const Config& cfg) {
   if (cfg.train.best_metric != "loss" && cfg.train.valid_bleu_sentences == 0)
     input_error(origin_of(cfg, "train.best_metric"), "train.best_metric",
                 cfg.train.best_metric + " needs train.valid_bleu_sentences > 0");
-  if (cfg.train.stop_at_bleu > 0 && cfg.train.valid_bleu_sentences == 0)
-    input_error(origin_of(cfg, "train.stop_at_bleu"), "train.stop_at_bleu",
-                "needs train.valid_bleu_sentences > 0 (BLEU is not measured without it)");
   if (cfg.train.batch_tokens == 0 && cfg.train.batch_sentences == 0)
     input_error(origin_of(cfg, "train.batch_tokens"), "train.batch_tokens",
                 "0 needs train.batch_sentences > 0");

@@ -82,7 +82,7 @@ struct TrainConfig {
   int64_t valid_bleu_sentences = 500;  // greedy-decode this many of them for BLEU (0 = no BLEU)
   std::string best_metric = "bleu";    // best/ checkpoint by: bleu | chrf | exact (higher is better) | loss (lower)
   int64_t patience = 0;             // stop after this many evals without improvement (0 = never)
-  double stop_at_bleu = 0;          // stop once validation BLEU reaches this (0 = never)
+  double stop_at_bleu = 0;          // stop once validation BLEU reaches this (0 = never; no effect while BLEU is not measured)
   std::string metrics_file = "";    // JSON lines of every log/eval ("" = CHECKPOINT_DIR/metrics.jsonl)
   bool progress = true;           // live progress line when stderr is a terminal
 };
