@@ -1,6 +1,7 @@
 // Decoding (decode/translator.h) with a tiny model that has learnt 60 pairs:
 // the cache, batching, per-sentence length limits, greedy and beam search.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <algorithm>
@@ -17,9 +18,11 @@
 #include "data/placeholder_mask.h"
 #include "model/build.h"
 #include "ops/attention/backend.h"
+#include "support/temp_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
+#include "util/sha256.h"
 
 namespace nmt {
 namespace {
@@ -52,15 +55,20 @@ const Trained& trained() {
     t.model = build_model(cfg, t.zh->vocab_size(), t.en->vocab_size());
     // ctest runs each test in its own process: the first one trains, the
     // others load what it saved (written atomically, so never half a file).
-    const auto cached = std::filesystem::temp_directory_path() / "nmt_test_decode_model_v2.pt";
+    // The file is named by what the model depends on: this test program
+    // (its size and time: a new build trains anew), the tokenizers and the
+    // config, so that no run reuses a model another build or corpus made.
+    Sha256 key;
+    struct stat exe {};
+    if (::stat("/proc/self/exe", &exe) == 0)
+      key.update(std::to_string(exe.st_size) + ":" + std::to_string(exe.st_mtim.tv_sec) + "." +
+                 std::to_string(exe.st_mtim.tv_nsec));
+    key.update(testing::slurp(paths.src_model) + testing::slurp(paths.tgt_model) + to_yaml(cfg));
+    const auto cached = std::filesystem::temp_directory_path() / ("nmt_test_decode_model_" + key.hex().substr(0, 16) + ".pt");
     if (std::filesystem::exists(cached)) {
-      try {
-        torch::load(t.model, cached.string());
-        t.model->eval();
-        return t;
-      } catch (const c10::Error&) {
-        // stale file from another model layout: train afresh
-      }
+      torch::load(t.model, cached.string());
+      t.model->eval();
+      return t;
     }
     std::vector<int64_t> idx(60);
     std::iota(idx.begin(), idx.end(), 0);

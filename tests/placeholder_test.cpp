@@ -1,4 +1,4 @@
-// Placeholders (eval/placeholders.h): the tokens a translation must carry
+// Placeholders (data/placeholders.h, eval/placeholders.h): the tokens a translation must carry
 // over verbatim (printf conversions, {braces}, markup tags, --options) and
 // the report that counts them against the source and the reference.
 #include <gtest/gtest.h>
@@ -13,6 +13,12 @@
 
 namespace nmt::eval {
 namespace {
+
+using data::find_placeholder_spans;
+using data::find_placeholders;
+using data::parse_printf_argument;
+using data::placeholder_kind;
+using data::PrintfArgument;
 
 TEST(Placeholders, FindsPrintfBracesTagsAndOptions) {
   using V = std::vector<std::string>;

@@ -12,7 +12,7 @@
 // Memory glibc frees and reuses within the case is counted once, as it is
 // resident only once. peak_mb, CUDA: the same, from the caching allocator's
 // allocated-bytes statistics (reset after the inputs exist).
-#include "bench_attention.h"
+#include "bench/src/bench_attention.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

@@ -53,13 +53,14 @@ std::vector<std::string> runtime_assignments(const RuntimeFlags& flags) {
 
 void apply_runtime(Config& cfg, const RuntimeFlags& flags) { apply_overrides(cfg, runtime_assignments(flags)); }
 
-struct Session {
+// A checkpoint loaded for use, on the device it will run on.
+struct OpenCheckpoint {
   LoadedCheckpoint ck;
   c10::Device device{c10::kCPU};
 };
 
-Session open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
-  Session s;
+OpenCheckpoint open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
+  OpenCheckpoint s;
   // The device flag is checked before the (slower) checkpoint load.
   if (flags.device) s.device = resolve_device(*flags.device, "--device");
   const ops::AttentionBackend backend =
@@ -102,7 +103,7 @@ std::string map_path(const std::string& pattern, size_t index, size_t count) {
       .string();
 }
 
-void write_attention_maps(Session& s, const TranslateArgs& args,
+void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args,
                           const std::vector<std::string>& lines, const DecodeOptions& opts) {
   Transformer& model = s.ck.model;
   const int64_t layers = model->options().decoder_layers(), heads = model->options().heads();
@@ -202,7 +203,7 @@ int run_prepare(const PrepareArgs& args) {
 
 int run_translate(const TranslateArgs& args) {
   install_interrupt_handlers();
-  Session s = open_checkpoint(args.checkpoint, args.runtime);
+  OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   const DecodeOptions opts = decode_options(s.ck, args.decode);
   LineReader reader(args.input);
   // In chunks, so that a large input neither waits for its last line nor
@@ -262,7 +263,7 @@ int run_score(const ScoreArgs& args) {
 
 int run_evaluate(const EvaluateArgs& args) {
   install_interrupt_handlers();
-  Session s = open_checkpoint(args.checkpoint, args.runtime);
+  OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   const auto src = read_lines(args.src);
   const auto ref = read_lines(args.ref);
   if (src.size() != ref.size())
@@ -343,7 +344,7 @@ int run_check_po(const CheckPoArgs& args) {
   std::vector<RankedItem> ranked;
   std::string model_name;
   if (!args.checkpoint.empty() && !check.items.empty()) {
-    Session s = open_checkpoint(args.checkpoint, args.runtime);
+    OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
     model_name = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
     std::vector<std::string> chinese, english;
     for (const auto& item : check.items) {
@@ -517,7 +518,7 @@ int run_export(const ExportArgs& args) {
 }
 
 int run_serve(const ServeArgs& args) {
-  Session s = open_checkpoint(args.checkpoint, args.runtime);
+  OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   serve::Model model;
   model.model = s.ck.model;
   model.src_tok = s.ck.src_tok.get();

@@ -6,7 +6,7 @@
 
 #include <iostream>
 
-#include "bench_attention.h"
+#include "bench/src/bench_attention.h"
 #include "cli/build_info.h"
 #include "cli/check_causality.h"
 #include "cli/commands.h"

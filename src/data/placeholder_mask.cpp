@@ -2,31 +2,16 @@
 
 #include <map>
 
-#include "eval/placeholders.h"
+#include "data/placeholders.h"
 
 namespace nmt::data {
-
-std::string sentinel(int k) {
-  const char32_t cp = 0xE000 + static_cast<char32_t>(k);  // 3 bytes of UTF-8: EE 80..BF 80..BF
-  return {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
-          static_cast<char>(0x80 | (cp & 0x3F))};
-}
-
-const std::vector<std::string>& sentinel_symbols() {
-  static const std::vector<std::string> all = [] {
-    std::vector<std::string> v;
-    for (int k = 1; k <= kMaxSentinels; ++k) v.push_back(sentinel(k));
-    return v;
-  }();
-  return all;
-}
 
 namespace {
 
 // "%2$lu" -> (2, "%lu"); "%s" -> (0, "%s"); not an argument ("%%", "%(name)s", "{0}"): (-1, "").
 std::pair<int, std::string> printf_argument(const std::string& p) {
-  eval::PrintfArgument a;
-  if (!eval::parse_printf_argument(p, &a)) return {-1, ""};
+  PrintfArgument a;
+  if (!parse_printf_argument(p, &a)) return {-1, ""};
   return {a.position, a.conversion};
 }
 
@@ -44,7 +29,7 @@ int sentinel_at(const std::string& s, size_t i) {
 
 MaskedSource mask_source(const std::string& line) {
   MaskedSource m;
-  const auto spans = eval::find_placeholder_spans(line);
+  const auto spans = find_placeholder_spans(line);
   // Pass 1: the printf arguments, numbered as printf numbers them.
   std::vector<int> arg_of(spans.size(), -1);
   int next = 0, args = 0;
@@ -94,7 +79,7 @@ std::string mask_target(const std::string& line, const MaskedSource& source) {
   std::string out;
   size_t at = 0;
   int next = 0;
-  for (const auto& span : eval::find_placeholder_spans(line)) {
+  for (const auto& span : find_placeholder_spans(line)) {
     const std::string text = line.substr(span.offset, span.length);
     int k = 0;
     const auto [n, conversion] = printf_argument(text);

@@ -1,5 +1,5 @@
 // Placeholder protection (tokenizer.protect_placeholders): before the model
-// reads a line, each placeholder of the source (eval/placeholders.h) becomes
+// reads a line, each placeholder of the source (data/placeholders.h) becomes
 // an indexed sentinel symbol; in training the target's matching placeholders
 // become the same sentinels; after decoding, the sentinels of a translation
 // are turned back into the source's placeholders. The model then only has
@@ -20,13 +20,14 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/sentinels.h"
+
 namespace nmt::data {
 
-// Sentinels are the private-use characters U+E001 .. U+E000+kMaxSentinels:
-// no text of either language has them, and no normalization changes them.
-constexpr int kMaxSentinels = 24;
-std::string sentinel(int k);  // 1 <= k <= kMaxSentinels
-const std::vector<std::string>& sentinel_symbols();  // all of them, for the tokenizers
+// The sentinels themselves (tokenizer/sentinels.h), named here too.
+using nmt::kMaxSentinels;
+using nmt::sentinel;
+using nmt::sentinel_symbols;
 
 struct MaskedSource {
   struct Slot {

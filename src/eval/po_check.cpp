@@ -6,10 +6,16 @@
 #include <map>
 #include <unordered_map>
 
-#include "eval/placeholders.h"
+#include "data/placeholders.h"
 #include "util/utf8.h"
 
 namespace nmt::eval {
+
+using data::find_placeholder_spans;
+using data::find_placeholders;
+using data::parse_printf_argument;
+using data::placeholder_kind;
+using data::PrintfArgument;
 
 const char* fault_name(PlaceholderFault fault) {
   switch (fault) {

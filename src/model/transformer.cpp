@@ -95,7 +95,7 @@ at::Tensor DenseImpl::forward(const at::Tensor& x, bool with_bias) {
 
 // ---------------------------------------------------------------- attention
 
-SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& o) : options(o) { reset(); }
+SelfAttentionImpl::SelfAttentionImpl(const MultiHeadOptions& o) : options(o) { reset(); }
 
 void SelfAttentionImpl::reset() {
   TORCH_CHECK(options.d_model() % options.heads() == 0, "heads must divide d_model");
@@ -117,7 +117,7 @@ at::Tensor SelfAttentionImpl::forward(const at::Tensor& h, const at::Tensor& key
   return out(ops::self_attention(qkv(h), options.heads(), opts, rt.backend));
 }
 
-CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) { reset(); }
+CrossAttentionImpl::CrossAttentionImpl(const MultiHeadOptions& o) : options(o) { reset(); }
 
 void CrossAttentionImpl::reset() {
   TORCH_CHECK(options.d_model() % options.heads() == 0, "heads must divide d_model");
@@ -168,7 +168,7 @@ EncoderLayerImpl::EncoderLayerImpl(const TransformerLayerOptions& o) : options(o
 
 void EncoderLayerImpl::reset() {
   const TransformerLayerOptions& o = options;
-  self_attn = register_module("self_attn", SelfAttention(AttentionOptions(o.d_model(), o.heads())));
+  self_attn = register_module("self_attn", SelfAttention(MultiHeadOptions(o.d_model(), o.heads())));
   ff1 = register_module("ff1", Dense(DenseOptions(o.d_model(), o.ff_dim())));
   ff2 = register_module("ff2", Dense(DenseOptions(o.ff_dim(), o.d_model())));
   norm1 = register_module("norm1", make_norm(o.d_model()));
@@ -192,7 +192,7 @@ DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) : options(o
 
 void DecoderLayerImpl::reset() {
   const TransformerLayerOptions& o = options;
-  const AttentionOptions mha(o.d_model(), o.heads());
+  const MultiHeadOptions mha(o.d_model(), o.heads());
   self_attn = register_module("self_attn", SelfAttention(mha));
   cross_attn = register_module("cross_attn", CrossAttention(mha));
   ff1 = register_module("ff1", Dense(DenseOptions(o.d_model(), o.ff_dim())));

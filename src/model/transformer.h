@@ -80,8 +80,10 @@ class DenseImpl : public torch::nn::Cloneable<DenseImpl> {
 };
 TORCH_MODULE(Dense);
 
-struct AttentionOptions {
-  AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
+// The shape of a multi-head attention module (the op's own options are
+// ops::AttentionOptions: masks and lengths of one call).
+struct MultiHeadOptions {
+  MultiHeadOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, heads);
 };
@@ -89,7 +91,7 @@ struct AttentionOptions {
 // Self-attention with one packed projection: qkv = h · [Wq | Wk | Wv].
 class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
-  explicit SelfAttentionImpl(const AttentionOptions& options);
+  explicit SelfAttentionImpl(const MultiHeadOptions& options);
   void reset() override;
   // h: [B, T, C] -> [B, T, C]; key_lengths: [B] or undefined
   at::Tensor forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
@@ -97,7 +99,7 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
   // The probabilities [B, H, T, T] forward applies, for display.
   at::Tensor probs(const at::Tensor& h, const at::Tensor& key_lengths, bool causal);
 
-  AttentionOptions options;
+  MultiHeadOptions options;
   Dense qkv{nullptr}, out{nullptr};
 };
 TORCH_MODULE(SelfAttention);
@@ -106,7 +108,7 @@ TORCH_MODULE(SelfAttention);
 // projection) from the encoder output.
 class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
  public:
-  explicit CrossAttentionImpl(const AttentionOptions& options);
+  explicit CrossAttentionImpl(const MultiHeadOptions& options);
   void reset() override;
   // h: [B, Tq, C] attends to kv: [B, Tk, 2C] (= project_memory) -> [B, Tq, C]
   at::Tensor forward(const at::Tensor& h, const at::Tensor& kv, const at::Tensor& key_lengths,
@@ -116,7 +118,7 @@ class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
   // The probabilities [B, H, Tq, Tk] applied to h's queries, for display.
   at::Tensor probs(const at::Tensor& h, const at::Tensor& kv_memory, const at::Tensor& key_lengths);
 
-  AttentionOptions options;
+  MultiHeadOptions options;
   Dense q{nullptr}, kv{nullptr}, out{nullptr};
 };
 TORCH_MODULE(CrossAttention);

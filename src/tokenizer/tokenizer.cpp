@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "config/config.h"
-#include "data/placeholder_mask.h"
 #include "nmt_build_paths.h"
+#include "tokenizer/sentinels.h"
 #include "tokenizer/special_ids.h"
 #include "tokenizer/spm_shim.h"
 #include "util/atomic_file.h"
@@ -206,7 +206,7 @@ void train_model(const std::string& input, const std::string& prefix, int64_t vo
   std::vector<std::string> symbols;
   if (cfg.placeholder_symbols) symbols = placeholder_pieces();
   if (cfg.protect_placeholders)
-    symbols.insert(symbols.end(), data::sentinel_symbols().begin(), data::sentinel_symbols().end());
+    symbols.insert(symbols.end(), sentinel_symbols().begin(), sentinel_symbols().end());
   if (!symbols.empty()) {
     args << " --user_defined_symbols=";
     for (size_t i = 0; i < symbols.size(); ++i) args << (i ? "," : "") << symbols[i];
@@ -224,7 +224,7 @@ std::string tokenizer_settings(const TokenizerConfig& cfg) {
            << cfg.tgt_vocab_size << '|' << cfg.src_character_coverage << '|'
            << cfg.tgt_character_coverage << '|' << cfg.normalization << '|' << cfg.byte_fallback
            << '|' << cfg.placeholder_symbols << "|v2";
-  if (cfg.protect_placeholders) settings << "|sentinels" << data::kMaxSentinels;
+  if (cfg.protect_placeholders) settings << "|sentinels" << kMaxSentinels;
   return settings.str();
 }
 

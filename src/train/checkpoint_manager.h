@@ -52,7 +52,6 @@ class CheckpointManager {
   bool resuming() const { return !resume_from_.empty(); }
   // The prepared training corpus (data/shards.h), encoded with those models.
   const std::string& corpus_dir() const { return corpus_dir_; }
-  const std::string& resume_from() const { return resume_from_; }
 
   // When resuming (rank 0): copies the saved weights into model (in place:
   // they may be views of the optimizer's flat buffer) and loads the

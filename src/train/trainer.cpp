@@ -57,8 +57,8 @@ RunStart with_restarts(RunStart start, const DistributedEnv& env) {
 }
 
 // Everything a run is made of, set up (and resumed) in one place.
-struct Session {
-  Session(const Config& config, const RunStart& start)
+struct TrainingSession {
+  TrainingSession(const Config& config, const RunStart& start)
       : cfg(config),
         env(distributed_env_from_environment()),
         threads(set_threads(cfg.train.threads)),
@@ -124,7 +124,7 @@ class Evaluation {
  public:
   enum Outcome { kContinue = 0, kStalled = 1, kInterrupted = 2, kFinished = 3 };
 
-  Evaluation(Session& s, Reporter& reporter)
+  Evaluation(TrainingSession& s, Reporter& reporter)
       : s_(s),
         reporter_(reporter),
         validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
@@ -192,7 +192,7 @@ class Evaluation {
         std::stoi(s_.sync->set_and_wait("evaluated/" + std::to_string(s_.state.step), std::to_string(o))));
   }
 
-  Session& s_;
+  TrainingSession& s_;
   Reporter& reporter_;
   std::vector<std::unique_ptr<Validator>> validators_;
   EarlyStopping stopping_;
@@ -223,7 +223,7 @@ bool counts_reached(const TrainConfig& tc, const TrainingState& state) {
 
 TrainResult train(const Config& cfg, const RunStart& start) {
   const TrainConfig& tc = cfg.train;
-  Session s(cfg, start);
+  TrainingSession s(cfg, start);
   Reporter reporter(tc, s.state, s.checkpoints.resuming(), /*active=*/s.leader());
   Evaluation evaluation(s, reporter);
   int64_t skipped = 0;
@@ -275,7 +275,7 @@ TrainResult train(const Config& cfg, const RunStart& start) {
 void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   RunStart start;
   start.profile = true;
-  Session s(cfg, start);
+  TrainingSession s(cfg, start);
   const auto run = [&](int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const StepBatch batch = s.batches->next();

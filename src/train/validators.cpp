@@ -95,11 +95,6 @@ std::vector<std::unique_ptr<Validator>> make_validators(bool translate) {
   return v;
 }
 
-std::vector<std::string> validator_names() {
-  std::vector<std::string> names;
-  for (const auto& v : make_validators(true)) names.push_back(v->name());
-  return names;
-}
 
 EarlyStopping::EarlyStopping(bool lower_is_better, int64_t patience)
     : lower_is_better_(lower_is_better),

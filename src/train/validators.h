@@ -89,8 +89,6 @@ class ExactMatchValidator final : public Validator {
   double validate(ValidationContext& ctx) override;
 };
 
-// Every metric's name, in the order evaluations report them.
-std::vector<std::string> validator_names();
 // The validators a run uses: loss always, the translation metrics when
 // translate_sentences > 0.
 std::vector<std::unique_ptr<Validator>> make_validators(bool translate);
