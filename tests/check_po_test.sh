@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nmt check-po end to end: placeholders without a model (exit 1 when wrong,
+# nmt check-po end to end: placeholders without a model (exit 3 when wrong,
 # 0 when right), the ranked back-translations with a tiny model (text and
 # JSON), and bad catalogs (exit 2, "FILE:LINE: what").
 # Usage: check_po_test.sh NMT_BINARY SOURCE_DIR
@@ -54,7 +54,7 @@ if [ $rc -eq 0 ] && grep -q "3 translated and checked (skipped: 1 fuzzy, 0 untra
 
 out=$("$nmt" check-po "$tmp/faulty.po" 2>&1)
 rc=$?
-if [ $rc -eq 1 ] && grep -q "placeholders: 3 translation(s) differ" <<<"$out" &&
+if [ $rc -eq 3 ] && grep -q "placeholders: 3 translation(s) differ" <<<"$out" &&
    grep -q "faulty.po:7: missing %s" <<<"$out" &&
    grep -q "faulty.po:[0-9]*: reordered %s %d -> %d %s" <<<"$out" &&
    grep -q "faulty.po:[0-9]*: extra %d" <<<"$out"; then ok; else bad "faulty.po: exit $rc: $out"; fi
@@ -65,7 +65,7 @@ tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
   { bad "training the tiny model failed: $(tail -3 "$tmp/train.log")"; summary check_po; exit; }
 "$nmt" check-po "$tmp/faulty.po" --checkpoint "$tmp/run" --json --top 0 >"$tmp/out.json" 2>"$tmp/err.log"
 rc=$?
-if [ $rc -eq 1 ] && python3 - "$tmp/out.json" <<'PY'; then ok; else bad "check-po --json: exit $rc: $(cat "$tmp/err.log")"; fi
+if [ $rc -eq 3 ] && python3 - "$tmp/out.json" <<'PY'; then ok; else bad "check-po --json: exit $rc: $(cat "$tmp/err.log")"; fi
 import json, math, sys
 j = json.load(open(sys.argv[1]))
 assert j["translated"] == 5 and j["fuzzy"] == 1 and j["obsolete"] == 1, j

@@ -2,6 +2,9 @@
 // without a model (eval/po_check.h): placeholders dropped, added or reordered.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,6 +12,7 @@
 
 #include "data/po_catalog.h"
 #include "eval/po_check.h"
+#include "eval/po_rank.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -308,6 +312,78 @@ TEST(PoCheck, ChecksTranslatedEntriesOnlyAndEveryPluralForm) {
   ASSERT_EQ(check.items.size(), 5u);
   EXPECT_EQ(check.items[3].english, "%d bytes");  // a plural entry's forms translate msgid_plural
   for (const auto& item : check.items) EXPECT_TRUE(item.problems.empty()) << item.english;
+}
+
+// The ranking with a model that knows four messages: it back-translates
+// each msgstr it knows to its own msgid, scores a msgid highly (-0.1 per
+// token) given its own msgstr and poorly (-3) given any other, and every
+// msgid alike (-2) given nothing. Two entries' msgstrs are exchanged, and
+// one is cut short.
+TEST(PoRank, RanksSwappedAndCutEntriesFirstAndNamesTheExchange) {
+  const char* text = R"(msgid ""
+msgstr "Content-Type: text/plain; charset=UTF-8\n"
+
+msgid "Open the file"
+msgstr "打开文件"
+
+msgid "Close the window now"
+msgstr "立即关闭窗口"
+
+msgid "Save the document"
+msgstr "删除该目录"
+
+msgid "Delete the directory"
+msgstr "保存文档"
+
+msgid "Print the page"
+msgstr "打印"
+)";
+  const PoCatalog c = parse_po(text, "rank.po");
+  const eval::PoCheck check = eval::check_placeholders(c);
+  ASSERT_EQ(check.items.size(), 5u);
+  const std::map<std::string, std::string> own = {{"打开文件", "Open the file"},
+                                                  {"立即关闭窗口", "Close the window now"},
+                                                  {"保存文档", "Save the document"},
+                                                  {"删除该目录", "Delete the directory"},
+                                                  {"打印页面", "Print the page"}};
+  int calls = 0;
+  eval::PoModel model;
+  model.translate = [&](const std::vector<std::string>& zh) {
+    std::vector<std::string> en;
+    for (const auto& z : zh) en.push_back(own.count(z) ? own.at(z) : "Print");
+    return en;
+  };
+  model.score = [&](const std::vector<std::string>& src, const std::vector<std::string>& tgt, bool protect) {
+    ++calls;
+    EXPECT_FALSE(protect);
+    std::vector<eval::PairScore> out;
+    for (size_t i = 0; i < src.size(); ++i) {
+      const double per_token = src[i].empty() ? -2.0 : own.count(src[i]) && own.at(src[i]) == tgt[i] ? -0.1 : -3.0;
+      out.push_back({per_token, tgt[i].size() / 4 + 1});
+    }
+    return out;
+  };
+  const auto ranked = eval::rank_translations(check, model, eval::RankBy::kCombined);
+  ASSERT_EQ(ranked.size(), 5u);
+  EXPECT_EQ(calls, 5);  // msgids, back-translations, priors, rivals both ways: five scoring passes
+  // The exchanged pair first, each naming the other; the cut one next; the clean ones last.
+  std::set<std::string> first_two{ranked[0].item->english, ranked[1].item->english};
+  EXPECT_EQ(first_two, (std::set<std::string>{"Save the document", "Delete the directory"}));
+  for (int k : {0, 1}) {
+    ASSERT_TRUE(ranked[k].rival.has_value());
+    EXPECT_GT(*ranked[k].rival, 0.0);
+    ASSERT_NE(ranked[k].rival_item, nullptr);
+    EXPECT_NE(ranked[k].rival_item->english, ranked[k].item->english);
+    EXPECT_TRUE(first_two.count(ranked[k].rival_item->english));
+  }
+  EXPECT_EQ(ranked[2].item->english, "Print the page");
+  for (size_t k = 1; k < ranked.size(); ++k) EXPECT_LE(ranked[k - 1].key, ranked[k].key);
+  EXPECT_NEAR(ranked[4].score, -0.1, 1e-12);
+  EXPECT_NEAR(ranked[4].support, 1.9, 1e-12);  // -0.1 given its msgstr, -2 given nothing
+  EXPECT_EQ(eval::parse_rank_by("gap"), eval::RankBy::kGap);
+  EXPECT_THROW(eval::parse_rank_by("best"), std::invalid_argument);
+  // Another key, another order: by score the cut entry (scored -3) ties the swapped ones.
+  for (const auto& r : eval::rank_translations(check, model, eval::RankBy::kScore)) EXPECT_EQ(r.key, r.score);
 }
 
 TEST(PoCheck, FormFitMeasuresLengthAndForeignWords) {

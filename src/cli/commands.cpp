@@ -25,6 +25,7 @@
 #include "eval/bleu.h"
 #include "eval/placeholders.h"
 #include "eval/po_check.h"
+#include "eval/po_rank.h"
 #include "export/ctranslate2_export.h"
 #include "ops/attention/attention.h"
 #include "serve/http_server.h"
@@ -287,40 +288,6 @@ int run_evaluate(const EvaluateArgs& args) {
 
 namespace {
 
-// One checked translation with the model's figures (check-po with a checkpoint).
-struct RankedItem {
-  const eval::PoItem* item = nullptr;
-  std::string back;     // the Chinese translated back to English
-  double score = 0;     // mean log-probability per token of the msgid given the msgstr
-  double gap = 0;       // score - the same for `back`: how much less likely than the model's own
-  double chrf = 0;      // chrF2 of `back` against the msgid
-  // score - the msgid's mean log-probability given no source (the model as
-  // a language model): what the msgstr adds to the model's belief in the
-  // msgid. Low for a msgstr that says something else (a generic or common
-  // msgid scores well on its own, and gets no credit for that here).
-  double support = 0;
-  size_t tokens = 0;    // the msgid's tokens scored (<end> included)
-  // Whether this msgstr and a rival's (eval::rival_candidates: a msgid of
-  // the catalog that the back-translation resembles) look exchanged: how
-  // much the mean log-probabilities of both msgids rise when each is scored
-  // with the other's msgstr, summed; the best over the rivals. > 0: the two
-  // fit better exchanged. A one-sided lead (another msgid likelier given
-  // this msgstr) is common in clean catalogs ("Name" for "user_name"'s
-  // msgstr); both sides rarely are. Not set when no msgid resembles the
-  // back-translation.
-  std::optional<double> rival;
-  const eval::PoItem* rival_item = nullptr;
-  eval::FormFit form;   // length and foreign words (no model)
-  double combined = 0;  // gap with form's penalties (eval::combined_score)
-  double key = 0;       // the one ranked by
-};
-
-// Rival msgids scored per entry (eval::rival_candidates), each in both
-// directions. With four, the exchanged entry is the best rival for four in
-// five swapped entries in bench/bench_check_po.sh's catalogs; two found
-// fewer swaps (95.8% against 97.5%) at more false alarms, in 60% of the time.
-constexpr size_t kRivalsPerEntry = 4;
-
 std::string where(const std::string& file, const eval::PoItem& item) {
   std::string s = file + ":" + std::to_string(item.entry->line);
   if (item.entry->msgid_plural) s += " msgstr[" + std::to_string(item.form) + "]";
@@ -341,70 +308,25 @@ int run_check_po(const CheckPoArgs& args) {
     if (args.hints && !item.hints.empty()) hinted.push_back(&item);
   }
 
-  std::vector<RankedItem> ranked;
+  std::vector<eval::RankedItem> ranked;
   std::string model_name;
   if (!args.checkpoint.empty() && !check.items.empty()) {
     OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
     model_name = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
-    std::vector<std::string> chinese, english;
-    for (const auto& item : check.items) {
-      chinese.push_back(item.chinese);
-      english.push_back(item.english);
-    }
     const DecodeOptions opts = decode_options(s.ck, args.decode);
+    eval::PoModel model;
+    model.protect_placeholders = opts.protect_placeholders;
+    model.translate = [&](const std::vector<std::string>& chinese) {
+      return translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device);
+    };
+    model.score = [&](const std::vector<std::string>& sources, const std::vector<std::string>& targets, bool protect) {
+      std::vector<eval::PairScore> scores;
+      for (const auto& lp : score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, sources, targets, s.device, protect))
+        scores.push_back({mean_logprob(lp), lp.size()});
+      return scores;
+    };
     const auto start = std::chrono::steady_clock::now();
-    const auto back = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device);
-    const bool masked = opts.protect_placeholders;
-    const auto msgid_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, english, s.device, masked);
-    const auto back_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, back, s.device, masked);
-    // The same target tokens as msgid_lp's, masked as in that pair, with an
-    // empty source.
-    std::vector<std::string> nothing(chinese.size()), english_as_scored;
-    for (size_t i = 0; i < chinese.size(); ++i) english_as_scored.push_back(data::model_pair(chinese[i], english[i], masked).second);
-    const auto prior_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, nothing, english_as_scored, s.device);
-    // Rivals: each msgstr scored against the msgids its back-translation
-    // resembles most, and their msgstrs against its msgid (a few per entry,
-    // so this costs a few more scoring passes, not one per pair of entries).
-    std::vector<size_t> self(chinese.size());
-    std::iota(self.begin(), self.end(), size_t{0});
-    const auto rivals = eval::rival_candidates(back, english, self, kRivalsPerEntry);
-    std::vector<std::string> rival_src, rival_tgt, crossed_src, crossed_tgt;
-    for (size_t i = 0; i < rivals.size(); ++i)
-      for (const size_t j : rivals[i]) {
-        rival_src.push_back(chinese[i]), rival_tgt.push_back(english[j]);
-        crossed_src.push_back(chinese[j]), crossed_tgt.push_back(english[i]);
-      }
-    const auto rival_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, rival_src, rival_tgt, s.device, masked);
-    const auto crossed_lp = score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, crossed_src, crossed_tgt, s.device, masked);
-    size_t next_rival = 0;
-    for (size_t i = 0; i < check.items.size(); ++i) {
-      RankedItem r;
-      r.item = &check.items[i];
-      r.back = back[i];
-      r.score = mean_logprob(msgid_lp[i]);
-      r.gap = r.score - mean_logprob(back_lp[i]);
-      r.chrf = eval::chrf({back[i]}, {english[i]});
-      r.support = r.score - mean_logprob(prior_lp[i]);
-      r.tokens = msgid_lp[i].size();
-      r.form = eval::form_fit(english[i], chinese[i]);
-      for (const size_t j : rivals[i]) {
-        const double mine = mean_logprob(rival_lp[next_rival]) - r.score;
-        const double theirs = mean_logprob(crossed_lp[next_rival]) - mean_logprob(msgid_lp[j]);
-        ++next_rival;
-        if (!r.rival || mine + theirs > *r.rival) {
-          r.rival = mine + theirs;
-          r.rival_item = &check.items[j];
-        }
-      }
-      r.combined = eval::combined_score(r.gap, r.rival.value_or(0.0), r.form);
-      r.key = args.rank == "score"     ? r.score
-              : args.rank == "gap"     ? r.gap
-              : args.rank == "support" ? r.support
-              : args.rank == "chrf"    ? r.chrf
-                                       : r.combined;
-      ranked.push_back(std::move(r));
-    }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const RankedItem& a, const RankedItem& b) { return a.key < b.key; });
+    ranked = eval::rank_translations(check, model, eval::parse_rank_by(args.rank));
     spdlog::info("check-po: {} translations back-translated and scored in {:.1f} s", check.items.size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
@@ -443,7 +365,7 @@ int run_check_po(const CheckPoArgs& args) {
       out["rank"] = args.rank;
     }
     for (size_t k = 0; k < shown; ++k) {
-      const RankedItem& r = ranked[k];
+      const eval::RankedItem& r = ranked[k];
       json j = base(*r.item);
       j["back_translation"] = r.back;
       j["score"] = r.score;
@@ -485,7 +407,7 @@ int run_check_po(const CheckPoArgs& args) {
       std::printf("\nfurthest from their msgid, by %s (model %s): %zu of %zu\n", args.rank.c_str(), model_name.c_str(),
                   shown, ranked.size());
       for (size_t k = 0; k < shown; ++k) {
-        const RankedItem& r = ranked[k];
+        const eval::RankedItem& r = ranked[k];
         std::printf("%s: combined %.2f  gap %.2f  length %+.2f  foreign %.2f  rival %s  support %.2f  score %.2f  chrF %.1f\n"
                     "  msgid  %s\n  msgstr %s\n  back   %s\n",
                     where(args.file, *r.item).c_str(), r.combined, r.gap, r.form.length, r.form.foreign,
@@ -501,7 +423,7 @@ int run_check_po(const CheckPoArgs& args) {
                   "ranked)\n");
     }
   }
-  return faulty.empty() ? kExitOk : kExitRuntime;
+  return faulty.empty() ? kExitOk : kExitFaultsFound;
 }
 
 int run_export(const ExportArgs& args) {

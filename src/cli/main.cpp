@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
   nmt::cli::CheckPoArgs check_po;
   auto* po_cmd = app.add_subcommand(
       "check-po", "check a Chinese gettext catalog (.po): placeholders, and with --checkpoint the entries whose "
-                  "back-translation is furthest from their msgid (exit 1 when placeholders are wrong)");
+                  "back-translation is furthest from their msgid (exit 3 when placeholders are wrong)");
   po_cmd->add_option("FILE.po", check_po.file, "the catalog (msgunfmt turns an installed .mo back into one)")
       ->required();
   po_cmd->add_option("--checkpoint", check_po.checkpoint,

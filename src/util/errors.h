@@ -24,5 +24,7 @@ class IoError : public std::runtime_error {
 constexpr int kExitOk = 0;
 constexpr int kExitRuntime = 1;
 constexpr int kExitInput = 2;
+// nmt check-po: the catalog has placeholder faults (not a failure of nmt's).
+constexpr int kExitFaultsFound = 3;
 
 }  // namespace nmt
