@@ -542,12 +542,12 @@ class AttentionCuda : public ::testing::TestWithParam<AttentionBackend> {
 
 // bf16 inputs, as bf16 training gives them (the projections run in bf16):
 // outputs and gradients against the float64 reference of the same
-// bf16-rounded values. Flash runs its tensor-core forward here (head dims in
-// multiples of 8 up to 128: 32 and 80 padded, 64 and 128 exact; several key
-// tiles; key lengths with fully masked rows) and the float32 backward on the
-// widened values; naive widens both ways. Everything accumulates in float32,
-// so the error is that of rounding to bf16 (2^-9 relative; flash also rounds
-// P before P V) and a little more.
+// bf16-rounded values. Flash runs its tensor-core forward and backward here
+// (head dims in multiples of 8 up to 128: 32 and 80 padded, 64 and 128 exact;
+// several key tiles; key lengths with fully masked rows); naive widens both
+// ways. Everything accumulates in float32, so the error is that of rounding
+// to bf16 (2^-9 relative; flash also rounds P before P V, and P and dS before
+// the gradient products) and a little more.
 TEST_P(AttentionCuda, Bf16InputsMatchFloat64Reference) {
   constexpr double kBf16Tolerance = 2e-2;
   const std::vector<Shape> shapes = {
@@ -579,6 +579,20 @@ TEST_P(AttentionCuda, RepeatedBackwardAgreesToFloat32Rounding) {
   EXPECT_TRUE(at::equal(a.dk, b.dk));
   EXPECT_TRUE(at::equal(a.dv, b.dv));
   EXPECT_LE(error(a.dq, b.dq), 1e-5) << "dq run to run";
+}
+
+// The bf16 tensor-core backward computes dQ in a pass of its own instead of
+// adding each key block's share with atomics: every gradient is the same bits
+// on every run.
+TEST_P(AttentionCuda, Bf16BackwardIsBitwiseRepeatable) {
+  const Shape s{2, 4, 300, 300, 64, true};
+  const Inputs in = make_inputs(s, 6, at::kBFloat16);
+  const Outputs a = run(in, GetParam(), c10::kCUDA, at::kBFloat16);
+  const Outputs b = run(in, GetParam(), c10::kCUDA, at::kBFloat16);
+  EXPECT_TRUE(at::equal(a.o, b.o));
+  EXPECT_TRUE(at::equal(a.dk, b.dk));
+  EXPECT_TRUE(at::equal(a.dv, b.dv));
+  if (GetParam() == AttentionBackend::kFlash) EXPECT_TRUE(at::equal(a.dq, b.dq)) << "dq run to run";
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, AttentionCuda,

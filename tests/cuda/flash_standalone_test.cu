@@ -5,7 +5,8 @@
 // naive forward and backward on the GPU and compares o, lse, dq, dk, dv
 // against a double-precision CPU loop reference. Where the bf16 tensor-core
 // forward applies, it also runs that on q / k / v rounded to bf16 against the
-// reference of the rounded values (o and lse).
+// reference of the rounded values (o and lse), then the tensor-core backward
+// (dq, dk, dv, and the same bits on a second run).
 //
 // Output: one line per case, then "N passed, N failed". Exit code 0 if every
 // case passes, 1 otherwise, 77 (the CTest / automake "skipped" code) when no
@@ -43,6 +44,11 @@ constexpr double kRtol = 2e-3;
 // bf16 before P V (2^-9 relative per term, averaging out over the keys).
 constexpr double kBf16Atol = 4e-3;
 constexpr double kBf16Rtol = 1e-2;
+// The bf16 backward's gradients: inputs and dO are exact bf16 values, but P
+// and dS are rounded to bf16 before they enter a product, and the gradients
+// are stored as bf16.
+constexpr double kBf16GradAtol = 2e-2;
+constexpr double kBf16GradRtol = 2e-2;
 
 // Memory layout of the q / k / v inputs.
 enum class Layout {
@@ -374,6 +380,60 @@ bool run_case(const Case& c, int index) {
         for (const bf16 x : ob_d.download(B * H * Tq * D)) o_got.push_back(nmt::ops::to_float(x));
         report("b.o", worst_error(o_got, rb.o, kBf16Atol, kBf16Rtol));
         report("b.lse", worst_error(lse_d.download(B * H * Tq), rb.lse));
+        // The tensor-core backward from this o and lse, with dO rounded to
+        // bf16, against the reference of the rounded values; twice, and the
+        // two runs must agree bit for bit (no atomics).
+        std::vector<bf16> do_bits;
+        const auto do_r = round(d_o, do_bits);
+        const Reference rg = reference(c, q_r, qs, k_r, ks, v_r, vs, do_r, scale);
+        DeviceBuffer<bf16> dob_d(B * H * Tq * D), dqb_d(B * H * Tq * D), dkb_d(B * H * Tk * D),
+            dvb_d(B * H * Tk * D);
+        dob_d.upload(do_bits);
+        AttentionBackwardParams<bf16, float> hb{};
+        hb.q = hp.q, hb.k = hp.k, hb.v = hp.v, hb.o = ob_d.get(), hb.lse = lse_d.get();
+        hb.d_o = dob_d.get(), hb.dq = dqb_d.get(), hb.dk = dkb_d.get(), hb.dv = dvb_d.get();
+        hb.key_lengths = fp.key_lengths;
+        hb.q_stride_b = qs.b, hb.q_stride_h = qs.h, hb.q_stride_t = qs.t;
+        hb.k_stride_b = ks.b, hb.k_stride_h = ks.h, hb.k_stride_t = ks.t;
+        hb.v_stride_b = vs.b, hb.v_stride_h = vs.h, hb.v_stride_t = vs.t;
+        hb.o_stride_t = hb.do_stride_t = hb.dq_stride_t = D;
+        hb.o_stride_h = hb.do_stride_h = hb.dq_stride_h = Tq * D;
+        hb.o_stride_b = hb.do_stride_b = hb.dq_stride_b = H * Tq * D;
+        hb.dk_stride_t = hb.dv_stride_t = D;
+        hb.dk_stride_h = hb.dv_stride_h = Tk * D;
+        hb.dk_stride_b = hb.dv_stride_b = H * Tk * D;
+        hb.batch = B, hb.heads = H, hb.q_len = Tq, hb.k_len = Tk, hb.head_dim = D;
+        hb.scale = scale;
+        hb.causal = c.causal;
+        const auto widen = [](const std::vector<bf16>& bits) {
+          std::vector<float> out;
+          for (const bf16 x : bits) out.push_back(nmt::ops::to_float(x));
+          return out;
+        };
+        if (cuda_ops::flash_attention_backward_bf16_supported(hb)) {
+          dqb_d.poison(), dkb_d.poison(), dvb_d.poison(), delta_d.poison();
+          if (check_call("bf16 bwd", cuda_ops::flash_attention_backward_bf16(hb, delta_d.get(), nullptr))) {
+            const auto dq1 = dqb_d.download(B * H * Tq * D), dk1 = dkb_d.download(B * H * Tk * D),
+                       dv1 = dvb_d.download(B * H * Tk * D);
+            report("b.dq", worst_error(widen(dq1), rg.dq, kBf16GradAtol, kBf16GradRtol));
+            report("b.dk", worst_error(widen(dk1), rg.dk, kBf16GradAtol, kBf16GradRtol));
+            report("b.dv", worst_error(widen(dv1), rg.dv, kBf16GradAtol, kBf16GradRtol));
+            dqb_d.poison(), dkb_d.poison(), dvb_d.poison();
+            if (check_call("bf16 bwd again",
+                           cuda_ops::flash_attention_backward_bf16(hb, delta_d.get(), nullptr))) {
+              const auto same = [](const std::vector<bf16>& a, const std::vector<bf16>& b) {
+                return a.size() == b.size() &&
+                       (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0);
+              };
+              const bool det = same(dq1, dqb_d.download(B * H * Tq * D)) &&
+                               same(dk1, dkb_d.download(B * H * Tk * D)) &&
+                               same(dv1, dvb_d.download(B * H * Tk * D));
+              report("b.rerun", det ? 0.0 : 2.0);
+            }
+          }
+        } else {
+          detail += " b.bwd=n/a";
+        }
       }
     } else {
       detail += " b=n/a";

@@ -38,8 +38,8 @@ template <typename T, typename Stat>
 void contiguous_outputs(AttentionForwardParams<T, Stat>& p) {
   p.o_stride_t = p.head_dim, p.o_stride_h = p.q_len * p.head_dim, p.o_stride_b = p.heads * p.o_stride_h;
 }
-template <typename T>
-void contiguous_outputs(AttentionBackwardParams<T>& p) {
+template <typename T, typename Stat>
+void contiguous_outputs(AttentionBackwardParams<T, Stat>& p) {
   const int64_t D = p.head_dim;
   p.o_stride_t = p.do_stride_t = p.dq_stride_t = D;
   p.o_stride_h = p.do_stride_h = p.dq_stride_h = p.q_len * D;

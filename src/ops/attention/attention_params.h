@@ -46,13 +46,14 @@ struct AttentionForwardParams {
   bool causal;
 };
 
-template <typename T>
+// Stat as in the forward: lse and scale stay float32 for bf16 elements.
+template <typename T, typename Stat = T>
 struct AttentionBackwardParams {
   const T* q;     // q: [B, H, Tq, D], strided as in the forward
   const T* k;     // k: [B, H, Tk, D], strided
   const T* v;     // v: [B, H, Tk, D], strided
   const T* o;     // o: [B, H, Tq, D], strides o_stride_{b,h,t} (flash only)
-  const T* lse;   // lse: [B, H, Tq], contiguous (flash only)
+  const Stat* lse;  // lse: [B, H, Tq], contiguous (flash only)
   const T* probs; // probs: [B, H, Tq, Tk], contiguous (naive only)
   const T* d_o;   // d_o: [B, H, Tq, D], strides do_stride_{b,h,t}
   T* dq;          // dq: [B, H, Tq, D], strides dq_stride_{b,h,t} (written)
@@ -70,7 +71,7 @@ struct AttentionBackwardParams {
   int64_t dv_stride_b, dv_stride_h, dv_stride_t;
 
   int64_t batch, heads, q_len, k_len, head_dim;
-  T scale;
+  Stat scale;
   bool causal;
 };
 

@@ -1,6 +1,6 @@
 // CUDA attention kernels. Compiled by nvcc, no LibTorch headers: each entry
 // point takes the plain parameter struct plus the stream to run on.
-// float32, plus a bf16 tensor-core flash forward. Returns 0 on success, else
+// float32, plus a bf16 tensor-core flash forward and backward. Returns 0 on success, else
 // a cudaError_t value.
 #pragma once
 
@@ -34,5 +34,13 @@ int flash_attention_backward(const AttentionBackwardParams<float>& p, float* del
 // float32. o is written with its strides (even ones, 4-byte aligned).
 bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, float>& p);
 int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream);
+// Its backward on tensor cores (flash_attention_bf16_bwd.cu): bf16 q, k, v,
+// o, dO and gradients, float32 lse from the forward. Needs a scratch of
+// B*H*Tq floats (delta = rowsum(dO * O)). Deterministic: no atomics, the
+// same bits on every run. Only for calls _supported accepts (the forward's
+// conditions, plus 16-byte aligned dO rows and even gradient strides).
+bool flash_attention_backward_bf16_supported(const AttentionBackwardParams<bf16, float>& p);
+int flash_attention_backward_bf16(const AttentionBackwardParams<bf16, float>& p, float* delta_scratch,
+                                  cudaStream_t stream);
 
 }  // namespace nmt::ops::cuda

@@ -111,7 +111,9 @@ struct CudaAttentionFunction : public torch::autograd::Function<CudaAttentionFun
 };
 
 // bf16 q, k, v on tensor cores (flash_attention_bf16.cu): o in bf16, lse in
-// float32. The backward has no bf16 kernel yet: it runs the float32 one on
+// float32. The backward runs on tensor cores too (flash_attention_bf16_bwd.cu)
+// where it applies; otherwise (dO rows the kernel cannot read, which
+// .contiguous() rules out, or a GPU it refuses) it runs the float32 kernel on
 // the widened q, k, v, o and dO (the o the forward actually produced, so
 // delta = rowsum(dO * O) matches it) and narrows the gradients.
 struct CudaFlashBf16Function : public torch::autograd::Function<CudaFlashBf16Function> {
@@ -135,13 +137,32 @@ struct CudaFlashBf16Function : public torch::autograd::Function<CudaFlashBf16Fun
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const c10::cuda::CUDAGuard guard(saved[0].device());
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
+    const at::Tensor& lengths = saved[5];
+    const c10::cuda::CUDAGuard guard(q.device());
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const bool causal = ctx->saved_data["causal"].toBool();
+    const at::Tensor d_o = grad_outputs[0].to(at::kBFloat16).contiguous();
+    at::Tensor dq = at::empty(q.sizes(), q.options());
+    at::Tensor dk = at::empty(k.sizes(), k.options());
+    at::Tensor dv = at::empty(v.sizes(), v.options());
+    AttentionBackwardParams<bf16, float> p{};
+    glue::fill_common(p, q, k, v, lengths, scale, causal);  // o, dO, dq, dk, dv: contiguous
+    const auto ptr = [](const at::Tensor& t) { return reinterpret_cast<bf16*>(t.data_ptr<at::BFloat16>()); };
+    p.q = ptr(q), p.k = ptr(k), p.v = ptr(v), p.o = ptr(o), p.d_o = ptr(d_o);
+    p.lse = lse.data_ptr<float>();
+    p.dq = ptr(dq), p.dk = ptr(dk), p.dv = ptr(dv);
+    if (cuda::flash_attention_backward_bf16_supported(p)) {
+      at::Tensor delta = at::empty({q.size(0), q.size(1), q.size(2)}, lse.options());  // [B, H, Tq]
+      check_cuda(cuda::flash_attention_backward_bf16(p, delta.data_ptr<float>(),
+                                                     at::cuda::getCurrentCUDAStream()),
+                 "flash attention backward (bf16)");
+      return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
     const auto f32 = [](const at::Tensor& t) { return t.to(at::kFloat); };
-    auto [dq, dk, dv] =
-        flash_backward_f32(f32(saved[0]), f32(saved[1]), f32(saved[2]), f32(saved[3]), saved[4],
-                           saved[5], grad_outputs[0].to(at::kFloat),
-                           ctx->saved_data["scale"].toDouble(), ctx->saved_data["causal"].toBool());
-    return {dq.to(at::kBFloat16), dk.to(at::kBFloat16), dv.to(at::kBFloat16), at::Tensor(),
+    auto [dq32, dk32, dv32] = flash_backward_f32(f32(q), f32(k), f32(v), f32(o), lse, lengths,
+                                                 f32(d_o), scale, causal);
+    return {dq32.to(at::kBFloat16), dk32.to(at::kBFloat16), dv32.to(at::kBFloat16), at::Tensor(),
             at::Tensor(), at::Tensor()};
   }
 

@@ -37,6 +37,7 @@
 
 #include "ops/attention/cuda/attention_cuda.h"
 #include "ops/attention/cuda/flash_kernel_traits.h"
+#include "ops/attention/cuda/flash_mma.cuh"
 #include "ops/attention/cuda/flash_tile.cuh"
 
 namespace nmt::ops::cuda {
@@ -44,6 +45,7 @@ namespace {
 
 using flash::cp_async_commit;
 using flash::cp_async_wait;
+using namespace flash::mma;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -51,79 +53,6 @@ constexpr int kMaxHeadDim = 128;
 
 template <int kD>
 using Traits = flash::FlashFwdMmaTraits<kD, flash::kTargetArch>;
-
-// ---------------------------------------------------------------------------
-// Tensor-core and shared-memory primitives (inline PTX, sm_80+).
-// ---------------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Four 8x8 bf16 matrices; lanes 8m .. 8m + 7 give the row addresses of
-// matrix m. Lane l receives, from matrix m, row l / 4, columns 2 (l % 4) and
-// 2 (l % 4) + 1 in r[m] (.trans: column l / 4, rows 2 (l % 4) and + 1).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-#endif
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-#endif
-}
-
-// d += a b for one m16n8k16 tile: a [16 x 16] row-major (4 registers of bf16
-// pairs), b [16 x 8] column-major (2 registers), d [16 x 8] float32.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-// Two floats as a bf16 pair, the first in the low half (the lower column).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// 2^x with the hardware approximation (2 ulp; ex2.approx(-inf) = +0): the
-// softmax's exponentials would otherwise cost several instructions each.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Rows [row0, row0 + kRows) of one head's [T, D] bf16 matrix into the shared
-// tile [kRows][kStride], 16 bytes per cp.async. Rows >= row_limit and
-// columns >= head_dim (a multiple of 8) are zero-filled.
-template <int kRows, class Tr>
-__device__ __forceinline__ void load_tile_bf16(bf16* tile, const bf16* src, int64_t stride_t,
-                                               int row0, int row_limit, int head_dim, int tid) {
-  constexpr int kChunksPerRow = Tr::kHeadDim / Tr::kVec;
-  constexpr int kChunks = kRows * kChunksPerRow;
-#pragma unroll
-  for (int c0 = 0; c0 < kChunks; c0 += Tr::kThreads) {
-    const int c = c0 + tid;
-    if (kChunks % Tr::kThreads != 0 && c >= kChunks) break;
-    const int r = c / kChunksPerRow;
-    const int d = (c % kChunksPerRow) * Tr::kVec;
-    const bool valid = row0 + r < row_limit && d < head_dim;
-    const bf16* g = valid ? src + static_cast<int64_t>(row0 + r) * stride_t + d : src;
-    flash::cp_async_16(tile + r * Tr::kStride + d, g, valid);
-  }
-}
 
 // ---------------------------------------------------------------------------
 // The kernel. grid.x = B * H * n_qblocks (query block fastest); block = 128.
@@ -173,9 +102,6 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   const int lane = tid % 32;
   const int g = lane / 4;  // accumulator rows g and g + 8 of the warp's m-tile
   const int t = lane % 4;  // accumulator columns 2t and 2t + 1 of each n8 tile
-  // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
-  const int lm_row = lane % 8;
-  const int lm_mat = lane / 8;
 
   // Prologue: three copy groups, Q | K_0 | V_0.
   load_tile_bf16<kBr, Tr>(q_s, q_head, p.q_stride_t, q0, tq, head_dim, tid);
@@ -196,9 +122,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      const int row = warp * Tr::kRowsPerWarp + mt * 16 + lm_row + 8 * (lm_mat % 2);
-      const int col = ks * 16 + 8 * (lm_mat / 2);
-      ldmatrix_x4(q_frag[mt][ks], smem_u32(q_s + row * kStride + col));
+      load_a<kStride>(q_frag[mt][ks], q_s, warp * Tr::kRowsPerWarp + mt * 16, ks * 16, lane);
     }
 
   float o_acc[kMT][Tr::kOutTiles][4];
@@ -239,9 +163,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
 #pragma unroll
       for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
         uint32_t k_frag[4];
-        const int key = np * 16 + lm_row + 8 * (lm_mat / 2);
-        const int col = ks * 16 + 8 * (lm_mat % 2);
-        ldmatrix_x4(k_frag, smem_u32(k_s + key * kStride + col));
+        load_b_nk<kStride>(k_frag, k_s, np * 16, ks * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma_16816(s[mt][2 * np], q_frag[mt][ks], k_frag[0], k_frag[1]);
@@ -311,18 +233,11 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
     for (int kk = 0; kk < Tr::kPvSteps; ++kk) {
       uint32_t p_frag[kMT][4];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        p_frag[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        p_frag[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        p_frag[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        p_frag[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
+      for (int mt = 0; mt < kMT; ++mt) acc_to_a(p_frag[mt], s[mt], kk);
 #pragma unroll
       for (int dp = 0; dp < Tr::kOutTiles / 2; ++dp) {
         uint32_t v_frag[4];
-        const int key = kk * 16 + lm_row + 8 * (lm_mat % 2);
-        const int col = dp * 16 + 8 * (lm_mat / 2);
-        ldmatrix_x4_trans(v_frag, smem_u32(v_s + key * kStride + col));
+        load_b_kn<kStride>(v_frag, v_s, kk * 16, dp * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma_16816(o_acc[mt][2 * dp], p_frag[mt], v_frag[0], v_frag[1]);

@@ -331,4 +331,60 @@ struct FlashFwdMmaTraits {
                 "tensor-core forward tile exceeds the per-block shared memory of this arch");
 };
 
+// ---------------------------------------------------------------------------
+// Tensor-core backward (flash_attention_bf16_bwd.cu): two kernels of the
+// forward's shape, each warp owning 16 rows whose gradient it accumulates in
+// registers while tiles of the other side stream through shared memory:
+//   dK/dV kernel: one block per (b, h, 64 keys); warp w owns keys 16w..16w+15
+//     and streams query tiles (Q, dO, lse, delta) of kStreamRows rows;
+//   dQ kernel:    one block per (b, h, 64 queries); warp w owns queries
+//     16w..16w+15 and streams key tiles (K, V) of kStreamRows rows.
+// Both recompute S and dP from the forward's lse, so neither needs the
+// other's results and dQ needs no atomics: the gradients are the same bits
+// on every run.
+// Shared memory (bf16 elements, then float32 statistics):
+//   fixed_a [kBlockRows][kStride] | fixed_b [kBlockRows][kStride] |
+//   stream_a [2][kStreamRows][kStride] | stream_b [2][kStreamRows][kStride] |
+//   stats [2][2][kStreamRows] floats (lse and delta of a query tile, double-buffered)
+// fixed = K, V (dK/dV kernel) or Q, dO (dQ kernel); stream = Q, dO or K, V.
+// ---------------------------------------------------------------------------
+template <int kD, int kArch>
+struct FlashBwdMmaTraits {
+  using Arch = ArchTraits<kArch>;
+  static constexpr int kHeadDim = kD;  // padded head dim; columns >= the real D are zeros
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRowsPerWarp = 16;                  // one m-tile per warp
+  static constexpr int kBlockRows = kWarps * kRowsPerWarp;  // keys (dK/dV) or queries (dQ) per block
+  // Rows of the other side per step. At D = 128 the dK and dV accumulators
+  // alone are 128 registers per thread, so the score tiles shrink to 32 columns.
+  static constexpr int kStreamRows = kD <= 64 ? 64 : 32;
+  static constexpr int kElemBytes = 2;  // bf16
+  static constexpr int kVec = 16 / kElemBytes;
+  static constexpr int kPad = kVec;  // odd 16-byte units per row: conflict-free ldmatrix
+  static constexpr int kStride = kD + kPad;
+  static constexpr int kKSteps = kD / 16;                 // k16 steps over the head dim (S, dP)
+  static constexpr int kScoreTiles = kStreamRows / 8;     // n8 tiles of S and dP per warp
+  static constexpr int kStreamSteps = kStreamRows / 16;   // k16 steps over the streamed rows
+  static constexpr int kOutTiles = kD / 8;                // n8 tiles of a gradient patch
+
+  static constexpr int kSmemFixedA = 0;
+  static constexpr int kSmemFixedB = kSmemFixedA + kBlockRows * kStride;
+  static constexpr int kSmemStreamA = kSmemFixedB + kBlockRows * kStride;  // + buf * kStreamRows * kStride
+  static constexpr int kSmemStreamB = kSmemStreamA + 2 * kStreamRows * kStride;
+  static constexpr int kSmemElems = kSmemStreamB + 2 * kStreamRows * kStride;
+  static constexpr int kSmemStatsOffsetBytes = kSmemElems * kElemBytes;
+  static constexpr int kSmemBytes = kSmemStatsOffsetBytes + 2 * 2 * kStreamRows * 4;
+  static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
+  static constexpr int kSmemFit = Arch::kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
+  static constexpr int kMinBlocksPerSm = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
+
+  static_assert(kD % 16 == 0 && kStreamRows % 16 == 0, "mma k16 steps");
+  static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
+  static_assert((kStride * kElemBytes / 16) % 2 == 1, "odd 16-byte units per row: no bank conflicts");
+  static_assert(kSmemStatsOffsetBytes % 16 == 0, "statistics 16-byte aligned");
+  static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
+                "tensor-core backward tile exceeds the per-block shared memory of this arch");
+};
+
 }  // namespace nmt::ops::cuda::flash

@@ -1,0 +1,528 @@
+// FlashAttention-2 backward for bf16 inputs on tensor cores (sm_80 and
+// later): mma.sync m16n8k16 with bf16 operands and float32 accumulators,
+// the forward's primitives (flash_mma.cuh) and its lse.
+//
+// Three launches on one stream:
+//   step 1 (delta kernel): delta_i = sum_d dO[i][d] O[i][d] in float32, one
+//           warp per query row.
+//   step 2 (dK/dV kernel): one block per (b, h, 64 keys); warp w owns keys
+//           16w .. 16w + 15 and keeps their dK and dV in registers while
+//           query tiles stream through shared memory:
+//             pass 1: S^T = K Q^T and dP^T = V dO^T (keys are the mma's
+//                     rows, queries its columns);
+//             pass 2: P^T = exp(scale S^T - lse) masked, dS^T = P^T (dP^T - delta);
+//             pass 3: dV += P^T dO and dK += dS^T Q. With keys as rows, the
+//                     accumulators of P^T and dS^T are already the A operand
+//                     of these products (two n8 tiles = one k16 step), so
+//                     nothing goes through shared memory; dO and Q are read
+//                     as B operands with ldmatrix.trans.
+//   step 3 (dQ kernel): one block per (b, h, 64 queries); warp w owns queries
+//           16w .. 16w + 15 and keeps their dQ in registers while key tiles
+//           stream through: S = Q K^T, dP = dO V^T, dS = P (dP - delta),
+//           dQ += dS K (dS from the accumulators as the A operand, K by
+//           ldmatrix.trans).
+// Step 3 recomputes S and dP instead of adding each key block's dQ with
+// atomics: 7 products per tile instead of 5, but no float atomics, so every
+// gradient is the same bits on every run (deterministic dQ is not an option
+// here, it is the only mode) and dQ is written once, as bf16.
+// Streamed tiles are double-buffered: tile it + 1 is copied (cp.async) while
+// tile it is multiplied.
+//
+// Numerics: products and sums in float32; P and dS are rounded to bf16
+// before they enter a product (as in FlashAttention-2); gradients are stored
+// as bf16. Masking as in every backend: a key is seen by query i when
+// j < key_lengths[b] and (not causal or j <= i); a query row with no visible
+// key has lse = -inf and gets dQ = 0; padding keys get dK = dV = 0.
+//
+// Shapes: as the bf16 forward (head dims 8..128 in multiples of 8, padded to
+// 64 or 128 with zero columns; 16-byte aligned q, k, v, dO rows);
+// flash_attention_backward_bf16_supported says whether a call qualifies.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "ops/attention/cuda/attention_cuda.h"
+#include "ops/attention/cuda/flash_kernel_traits.h"
+#include "ops/attention/cuda/flash_mma.cuh"
+#include "ops/attention/cuda/flash_tile.cuh"
+
+namespace nmt::ops::cuda {
+namespace {
+
+using flash::cp_async_commit;
+using flash::cp_async_wait;
+using namespace flash::mma;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxHeadDim = 128;
+constexpr int kDeltaWarps = 8;
+
+using Params = AttentionBackwardParams<bf16, float>;
+
+template <int kD>
+using Traits = flash::FlashBwdMmaTraits<kD, flash::kTargetArch>;
+
+__device__ __forceinline__ float bf16_bits_to_float(bf16 x) {
+  return __uint_as_float(static_cast<uint32_t>(x.bits) << 16);
+}
+
+// ---------------------------------------------------------------------------
+// step 1: delta[bh * Tq + i] = rowsum(dO * O), one warp per row.
+// ---------------------------------------------------------------------------
+__global__ void __launch_bounds__(kDeltaWarps * 32)
+    flash_backward_delta_bf16_kernel(const Params p, float* delta) {
+  const int64_t rows = p.batch * p.heads * p.q_len;
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kDeltaWarps + threadIdx.x / 32; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kDeltaWarps) {
+    const int64_t bh = row / p.q_len, i = row % p.q_len;
+    const int64_t b = bh / p.heads, h = bh % p.heads;
+    const bf16* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i * p.o_stride_t;
+    const bf16* d_o = p.d_o + b * p.do_stride_b + h * p.do_stride_h + i * p.do_stride_t;
+    float acc = 0.0f;
+    for (int d = lane; d < p.head_dim; d += 32)
+      acc += bf16_bits_to_float(o[d]) * bf16_bits_to_float(d_o[d]);
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+    if (lane == 0) delta[row] = acc;
+  }
+}
+
+// Keys of batch row b that are not padding.
+__device__ __forceinline__ int key_length_of(const Params& p, int64_t b) {
+  const int tk = static_cast<int>(p.k_len);
+  if (p.key_lengths == nullptr) return tk;
+  const int64_t len = p.key_lengths[b];
+  return len < 0 ? 0 : (len < tk ? static_cast<int>(len) : tk);
+}
+
+// One row of a gradient patch, rows g + 8r of the warp's m-tile, stored as
+// bf16 pairs (times `scale`): acc[n][2r + c] is column 8n + 2t + c.
+template <int kOutTiles>
+__device__ __forceinline__ void store_rows(const float (&acc)[kOutTiles][4], bf16* base,
+                                           int64_t stride_t, int row0, int row_limit,
+                                           int head_dim, float scale, int lane) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + acc_row(lane, 2 * r);
+    if (row >= row_limit) continue;
+    bf16* out = base + static_cast<int64_t>(row) * stride_t;
+#pragma unroll
+    for (int n = 0; n < kOutTiles; ++n) {
+      const int d = 8 * n + acc_col(lane, 2 * r);
+      if (d < head_dim)  // head_dim is even: columns d and d + 1 are both in or both out
+        *reinterpret_cast<uint32_t*>(out + d) =
+            pack_bf16(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// step 2: dK, dV. grid.x = B * H * n_kblocks (key block fastest); block = 128.
+// ---------------------------------------------------------------------------
+template <int kD>
+__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
+    flash_backward_dkdv_bf16_kernel(const Params p, const float* delta, int n_kblocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using Tr = Traits<kD>;
+  constexpr int kStride = Tr::kStride;
+  constexpr int kBq = Tr::kStreamRows;  // queries per step
+  constexpr int kTileElems = kBq * kStride;
+
+  extern __shared__ uint4 smem_u4[];
+  bf16* smem = reinterpret_cast<bf16*>(smem_u4);
+  bf16* k_s = smem + Tr::kSmemFixedA;    // k_s: [64][kStride], this block's keys
+  bf16* v_s = smem + Tr::kSmemFixedB;    // v_s: [64][kStride]
+  bf16* q_s = smem + Tr::kSmemStreamA;   // q_s: [2][kBq][kStride]
+  bf16* do_s = smem + Tr::kSmemStreamB;  // do_s: [2][kBq][kStride]
+  // stats: [2 buffers][lse (log2-scaled), delta][kBq]
+  float* stats = reinterpret_cast<float*>(reinterpret_cast<char*>(smem_u4) + Tr::kSmemStatsOffsetBytes);
+
+  const int64_t bh = blockIdx.x / n_kblocks;
+  const int kb = static_cast<int>(blockIdx.x % n_kblocks);
+  const int64_t b = bh / p.heads;
+  const int64_t h = bh % p.heads;
+  const int tq = static_cast<int>(p.q_len);
+  const int tk = static_cast<int>(p.k_len);
+  const int head_dim = static_cast<int>(p.head_dim);
+  const bool causal = p.causal;
+  const int k0 = kb * Tr::kBlockRows;
+  const int key_len = key_length_of(p, b);
+
+  // This head's q / dO: [Tq, D], k / v: [Tk, D], lse / delta: [Tq].
+  const bf16* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
+  const bf16* k_head = p.k + b * p.k_stride_b + h * p.k_stride_h;
+  const bf16* v_head = p.v + b * p.v_stride_b + h * p.v_stride_h;
+  const bf16* do_head = p.d_o + b * p.do_stride_b + h * p.do_stride_h;
+  const float* lse_head = p.lse + bh * tq;
+  const float* delta_head = delta + bh * tq;
+
+  // Query tiles that see a key of this block: from the tile holding query k0
+  // when causal (query i sees keys j <= i), none when every key is padding.
+  const int n_qtiles = (tq + kBq - 1) / kBq;
+  const int qt_begin = causal ? min(k0 / kBq, n_qtiles) : 0;
+  const int n_steps = k0 < key_len ? n_qtiles - qt_begin : 0;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int key_row0 = warp * Tr::kRowsPerWarp;  // the warp's first key, within the block
+
+  // Query tile `step` into buffer `buf`: Q and dO by cp.async, lse and delta
+  // by plain stores (visible after the next __syncthreads).
+  auto load_step = [&](int step, int buf) {
+    const int q0 = (qt_begin + step) * kBq;
+    load_tile_bf16<kBq, Tr>(q_s + buf * kTileElems, q_head, p.q_stride_t, q0, tq, head_dim, tid);
+    load_tile_bf16<kBq, Tr>(do_s + buf * kTileElems, do_head, p.do_stride_t, q0, tq, head_dim, tid);
+    if (tid < kBq) {
+      const int i = q0 + tid;
+      stats[(2 * buf) * kBq + tid] = i < tq ? lse_head[i] * kLog2e : 0.0f;
+      stats[(2 * buf + 1) * kBq + tid] = i < tq ? delta_head[i] : 0.0f;
+    }
+  };
+
+  // Prologue: two copy groups, K and V | query tile 0.
+  load_tile_bf16<Tr::kBlockRows, Tr>(k_s, k_head, p.k_stride_t, k0, key_len, head_dim, tid);
+  load_tile_bf16<Tr::kBlockRows, Tr>(v_s, v_head, p.v_stride_t, k0, key_len, head_dim, tid);
+  cp_async_commit();
+  if (n_steps > 0) load_step(0, 0);
+  cp_async_commit();
+
+  float dk_acc[Tr::kOutTiles][4];
+  float dv_acc[Tr::kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < Tr::kOutTiles; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dk_acc[n][c] = dv_acc[n][c] = 0.0f;
+  const float score_scale = p.scale * kLog2e;
+
+  for (int step = 0; step < n_steps; ++step) {
+    const int buf = step & 1;
+    const int q0 = (qt_begin + step) * kBq;
+    if (step + 1 < n_steps) load_step(step + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // all but the newest group: K, V and this tile have landed
+    __syncthreads();
+    const bf16* qt = q_s + buf * kTileElems;
+    const bf16* dot = do_s + buf * kTileElems;
+    const float* lse_t = stats + (2 * buf) * kBq;
+    const float* delta_t = stats + (2 * buf + 1) * kBq;
+
+    // pass 1: S^T = K Q^T, dP^T = V dO^T; [16 keys x kBq queries] per warp.
+    float s[Tr::kScoreTiles][4];
+    float dp[Tr::kScoreTiles][4];
+#pragma unroll
+    for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[n][c] = dp[n][c] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      uint32_t k_frag[4], v_frag[4];
+      load_a<kStride>(k_frag, k_s, key_row0, ks * 16, lane);
+      load_a<kStride>(v_frag, v_s, key_row0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
+        uint32_t q_frag[4], do_frag[4];
+        load_b_nk<kStride>(q_frag, qt, np * 16, ks * 16, lane);
+        mma_16816(s[2 * np], k_frag, q_frag[0], q_frag[1]);
+        mma_16816(s[2 * np + 1], k_frag, q_frag[2], q_frag[3]);
+        load_b_nk<kStride>(do_frag, dot, np * 16, ks * 16, lane);
+        mma_16816(dp[2 * np], v_frag, do_frag[0], do_frag[1]);
+        mma_16816(dp[2 * np + 1], v_frag, do_frag[2], do_frag[3]);
+      }
+    }
+
+    // pass 2: P^T and dS^T in place. s[n][c]: key k0 + key_row0 + acc_row,
+    // query q0 + 8n + acc_col.
+    const bool need_mask = k0 + Tr::kBlockRows > key_len || q0 + kBq > tq ||
+                           (causal && k0 + Tr::kBlockRows - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int qi = 8 * n + acc_col(lane, c);
+        bool visible = true;
+        if (need_mask) {
+          const int i = q0 + qi;
+          const int j = k0 + key_row0 + acc_row(lane, c);
+          visible = i < tq && j < key_len && !(causal && j > i);
+        }
+        const float prob = visible ? fast_exp2(s[n][c] * score_scale - lse_t[qi]) : 0.0f;
+        s[n][c] = prob;
+        dp[n][c] = prob * (dp[n][c] - delta_t[qi]);
+      }
+
+    // pass 3: dV += P^T dO, dK += dS^T Q. n8 tiles 2kk, 2kk + 1 of P^T / dS^T
+    // are the A fragment of k16 step kk (queries q0 + 16kk ..); dO and Q as
+    // [query][dim] tiles give the B operand through ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < Tr::kStreamSteps; ++kk) {
+      uint32_t p_frag[4], ds_frag[4];
+      acc_to_a(p_frag, s, kk);
+      acc_to_a(ds_frag, dp, kk);
+#pragma unroll
+      for (int dd = 0; dd < Tr::kOutTiles / 2; ++dd) {
+        uint32_t b_frag[4];
+        load_b_kn<kStride>(b_frag, dot, kk * 16, dd * 16, lane);
+        mma_16816(dv_acc[2 * dd], p_frag, b_frag[0], b_frag[1]);
+        mma_16816(dv_acc[2 * dd + 1], p_frag, b_frag[2], b_frag[3]);
+        load_b_kn<kStride>(b_frag, qt, kk * 16, dd * 16, lane);
+        mma_16816(dk_acc[2 * dd], ds_frag, b_frag[0], b_frag[1]);
+        mma_16816(dk_acc[2 * dd + 1], ds_frag, b_frag[2], b_frag[3]);
+      }
+    }
+    // Every warp is done with this buffer before the next step refills it.
+    __syncthreads();
+  }
+  cp_async_wait<0>();  // nothing may be left in flight when the block exits
+
+  // Epilogue: rows k0 + key_row0 + g (+ 8) of dK (times scale) and dV.
+  store_rows(dv_acc, p.dv + b * p.dv_stride_b + h * p.dv_stride_h, p.dv_stride_t,
+             k0 + key_row0, tk, head_dim, 1.0f, lane);
+  store_rows(dk_acc, p.dk + b * p.dk_stride_b + h * p.dk_stride_h, p.dk_stride_t,
+             k0 + key_row0, tk, head_dim, p.scale, lane);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// step 3: dQ. grid.x = B * H * n_qblocks (query block fastest); block = 128.
+// ---------------------------------------------------------------------------
+template <int kD>
+__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
+    flash_backward_dq_bf16_kernel(const Params p, const float* delta, int n_qblocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using Tr = Traits<kD>;
+  constexpr int kStride = Tr::kStride;
+  constexpr int kBk = Tr::kStreamRows;  // keys per step
+  constexpr int kTileElems = kBk * kStride;
+
+  extern __shared__ uint4 smem_u4[];
+  bf16* smem = reinterpret_cast<bf16*>(smem_u4);
+  bf16* q_s = smem + Tr::kSmemFixedA;   // q_s: [64][kStride], this block's queries
+  bf16* do_s = smem + Tr::kSmemFixedB;  // do_s: [64][kStride]
+  bf16* k_s = smem + Tr::kSmemStreamA;  // k_s: [2][kBk][kStride]
+  bf16* v_s = smem + Tr::kSmemStreamB;  // v_s: [2][kBk][kStride]
+
+  const int64_t bh = blockIdx.x / n_qblocks;
+  int qb = static_cast<int>(blockIdx.x % n_qblocks);
+  if (p.causal) qb = n_qblocks - 1 - qb;  // longest (most key tiles) first: better tail
+  const int64_t b = bh / p.heads;
+  const int64_t h = bh % p.heads;
+  const int tq = static_cast<int>(p.q_len);
+  const int head_dim = static_cast<int>(p.head_dim);
+  const bool causal = p.causal;
+  const int q0 = qb * Tr::kBlockRows;
+  const int key_len = key_length_of(p, b);
+  int kv_end = key_len;
+  if (causal) kv_end = min(kv_end, min(q0 + Tr::kBlockRows, tq));
+  const int n_steps = (kv_end + kBk - 1) / kBk;
+
+  const bf16* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
+  const bf16* k_head = p.k + b * p.k_stride_b + h * p.k_stride_h;
+  const bf16* v_head = p.v + b * p.v_stride_b + h * p.v_stride_h;
+  const bf16* do_head = p.d_o + b * p.do_stride_b + h * p.do_stride_h;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int q_row0 = warp * Tr::kRowsPerWarp;  // the warp's first query, within the block
+
+  // Prologue: two copy groups, Q and dO | key tile 0.
+  load_tile_bf16<Tr::kBlockRows, Tr>(q_s, q_head, p.q_stride_t, q0, tq, head_dim, tid);
+  load_tile_bf16<Tr::kBlockRows, Tr>(do_s, do_head, p.do_stride_t, q0, tq, head_dim, tid);
+  cp_async_commit();
+  if (n_steps > 0) {
+    load_tile_bf16<kBk, Tr>(k_s, k_head, p.k_stride_t, 0, key_len, head_dim, tid);
+    load_tile_bf16<kBk, Tr>(v_s, v_head, p.v_stride_t, 0, key_len, head_dim, tid);
+  }
+  cp_async_commit();
+
+  // The lane's two query rows (acc_row 0 and 8 of the warp's m-tile): lse
+  // (log2-scaled) and delta.
+  float lse2[2], dl[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = q0 + q_row0 + acc_row(lane, 2 * r);
+    lse2[r] = i < tq ? p.lse[bh * tq + i] * kLog2e : 0.0f;
+    dl[r] = i < tq ? delta[bh * tq + i] : 0.0f;
+  }
+
+  float dq_acc[Tr::kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < Tr::kOutTiles; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dq_acc[n][c] = 0.0f;
+  const float score_scale = p.scale * kLog2e;
+
+  for (int step = 0; step < n_steps; ++step) {
+    const int buf = step & 1;
+    const int k0 = step * kBk;
+    if (step + 1 < n_steps) {
+      load_tile_bf16<kBk, Tr>(k_s + (buf ^ 1) * kTileElems, k_head, p.k_stride_t, k0 + kBk, key_len,
+                              head_dim, tid);
+      load_tile_bf16<kBk, Tr>(v_s + (buf ^ 1) * kTileElems, v_head, p.v_stride_t, k0 + kBk, key_len,
+                              head_dim, tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // all but the newest group: Q, dO and this key tile have landed
+    __syncthreads();
+    const bf16* kt = k_s + buf * kTileElems;
+    const bf16* vt = v_s + buf * kTileElems;
+
+    // pass 1: S = Q K^T, dP = dO V^T; [16 queries x kBk keys] per warp.
+    float s[Tr::kScoreTiles][4];
+    float dp[Tr::kScoreTiles][4];
+#pragma unroll
+    for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[n][c] = dp[n][c] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      uint32_t q_frag[4], do_frag[4];
+      load_a<kStride>(q_frag, q_s, q_row0, ks * 16, lane);
+      load_a<kStride>(do_frag, do_s, q_row0, ks * 16, lane);
+#pragma unroll
+      for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
+        uint32_t k_frag[4], v_frag[4];
+        load_b_nk<kStride>(k_frag, kt, np * 16, ks * 16, lane);
+        mma_16816(s[2 * np], q_frag, k_frag[0], k_frag[1]);
+        mma_16816(s[2 * np + 1], q_frag, k_frag[2], k_frag[3]);
+        load_b_nk<kStride>(v_frag, vt, np * 16, ks * 16, lane);
+        mma_16816(dp[2 * np], do_frag, v_frag[0], v_frag[1]);
+        mma_16816(dp[2 * np + 1], do_frag, v_frag[2], v_frag[3]);
+      }
+    }
+
+    // pass 2: dS in place of dP. s[n][c]: query q0 + q_row0 + acc_row, key
+    // k0 + 8n + acc_col.
+    const bool need_mask = k0 + kBk > key_len || (causal && k0 + kBk - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2;
+        bool visible = true;
+        if (need_mask) {
+          const int i = q0 + q_row0 + acc_row(lane, c);
+          const int j = k0 + 8 * n + acc_col(lane, c);
+          visible = j < key_len && !(causal && j > i);
+        }
+        const float prob = visible ? fast_exp2(s[n][c] * score_scale - lse2[r]) : 0.0f;
+        dp[n][c] = prob * (dp[n][c] - dl[r]);
+      }
+
+    // pass 3: dQ += dS K. n8 tiles 2kk, 2kk + 1 of dS are the A fragment of
+    // k16 step kk (keys k0 + 16kk ..); K as a [key][dim] tile gives the B
+    // operand through ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < Tr::kStreamSteps; ++kk) {
+      uint32_t ds_frag[4];
+      acc_to_a(ds_frag, dp, kk);
+#pragma unroll
+      for (int dd = 0; dd < Tr::kOutTiles / 2; ++dd) {
+        uint32_t k_frag[4];
+        load_b_kn<kStride>(k_frag, kt, kk * 16, dd * 16, lane);
+        mma_16816(dq_acc[2 * dd], ds_frag, k_frag[0], k_frag[1]);
+        mma_16816(dq_acc[2 * dd + 1], ds_frag, k_frag[2], k_frag[3]);
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: rows q0 + q_row0 + g (+ 8) of dQ, times scale. Queries past
+  // Tq are not written; rows with no visible key come out 0.
+  store_rows(dq_acc, p.dq + b * p.dq_stride_b + h * p.dq_stride_h, p.dq_stride_t, q0 + q_row0,
+             tq, head_dim, p.scale, lane);
+#endif
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+bool aligned4(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 3u) == 0; }
+
+template <auto kKernel, int kSmemBytes, bool kOptIn>
+cudaError_t opt_in() {
+  if constexpr (kOptIn)
+    return cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  return cudaSuccess;
+}
+
+template <int kD>
+cudaError_t launch(const Params& p, const float* delta, cudaStream_t stream) {
+  using Tr = Traits<kD>;
+  // The host pass reads the launch shape; every arch's traits must agree on it.
+  using Sm80 = flash::FlashBwdMmaTraits<kD, 800>;
+  using Sm90 = flash::FlashBwdMmaTraits<kD, 900>;
+  static_assert(Sm80::kBlockRows == Sm90::kBlockRows && Sm80::kThreads == Sm90::kThreads &&
+                Sm80::kSmemBytes == Sm90::kSmemBytes);
+  const int64_t bh = p.batch * p.heads;
+  const int64_t n_kblocks = (p.k_len + Tr::kBlockRows - 1) / Tr::kBlockRows;
+  const int64_t n_qblocks = (p.q_len + Tr::kBlockRows - 1) / Tr::kBlockRows;
+  cudaError_t err = opt_in<flash_backward_dkdv_bf16_kernel<kD>, Tr::kSmemBytes, Tr::kNeedsSmemOptIn>();
+  if (err != cudaSuccess) return err;
+  err = opt_in<flash_backward_dq_bf16_kernel<kD>, Tr::kSmemBytes, Tr::kNeedsSmemOptIn>();
+  if (err != cudaSuccess) return err;
+  if (n_kblocks > 0)
+    flash_backward_dkdv_bf16_kernel<kD><<<static_cast<unsigned>(bh * n_kblocks), Tr::kThreads,
+                                          Tr::kSmemBytes, stream>>>(p, delta,
+                                                                    static_cast<int>(n_kblocks));
+  err = cudaGetLastError();
+  if (err != cudaSuccess || n_qblocks == 0) return err;
+  flash_backward_dq_bf16_kernel<kD><<<static_cast<unsigned>(bh * n_qblocks), Tr::kThreads,
+                                      Tr::kSmemBytes, stream>>>(p, delta,
+                                                                static_cast<int>(n_qblocks));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool flash_attention_backward_bf16_supported(const Params& p) {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return false;
+  constexpr int64_t kMaxLen = int64_t{1} << 30;
+  constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+  const int64_t rows = Traits<64>::kBlockRows;  // the same at every head dim
+  const int64_t blocks = (std::max(p.q_len, p.k_len) + rows - 1) / rows;
+  const auto rows_ok = [](const bf16* ptr, int64_t sb, int64_t sh, int64_t st) {
+    return aligned16(ptr) && sb % 8 == 0 && sh % 8 == 0 && st % 8 == 0;
+  };
+  const auto pairs_ok = [](const bf16* ptr, int64_t sb, int64_t sh, int64_t st) {
+    return ptr != nullptr && aligned4(ptr) && sb % 2 == 0 && sh % 2 == 0 && st % 2 == 0;
+  };
+  return major >= 8 && p.head_dim >= 8 && p.head_dim <= kMaxHeadDim && p.head_dim % 8 == 0 &&
+         p.o != nullptr && p.lse != nullptr && p.d_o != nullptr &&
+         rows_ok(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t) &&
+         rows_ok(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t) &&
+         rows_ok(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t) &&
+         rows_ok(p.d_o, p.do_stride_b, p.do_stride_h, p.do_stride_t) &&
+         pairs_ok(p.dq, p.dq_stride_b, p.dq_stride_h, p.dq_stride_t) &&
+         pairs_ok(p.dk, p.dk_stride_b, p.dk_stride_h, p.dk_stride_t) &&
+         pairs_ok(p.dv, p.dv_stride_b, p.dv_stride_h, p.dv_stride_t) && p.q_len < kMaxLen &&
+         p.k_len < kMaxLen && p.batch * p.heads * blocks <= kMaxGridX;
+}
+
+int flash_attention_backward_bf16(const Params& p, float* delta_scratch, cudaStream_t stream) {
+  const int64_t bh = p.batch * p.heads;
+  if (bh == 0) return 0;
+  if (delta_scratch == nullptr || !flash_attention_backward_bf16_supported(p))
+    return static_cast<int>(cudaErrorInvalidValue);
+  const int64_t rows = bh * p.q_len;
+  if (rows > 0) {
+    const int64_t blocks = (rows + kDeltaWarps - 1) / kDeltaWarps;
+    const unsigned grid = static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+    flash_backward_delta_bf16_kernel<<<grid, kDeltaWarps * 32, 0, stream>>>(p, delta_scratch);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return static_cast<int>(err);
+  }
+  // Tq = 0 leaves dK and dV to be zero: the dK/dV kernel sees no query tile.
+  const cudaError_t err =
+      p.head_dim <= 64 ? launch<64>(p, delta_scratch, stream) : launch<128>(p, delta_scratch, stream);
+  return static_cast<int>(err);
+}
+
+}  // namespace nmt::ops::cuda
