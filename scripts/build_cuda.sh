@@ -60,7 +60,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="
   -Dc10_LIBRARY="$site/torch/lib/libc10.so" -DOpenMP_gomp_LIBRARY="$site/torch/lib/libgomp.so.1" \
   -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared \
   -DCMAKE_EXE_LINKER_FLAGS="$link_flags" -DCMAKE_SHARED_LINKER_FLAGS="$link_flags" \
-  -DNMT_REQUIRE_CUDA=ON -UCMAKE_CUDA_ARCHITECTURES -DNMT_CUDA_ARCHITECTURES="$arch" \
+  -DNMT_REQUIRE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNMT_CUDA_ARCHITECTURES="$arch" \
   -DTORCH_CUDA_ARCH_LIST="$torch_archs" >"$log" 2>&1 ||
   { cat "$log" >&2; echo "build_cuda: configuring failed" >&2; exit 1; }
 grep -E '^-- nmt:' "$log" >&2 || true
