@@ -9,8 +9,18 @@ Run (from the repository root, with nmt's trained tokenizers):
         --src-model checkpoints/toy/tokenizer/src.model \
         --tgt-model checkpoints/toy/tokenizer/tgt.model \
         --threads 2 --max-minutes 5 --eval-minutes 1 \
-        --hyp-out /tmp/ref.hyp --metrics /tmp/ref.jsonl [--precision bf16]
+        --hyp-out /tmp/ref.hyp --metrics /tmp/ref.jsonl [--precision bf16] [--device cuda]
 The last line printed is `RESULT tokens_per_s=... steps=... train_seconds=... final_loss=...`.
+
+--device cuda (default cpu) puts the model, every batch and the greedy decoding on the
+GPU: bf16 is then torch.autocast("cuda", bfloat16), Adam is the fused CUDA one where this
+PyTorch has it, and the clock is read after torch.cuda.synchronize(), so each step's time
+is its GPU work. torch.backends.cuda.matmul.allow_tf32 is left at PyTorch's default (off
+since 1.12): float32 matrix multiplies are plain float32, not TF32. Attention is
+nn.MultiheadAttention's, which calls scaled_dot_product_attention on PyTorch 2.x.
+--budget-after-warmup starts the --max-minutes budget after the steps left out of tokens/s,
+so that torch.compile's compilation (in those steps) does not use up a short budget
+(bench/bench_gpu.sh's compiled run).
 
 Identical to nmt: config keys and defaults; token ids (nmt's SentencePiece
 models, no specials on the source, decoder input <start> y, labels y <end>);
@@ -189,24 +199,25 @@ class Seq2Seq(nn.Module):
 @torch.no_grad()
 def translate(model, sp_src, sp_tgt, lines, max_len, batch_size, max_positions, max_len_factor=0.0):
     """Batched greedy decoding, like nmt's translate_lines (sorted by length, cached; a sentence
-    stops at <end>, max_len, or max_len_factor * its source tokens + 5)."""
+    stops at <end>, max_len, or max_len_factor * its source tokens + 5). Runs on the model's device."""
     model.eval()
+    dev = model.positions.device
     enc = [sp_src.encode(line)[:max_positions] for line in lines]
     order = sorted((i for i in range(len(enc)) if enc[i]), key=lambda i: len(enc[i]))
     hyps = [""] * len(lines)
     limit = min(max_len, max_positions - 1)
     for b in range(0, len(order), batch_size):
         idx = order[b:b + batch_size]
-        src = pad([enc[i] for i in idx])
+        src = pad([enc[i] for i in idx]).to(dev)
         memory, src_pad = model.encode(src), src.eq(PAD)
         lim = [max(1, min(limit, int(max_len_factor * len(enc[i]) + 5))) if max_len_factor > 0 else limit
                for i in idx]
-        ys = torch.full((len(idx), 1), START, dtype=torch.long)
-        done, cache = torch.zeros(len(idx), dtype=torch.bool), {}
+        ys = torch.full((len(idx), 1), START, dtype=torch.long, device=dev)
+        done, cache = torch.zeros(len(idx), dtype=torch.bool, device=dev), {}
         for t in range(max(lim)):
             nxt = model.decode_step(ys[:, -1], t, memory, src_pad, cache).argmax(-1)
             ys = torch.cat([ys, nxt.unsqueeze(1)], 1)
-            done |= nxt.eq(END) | torch.tensor([t + 1 >= n for n in lim])
+            done |= nxt.eq(END) | torch.tensor([t + 1 >= n for n in lim], device=dev)
             if done.all():
                 break
         for row, i in enumerate(idx):
@@ -274,15 +285,23 @@ def main():
     ap.add_argument("--test-minutes", default="",
                     help="comma-separated training minutes at which --final-src is also translated, into "
                          "--hyp-dir as test_SECONDS.txt (time-to-BLEU budgets)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where the model trains and decodes (cuda: the current GPU)")
     ap.add_argument("--precision", choices=["float32", "bf16"], default="float32",
-                    help="bf16: torch.autocast(cpu, bfloat16) around forward and loss")
+                    help="bf16: torch.autocast(DEVICE, bfloat16) around forward and loss")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (PyTorch 2.x: inductor, dynamic shapes since every batch "
                          "has its own lengths); compilation falls in the steps left out of tokens/s")
     ap.add_argument("--warmup-steps-excluded", type=int, default=3, help="steps left out of tokens/s")
+    ap.add_argument("--budget-after-warmup", action="store_true",
+                    help="--max-minutes counts from the end of the steps left out of tokens/s, so that "
+                         "compilation does not use up a short budget (train_seconds still counts every step)")
     a = ap.parse_args()
     if a.max_minutes <= 0 and a.max_steps <= 0:
         ap.error("give --max-minutes and/or --max-steps")
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        sys.exit(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
     cfg = load_config(a.config, a.set)
     d, m, tc = cfg["data"], cfg["model"], cfg["train"]
     threads = a.threads if a.threads is not None else tc["threads"]
@@ -295,10 +314,12 @@ def main():
     eval_src = read_lines(a.eval_src or d["valid_src"])
     eval_ref = read_lines(a.eval_ref or d["valid_tgt"])
     model = Seq2Seq(sp_src.get_piece_size(), sp_tgt.get_piece_size(), m)
+    if cuda:
+        model.cuda()
     model.train()
     adam = dict(lr=tc["lr"], betas=(tc["adam_beta1"], tc["adam_beta2"]), eps=tc["adam_eps"],
                 weight_decay=tc["weight_decay"])
-    try:  # PyTorch >= 2.4 has a fused CPU Adam: what a user tuning for speed picks
+    try:  # PyTorch >= 2.4 has a fused CPU Adam (CUDA: >= 1.13): what a user tuning for speed picks
         opt, adam_kind = torch.optim.Adam(model.parameters(), fused=True, **adam), "fused"
     except (TypeError, RuntimeError):
         opt, adam_kind = torch.optim.Adam(model.parameters(), **adam), "foreach" if torch.__version__ >= "2" else "default"
@@ -308,8 +329,8 @@ def main():
     print(f"data: {len(src)} training pairs, {len(eval_src)} eval lines; vocab "
           f"{sp_src.get_piece_size()} / {sp_tgt.get_piece_size()}; "
           f"{sum(p.numel() for p in model.parameters())} parameters; {torch.get_num_threads()} threads; "
-          f"PyTorch {torch.__version__}, {a.precision}{', compiled' if a.compile else ''}, Adam {adam_kind}",
-          flush=True)
+          f"PyTorch {torch.__version__}, {a.precision}{', compiled' if a.compile else ''}, Adam {adam_kind}"
+          + (f"; device cuda ({torch.cuda.get_device_name()})" if cuda else ""), flush=True)
     metrics = open(a.metrics, "w") if a.metrics else None
 
     def record(**fields):
@@ -342,6 +363,7 @@ def main():
         print(f"test: translated at train_seconds {train_s:.1f}", flush=True)
 
     step, epoch, train_s, next_eval = 0, 0, 0.0, a.eval_minutes * 60
+    warm_s = 0.0 if a.warmup_steps_excluded <= 0 else None  # training seconds at the end of the warm-up
     counted_tokens, counted_s, win_tokens, win_s, win_loss, loss_v = 0, 0.0, 0, 0.0, [], float("nan")
     done = False
     while not done:
@@ -350,11 +372,13 @@ def main():
         for idx in plan:
             t0 = time.perf_counter()
             b_src, b_in, b_out, tokens = make_batch(src, tgt, idx)
+            if cuda:
+                b_src, b_in, b_out = b_src.cuda(), b_in.cuda(), b_out.cuda()
             step += 1
             for g in opt.param_groups:
                 g["lr"] = tc["lr"] * min(step / tc["warmup_steps"], math.sqrt(tc["warmup_steps"] / step))
             opt.zero_grad(set_to_none=True)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
                 logits = forward(b_src, b_in)
                 loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), b_out.view(-1),
                                        ignore_index=PAD, label_smoothing=tc["label_smoothing"])
@@ -365,20 +389,25 @@ def main():
             loss_v = loss.item()
             if not math.isfinite(loss_v):
                 sys.exit(f"training diverged: loss {loss_v} at step {step}")
+            if cuda:  # the optimizer step's kernels too, not only the loss's
+                torch.cuda.synchronize()
             dt = time.perf_counter() - t0
             train_s += dt
             win_tokens, win_s = win_tokens + tokens, win_s + dt
             win_loss.append(loss_v)
             if step > a.warmup_steps_excluded:
                 counted_tokens, counted_s = counted_tokens + tokens, counted_s + dt
+            elif step == a.warmup_steps_excluded:
+                warm_s = train_s
             if step % log_every == 0:
                 print(f"step {step} epoch {epoch + 1} loss {sum(win_loss) / len(win_loss):.4f} "
                       f"{win_tokens / win_s:.0f} tok/s train_seconds {train_s:.1f}", flush=True)
                 record(train_seconds=train_s, step=step, tokens_per_s=win_tokens / win_s,
                        train_loss=sum(win_loss) / len(win_loss))
                 win_tokens, win_s, win_loss = 0, 0.0, []
+            budget_s = train_s if not a.budget_after_warmup else 0.0 if warm_s is None else train_s - warm_s
             done = (a.max_steps > 0 and step >= a.max_steps) or \
-                   (a.max_minutes > 0 and train_s >= a.max_minutes * 60)
+                   (a.max_minutes > 0 and budget_s >= a.max_minutes * 60)
             if done:
                 break
             if a.eval_minutes > 0 and train_s >= next_eval:
@@ -398,7 +427,8 @@ def main():
             f.writelines(h + "\n" for h in hyps)
     tok_s = counted_tokens / counted_s if counted_s > 0 else float("nan")
     print(f"tokens/s leaves out the first {a.warmup_steps_excluded} steps (warm-up)")
-    print(f"RESULT tokens_per_s={tok_s:.1f} steps={step} train_seconds={train_s:.2f} final_loss={loss_v:.4f}",
+    warm = f" warmup_seconds={train_s if warm_s is None else warm_s:.2f}" if a.budget_after_warmup else ""
+    print(f"RESULT tokens_per_s={tok_s:.1f} steps={step} train_seconds={train_s:.2f} final_loss={loss_v:.4f}{warm}",
           flush=True)
 
 

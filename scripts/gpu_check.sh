@@ -11,6 +11,9 @@
 #      peak memory, T = 512..8192, head dims 64 and 128, B = 8, H = 8
 #   4. short training runs with --device cuda, float32 and bf16, against the
 #      same run on the CPU: tokens/s
+# bench/bench_gpu.sh is the time-boxed counterpart (about 8 minutes): the same
+# CUDA test cases (no causality check), fewer attention cases, and training
+# against PyTorch on the same GPU.
 #
 # Usage: scripts/gpu_check.sh [--build-dir DIR] [--report FILE] [--train-minutes M]
 #          [--toy-minutes M] [--bench-lens LIST] [--bench-dims LIST]
