@@ -18,6 +18,11 @@ PyTorch has it, and the clock is read after torch.cuda.synchronize(), so each st
 is its GPU work. torch.backends.cuda.matmul.allow_tf32 is left at PyTorch's default (off
 since 1.12): float32 matrix multiplies are plain float32, not TF32. Attention is
 nn.MultiheadAttention's, which calls scaled_dot_product_attention on PyTorch 2.x.
+On the GPU, scaled_dot_product_attention's cuDNN backend is turned off unless --cudnn-sdpa
+is given: it builds an execution plan for every new shape, and with nmt's batching every
+batch has new lengths (a profile on an H100: ~200 ms of host time per step in it, against
+~4 ms of GPU work); the flash and memory-efficient backends need no plan.
+--profile-steps N prints torch.profiler's ops by self time over N steps after the warm-up.
 --budget-after-warmup starts the --max-minutes budget after the steps left out of tokens/s,
 so that torch.compile's compilation (in those steps) does not use up a short budget
 (bench/bench_gpu.sh's compiled run).
@@ -293,6 +298,12 @@ def main():
                     help="torch.compile the model (PyTorch 2.x: inductor, dynamic shapes since every batch "
                          "has its own lengths); compilation falls in the steps left out of tokens/s")
     ap.add_argument("--warmup-steps-excluded", type=int, default=3, help="steps left out of tokens/s")
+    ap.add_argument("--cudnn-sdpa", action="store_true",
+                    help="let scaled_dot_product_attention use its cuDNN backend on the GPU (off by default: "
+                         "it builds an execution plan for every new shape, and every batch has its own lengths)")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="profile this many steps after the warm-up (torch.profiler, CPU and CUDA), print the "
+                         "ops by self time and stop")
     ap.add_argument("--budget-after-warmup", action="store_true",
                     help="--max-minutes counts from the end of the steps left out of tokens/s, so that "
                          "compilation does not use up a short budget (train_seconds still counts every step)")
@@ -302,6 +313,12 @@ def main():
     cuda = a.device == "cuda"
     if cuda and not torch.cuda.is_available():
         sys.exit(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
+    if cuda and not a.cudnn_sdpa and hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        # Measured on an H100 with PyTorch 2.11, bf16, configs/real.yaml: with
+        # the cuDNN backend each step spent ~200 ms of host time in
+        # _cudnn_attention_forward/backward (a plan per new shape) against
+        # ~4 ms of GPU work; its flash and memory-efficient backends need no plan.
+        torch.backends.cuda.enable_cudnn_sdp(False)
     cfg = load_config(a.config, a.set)
     d, m, tc = cfg["data"], cfg["model"], cfg["train"]
     threads = a.threads if a.threads is not None else tc["threads"]
@@ -362,6 +379,12 @@ def main():
             f.write("".join(h + "\n" for h in hyps))
         print(f"test: translated at train_seconds {train_s:.1f}", flush=True)
 
+    prof = None
+    if a.profile_steps > 0:
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        prof = profile(activities=activities)
+        a.max_steps = a.warmup_steps_excluded + a.profile_steps
     step, epoch, train_s, next_eval = 0, 0, 0.0, a.eval_minutes * 60
     warm_s = 0.0 if a.warmup_steps_excluded <= 0 else None  # training seconds at the end of the warm-up
     counted_tokens, counted_s, win_tokens, win_s, win_loss, loss_v = 0, 0.0, 0, 0.0, [], float("nan")
@@ -399,6 +422,8 @@ def main():
                 counted_tokens, counted_s = counted_tokens + tokens, counted_s + dt
             elif step == a.warmup_steps_excluded:
                 warm_s = train_s
+                if prof is not None:
+                    prof.__enter__()
             if step % log_every == 0:
                 print(f"step {step} epoch {epoch + 1} loss {sum(win_loss) / len(win_loss):.4f} "
                       f"{win_tokens / win_s:.0f} tok/s train_seconds {train_s:.1f}", flush=True)
@@ -426,6 +451,22 @@ def main():
         with open(a.hyp_out, "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hyps)
     tok_s = counted_tokens / counted_s if counted_s > 0 else float("nan")
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        events = prof.key_averages()
+        # Device time first (the key's name differs between PyTorch versions), then host time.
+        keys = (["self_device_time_total", "self_cuda_time_total"] if cuda else []) + ["self_cpu_time_total"]
+        shown_device = False
+        for key in keys:
+            if key != "self_cpu_time_total" and shown_device:
+                continue
+            try:
+                table = events.table(sort_by=key, row_limit=18)
+            except (AttributeError, KeyError, RuntimeError, ValueError):
+                continue
+            shown_device = shown_device or key != "self_cpu_time_total"
+            print(f"profile of {a.profile_steps} steps after {a.warmup_steps_excluded} warm-up steps, by {key}; "
+                  f"wall {counted_s / max(1, a.profile_steps) * 1e3:.1f} ms/step:\n{table}", flush=True)
     print(f"tokens/s leaves out the first {a.warmup_steps_excluded} steps (warm-up)")
     warm = f" warmup_seconds={train_s if warm_s is None else warm_s:.2f}" if a.budget_after_warmup else ""
     print(f"RESULT tokens_per_s={tok_s:.1f} steps={step} train_seconds={train_s:.2f} final_loss={loss_v:.4f}{warm}",

@@ -137,6 +137,30 @@ TEST(Dropout, MasksDependOnGlobalCoordinatesNotOnPaddingOrRanks) {
   EXPECT_TRUE(kernel_multipliers(dropout(0.4, 3, 17, 4), 2, 9, 40).equal(full.narrow(0, 4, 2)));
 }
 
+// On a GPU, float32 and bf16 multipliers come from one CUDA kernel: the same
+// values as the ATen implementation on the CPU, element for element (channel
+// counts off the 64-channel grid, rows beyond grid.y's 65535, p near 1).
+TEST(Dropout, CudaKernelEqualsTheAtenImplementation) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "CUDA is not available here";
+#ifndef NMT_WITH_CUDA
+  GTEST_SKIP() << "this build has no CUDA kernels";
+#endif
+  struct Case {
+    int64_t b, t, c;
+    double p;
+  };
+  for (const Case& k : {Case{3, 5, 37, 0.1}, Case{4, 33, 256, 0.3}, Case{2, 7, 1030, 0.9},
+                        Case{70, 1000, 9, 0.5}}) {
+    const Dropout d = dropout(k.p, 7, 123456, 11);
+    for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+      const at::Tensor cpu = dropout_multipliers(d, k.b, k.t, k.c, at::TensorOptions(dtype));
+      const at::Tensor gpu =
+          dropout_multipliers(d, k.b, k.t, k.c, at::TensorOptions(dtype).device(at::kCUDA)).cpu();
+      EXPECT_TRUE(gpu.equal(cpu)) << k.b << "x" << k.t << "x" << k.c << " p " << k.p << " " << dtype;
+    }
+  }
+}
+
 // ----------------------------------------------------------------- fused ops
 
 struct SideCase {

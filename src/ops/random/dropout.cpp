@@ -35,6 +35,11 @@ std::pair<at::Tensor, at::Tensor> mulhilo(const at::Tensor& a, uint32_t m) {
 at::Tensor dropout_multipliers(const Dropout& d, int64_t batch, int64_t length, int64_t channels,
                                const at::TensorOptions& options) {
   if (!d.active()) return at::ones({batch, length, channels}, options);
+#ifdef NMT_WITH_CUDA
+  if (options.device().is_cuda() &&
+      (options.dtype() == at::kFloat || options.dtype() == at::kBFloat16))
+    return dropout_multipliers_cuda(d, batch, length, channels, options);
+#endif
   const auto i64 = options.dtype(at::kLong);
   const philox::DropoutStream s = d.stream();
   const int64_t blocks = (channels + 63) / 64, groups = blocks * 16;

@@ -24,8 +24,18 @@ struct Dropout {
 // The multipliers (0 or 1/(1-p)) of a [B, T, C] tensor at these coordinates,
 // computed with ATen integer ops on `options`' device: an implementation
 // independent of the CPU kernels (their tests compare the two) that also
-// serves devices without fused kernels. Ones when p = 0.
+// serves devices without fused kernels, except float32 and bf16 on a GPU,
+// which get one kernel (dropout_multipliers_cuda). Ones when p = 0.
 at::Tensor dropout_multipliers(const Dropout& d, int64_t batch, int64_t length, int64_t channels,
                                const at::TensorOptions& options);
+
+#ifdef NMT_WITH_CUDA
+// The same multipliers by one CUDA kernel (cuda/dropout_kernel.cu), for
+// float32 and bf16 on a GPU; dropout_multipliers calls it there. The ATen
+// version above is a few dozen integer ops per call, which made dropout the
+// largest cost of a GPU training step (about 100 of 193 ms on an H100).
+at::Tensor dropout_multipliers_cuda(const Dropout& d, int64_t batch, int64_t length, int64_t channels,
+                                    const at::TensorOptions& options);
+#endif
 
 }  // namespace nmt::ops

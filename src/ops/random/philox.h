@@ -19,8 +19,16 @@
 
 #include <cstdint>
 #include <cstring>
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(__CUDACC__)
 #include <immintrin.h>
+#endif
+
+// The scalar parts run on a GPU too (src/ops/random/cuda/dropout_kernel.cu):
+// one definition of the generator for every device.
+#if defined(__CUDACC__)
+#define NMT_PHILOX_HD __host__ __device__ inline
+#else
+#define NMT_PHILOX_HD static inline
 #endif
 
 namespace nmt::ops::philox {
@@ -29,7 +37,7 @@ constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
 constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
 
 // One Philox4x32-10 evaluation, in place on the counter words.
-static inline void rounds(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
+NMT_PHILOX_HD void rounds(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
                           uint32_t k1) {
   for (int r = 0; r < 10; ++r) {
     const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0;
@@ -56,7 +64,7 @@ struct DropoutStream {
 
 // Keep threshold: a word u keeps its element when u >= threshold, which
 // happens with probability 1 - p (to within 2^-32).
-static inline uint32_t keep_threshold(float p) {
+NMT_PHILOX_HD uint32_t keep_threshold(float p) {
   const double t = static_cast<double>(p) * 4294967296.0;
   return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
 }
@@ -65,11 +73,11 @@ static inline uint32_t keep_threshold(float p) {
 //   c = 64 b + 16 k + l,  g = 16 b + l  (0 <= k < 4, 0 <= l < 16):
 // the 4 words of 16 consecutive counters cover 64 consecutive channels, so
 // 16 counters run in vector lanes and each word vector is one store.
-static inline int64_t counter_of(int64_t channel) { return channel / 64 * 16 + channel % 16; }
-static inline int word_of(int64_t channel) { return static_cast<int>(channel / 16 % 4); }
+NMT_PHILOX_HD int64_t counter_of(int64_t channel) { return channel / 64 * 16 + channel % 16; }
+NMT_PHILOX_HD int word_of(int64_t channel) { return static_cast<int>(channel / 16 % 4); }
 
 // The 4 words of counter g at (row, position).
-static inline void words(const DropoutStream& s, int64_t row, int64_t position, int64_t g,
+NMT_PHILOX_HD void words(const DropoutStream& s, int64_t row, int64_t position, int64_t g,
                          uint32_t out[4]) {
   uint32_t c0 = static_cast<uint32_t>(g);
   uint32_t c1 = (s.site << 16) | static_cast<uint32_t>(position & 0xFFFF);
@@ -79,6 +87,7 @@ static inline void words(const DropoutStream& s, int64_t row, int64_t position, 
   out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
+#if !defined(__CUDACC__)  // the vectorised CPU path
 // One vector register of 32-bit lanes for the instruction set this copy of
 // the kernels is compiled for (GCC vector extensions). A vector wider than
 // the registers (16 lanes under AVX2) made GCC's code ~6x slower.
@@ -169,5 +178,7 @@ static inline void mask_row(const DropoutStream& s, int64_t row, int64_t positio
     }
   }
 }
+
+#endif  // !__CUDACC__
 
 }  // namespace nmt::ops::philox
