@@ -90,11 +90,14 @@ rc=$?
 if [ $rc -eq 0 ] && grep -q "furthest from their msgid, by chrf (model .*): 2 of 3" <<<"$out" &&
    [ "$(grep -c '^  back   "' <<<"$out")" -eq 2 ]; then ok; else bad "good.po --top 2: exit $rc: $out"; fi
 
-# An entry longer than the model's positions (256) is scored on its prefix, not refused.
+# An entry longer than the model's positions (256) is scored on its prefix,
+# back-translated from its first 256 tokens (the rule of every entry point),
+# and the log names its line.
 python3 -c 'print("msgid \"" + " ".join(["he likes to dance"] * 120) + "\"\nmsgstr \"" + "他喜欢跳舞" * 120 + "\"")' >"$tmp/long.po"
 out=$("$nmt" check-po "$tmp/long.po" --checkpoint "$tmp/run" --json 2>"$tmp/err.log")
 rc=$?
-if [ $rc -eq 0 ] && python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert len(j["ranked"]) == 1' "$out"; then ok
+if [ $rc -eq 0 ] && python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert len(j["ranked"]) == 1' "$out" &&
+   grep -qE "check-po: .*long.po:1: msgstr of [0-9]+ tokens, cut to the first 256 this model reads" "$tmp/err.log"; then ok
 else bad "long.po: exit $rc: $(tail -2 "$tmp/err.log")"; fi
 
 # ---- Bad catalogs and flags: exit 2, one line naming the file and line.

@@ -91,6 +91,25 @@ expect 2 "edited/state.yaml: content differs from the manifest's checksum" -- "$
 cp -r "$tmp/run/last" "$tmp/nomanifest"; rm "$tmp/nomanifest/manifest.txt"
 expect 2 "not a checkpoint|manifest.txt: missing" -- "$nmt" translate --checkpoint "$tmp/nomanifest"
 
+# ---- A source longer than the model reads (256 tokens): cut to its first 256
+# and translated, with a warning naming the line, in every entry point
+# (translate, its attention map, evaluate; check-po and the service have
+# their own tests).
+long=$(for i in $(seq 60); do printf '我爱水课他喜欢猫'; done)
+printf '我爱水课\n%s\n他喜欢猫\n' "$long" >"$tmp/long.zh"
+printf 'a\nb\nc\n' >"$tmp/long.en"
+if "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/long.zh" --output "$tmp/long.out" 2>"$tmp/long.log" &&
+   [ "$(wc -l <"$tmp/long.out")" -eq 3 ] &&
+   grep -qE "translate: 1 source longer than the 256 tokens this model reads was cut to the first 256: line 2 \([0-9]+ tokens\)" "$tmp/long.log"
+then ok; else bad "translate, an over-long line: $(tail -2 "$tmp/long.log")"; fi
+sed -n 2p "$tmp/long.zh" >"$tmp/long1.zh"
+if "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/long1.zh" --attention-map "$tmp/long.svg" >/dev/null 2>"$tmp/map.log" &&
+   grep -q "source cut to 256 of [0-9]* tokens" "$tmp/long.svg"; then ok
+else bad "translate --attention-map, an over-long line: $(tail -2 "$tmp/map.log")"; fi
+if "$nmt" evaluate --checkpoint "$tmp/run" --src "$tmp/long.zh" --ref "$tmp/long.en" >/dev/null 2>"$tmp/eval.log" &&
+   grep -qE "evaluate: .*long.zh: 1 source longer than the 256 tokens .*: line 2 " "$tmp/eval.log"; then ok
+else bad "evaluate, an over-long line: $(tail -2 "$tmp/eval.log")"; fi
+
 # ---- A non-finite gradient: stop naming the step, last/ untouched; or skip it when allowed.
 expect 1 "training diverged: the gradient at step 5 is not finite" -- env NMT_TEST_NONFINITE_AT=5 \
   "$nmt" train --resume "$tmp/run" --set train.max_steps=8

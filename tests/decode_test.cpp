@@ -82,6 +82,35 @@ const Trained& trained() {
   return t;
 }
 
+// The one rule for over-long sources: cut to max_positions, translated as
+// the cut source, and reported with its line and length.
+TEST(Decode, OverLongSourcesAreCutAndReported) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  const int64_t limit = model->options().max_positions();
+  std::vector<int64_t> ids(static_cast<size_t>(limit + 40), t.sources[0][0]);
+  EXPECT_EQ(fit_source(ids, model), limit + 40);
+  EXPECT_EQ(static_cast<int64_t>(ids.size()), limit);
+  std::vector<int64_t> short_ids = t.sources[0];
+  EXPECT_EQ(fit_source(short_ids, model), static_cast<int64_t>(t.sources[0].size()));
+  EXPECT_EQ(short_ids, t.sources[0]);
+  // A line long enough to pass the limit translates as its cut form does.
+  std::string long_line;
+  while (static_cast<int64_t>(t.zh->encode(long_line).size()) <= limit + 10) long_line += t.src_text[1];
+  std::vector<int64_t> cut_ids = t.zh->encode(long_line);
+  cut_ids.resize(static_cast<size_t>(limit));
+  const DecodeOptions opts;
+  std::vector<SourceCut> cuts;
+  const auto out = translate_lines(model, *t.zh, *t.en, {t.src_text[0], long_line}, opts, torch::kCPU, &cuts);
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0].line, 1u);
+  EXPECT_EQ(cuts[0].tokens, static_cast<int64_t>(t.zh->encode(long_line).size()));
+  EXPECT_EQ(out[1], t.en->decode(decode(model, {cut_ids}, opts, torch::kCPU)[0]));
+  EXPECT_EQ(describe_cuts({{1, 300}, {8, 281}}, 256),
+            "2 sources longer than the 256 tokens this model reads were cut to the first 256: line 2 (300 tokens), "
+            "line 9 (281 tokens)");
+}
+
 // Every backend: a decoding step is a one-row query (flash takes its row
 // kernel there), and its logits come from the cache's transposed output table.
 TEST(Decode, CachedStepsMatchFullRecomputation) {

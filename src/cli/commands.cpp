@@ -117,8 +117,9 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args,
                      std::to_string(heads) + " heads");
   for (size_t i = 0; i < lines.size(); ++i) {
     const SourceText text(lines[i], opts);
-    const std::vector<int64_t> src = s.ck.src_tok->encode(text.text());
+    std::vector<int64_t> src = s.ck.src_tok->encode(text.text());
     if (src.empty()) continue;
+    const int64_t tokens = fit_source(src, model);  // as translate_lines: the map is of what was translated
     const std::vector<int64_t> hyp = decode(model, {src}, opts, s.device, {text.owed()})[0];
     std::vector<int64_t> tgt_in{kStartId};
     tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
@@ -134,10 +135,14 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args,
       for (int64_t c = 0; c < map.size(1); ++c) weights[r][c] = map[r][c].item<double>();
     std::vector<int64_t> produced = hyp;
     produced.push_back(kEndId);  // row t is the step that produced token t
+    const std::string cut = tokens > static_cast<int64_t>(src.size())
+                                ? ", source cut to " + std::to_string(src.size()) + " of " + std::to_string(tokens) +
+                                      " tokens"
+                                : "";
     const std::string title = lines[i] + "  →  " + s.ck.tgt_tok->decode(hyp) + "  (cross-attention, layer " +
                               std::to_string(layer + 1) + ", " +
                               (args.map_head < 0 ? std::string("mean of heads")
-                                                 : "head " + std::to_string(args.map_head + 1)) + ")";
+                                                 : "head " + std::to_string(args.map_head + 1)) + cut + ")";
     const std::string path = map_path(args.attention_map, i, lines.size());
     write_file_atomic(path, viz::heatmap_svg(weights, s.ck.tgt_tok->pieces(produced),
                                                   s.ck.src_tok->pieces(src), title));
@@ -212,12 +217,15 @@ int run_translate(const TranslateArgs& args) {
   const size_t chunk = static_cast<size_t>(std::max<int64_t>(opts.batch_size, 1)) * 16;
   std::string output;
   std::vector<std::string> all;  // kept for --attention-map only
+  std::vector<SourceCut> cuts;   // over-long sources, numbered from 0 in the whole input
   int64_t count = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const std::vector<std::string> lines = reader.next(chunk, count, args.output);
     if (lines.empty()) break;
-    const auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, lines, opts, s.device);
+    std::vector<SourceCut> chunk_cuts;
+    const auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, lines, opts, s.device, &chunk_cuts);
+    for (SourceCut c : chunk_cuts) cuts.push_back({c.line + static_cast<size_t>(count), c.tokens});
     for (const auto& l : out) {
       if (args.output.empty()) std::cout << l << '\n';
       else output += l + '\n';
@@ -231,6 +239,7 @@ int run_translate(const TranslateArgs& args) {
   spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {}, parallel batches {})", count,
                seconds, count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
                opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
+  if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, s.ck.model->options().max_positions()));
   if (!args.attention_map.empty()) write_attention_maps(s, args, all, opts);
   return kExitOk;
 }
@@ -272,7 +281,10 @@ int run_evaluate(const EvaluateArgs& args) {
                      " has " + std::to_string(src.size()));
   const DecodeOptions opts = decode_options(s.ck, args.decode);
   const auto start = std::chrono::steady_clock::now();
-  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device);
+  std::vector<SourceCut> cuts;
+  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device, &cuts);
+  if (!cuts.empty())
+    spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(cuts, s.ck.model->options().max_positions()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!args.output.empty()) {
@@ -317,7 +329,14 @@ int run_check_po(const CheckPoArgs& args) {
     eval::PoModel model;
     model.protect_placeholders = opts.protect_placeholders;
     model.translate = [&](const std::vector<std::string>& chinese) {
-      return translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device);
+      std::vector<SourceCut> cuts;
+      auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device, &cuts);
+      // The lines are the items' msgstrs, in order (rank_translations).
+      for (const SourceCut& c : cuts)
+        if (c.line < check.items.size())
+          spdlog::warn("check-po: {}: msgstr of {} tokens, cut to the first {} this model reads",
+                       where(args.file, check.items[c.line]), c.tokens, s.ck.model->options().max_positions());
+      return out;
     };
     model.score = [&](const std::vector<std::string>& sources, const std::vector<std::string>& targets, bool protect) {
       std::vector<eval::PairScore> scores;

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "data/placeholder_mask.h"
+#include "decode/translator.h"
 #include "tokenizer/special_ids.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
@@ -30,11 +31,11 @@ std::vector<std::vector<double>> score_pairs(Transformer& model, const Tokenizer
     xs[i] = src_tok.encode(source);
     ys[i] = tgt_tok.encode(target);
   }
-  // Over-long pairs are cut to what the position table covers, as
-  // translate_lines cuts its input: the score is then that of the prefix.
+  // Over-long sources are cut as everywhere (fit_source), targets to what
+  // the position table covers after <start>: the score is then that of the prefix.
   const size_t max_positions = static_cast<size_t>(model->options().max_positions());
   for (size_t i = 0; i < n; ++i) {
-    if (xs[i].size() > max_positions) xs[i].resize(max_positions);
+    fit_source(xs[i], model);
     if (ys[i].size() + 1 > max_positions) ys[i].resize(max_positions - 1);
   }
   // Length-sorted batches waste little on padding; padding itself is masked

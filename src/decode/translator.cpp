@@ -326,10 +326,30 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
                      device);
 }
 
+int64_t fit_source(std::vector<int64_t>& ids, const Transformer& model) {
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+  const int64_t limit = model->options().max_positions();
+  if (tokens > limit) ids.resize(static_cast<size_t>(limit));
+  return tokens;
+}
+
+std::string describe_cuts(const std::vector<SourceCut>& cuts, int64_t limit, int64_t first_line) {
+  constexpr size_t kNamed = 10;
+  std::string out = std::to_string(cuts.size()) + (cuts.size() == 1 ? " source" : " sources") +
+                    " longer than the " + std::to_string(limit) + " tokens this model reads " +
+                    (cuts.size() == 1 ? "was" : "were") + " cut to the first " + std::to_string(limit) + ":";
+  for (size_t i = 0; i < cuts.size() && i < kNamed; ++i)
+    out += std::string(i ? "," : "") + " line " + std::to_string(first_line + static_cast<int64_t>(cuts[i].line)) +
+           " (" + std::to_string(cuts[i].tokens) + " tokens)";
+  if (cuts.size() > kNamed) out += ", and " + std::to_string(cuts.size() - kNamed) + " more";
+  return out;
+}
+
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
-                                         const DecodeOptions& options, const c10::Device& device) {
+                                         const DecodeOptions& options, const c10::Device& device,
+                                         std::vector<SourceCut>* cuts) {
   std::vector<std::string> result(lines.size());
   std::vector<std::vector<int64_t>> encoded(lines.size());
   std::vector<SourceText> sources_text;
@@ -338,9 +358,8 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   for (size_t i = 0; i < lines.size(); ++i) {
     sources_text.emplace_back(lines[i], options);
     encoded[i] = src_tok.encode(sources_text[i].text());
-    // Clip over-long input to what the position table covers.
-    if (static_cast<int64_t>(encoded[i].size()) > model->options().max_positions())
-      encoded[i].resize(model->options().max_positions());
+    const int64_t tokens = fit_source(encoded[i], model);
+    if (cuts != nullptr && tokens > static_cast<int64_t>(encoded[i].size())) cuts->push_back({i, tokens});
     if (!encoded[i].empty()) order.push_back(i);
   }
   // Similar lengths together: less padding, same results (padding is masked).

@@ -83,16 +83,35 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const DecodeOptions& options, const c10::Device& device,
                                          const std::vector<std::vector<int64_t>>& owed = {});
 
+// A source longer than the model reads (model.max_positions tokens) is cut
+// to its first max_positions tokens and translated: one rule for every entry
+// point (translate, evaluate, check-po, score, the service, attention maps),
+// and each reports the cut (the CLI with a warning naming the lines, the
+// service with "cut" in its answer). A long line of a file is then
+// translated in part rather than failing the file.
+struct SourceCut {
+  size_t line;     // index among the lines given
+  int64_t tokens;  // the source's length before the cut
+};
+// Cuts `ids` to what `model` reads; returns its length before the cut.
+int64_t fit_source(std::vector<int64_t>& ids, const Transformer& model);
+// One log line for the cuts of a run: "2 sources longer than the 256 tokens
+// this model reads were cut to their first 256: line 3 (300 tokens), line 9
+// (281 tokens)" (at most 10 named); `first_line` numbers the lines (1 for a file).
+std::string describe_cuts(const std::vector<SourceCut>& cuts, int64_t limit, int64_t first_line = 1);
+
 // Tokenize, decode in length-sorted batches (options.parallel_batches of them
 // at a time on the CPU), detokenize; output i translates line i, whatever
 // batch or thread decoded it. Greedy decoding with the cache runs each batch
 // as a running batch (ContinuousGreedy) that takes the next lines in length
 // order as its sentences end; beam search, fixed batches. Either way each
 // line gets decode()'s translation of it alone. An empty line gives an empty
-// line.
+// line. Over-long sources are cut (fit_source) and, when `cuts` is given,
+// appended to it.
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
-                                         const DecodeOptions& options, const c10::Device& device);
+                                         const DecodeOptions& options, const c10::Device& device,
+                                         std::vector<SourceCut>* cuts = nullptr);
 
 }  // namespace nmt

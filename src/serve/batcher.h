@@ -45,7 +45,8 @@ struct BatchPolicy {
 // What one request asks, and what it gets back.
 struct Job {
   std::vector<std::string> lines;
-  std::vector<int64_t> tokens;  // source tokens per line (the batching budget counts these)
+  std::vector<int64_t> tokens;  // source tokens per line, as read (the batching budget counts these)
+  std::vector<size_t> cut;      // lines longer than the model reads, cut to its max_positions (fit_source)
   int64_t beam = 0;             // 0 = greedy
   bool attention = false;
   Clock::time_point arrived;

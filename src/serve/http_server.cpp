@@ -49,9 +49,11 @@ std::string route_label(const std::string& path) {
   return route_methods().count(path) ? path : "other";
 }
 
-// {"translations": [...], "attention": [...]} (attention only when asked);
+// {"translations": [...], "attention": [...], "cut": [...]} (attention only
+// when asked, cut only when a text was longer than the model reads: the
+// indices of those texts, translated from their first max_positions tokens);
 // the attention maps arrive as JSON text from the batch and are spliced in.
-std::string translate_answer(const Sentences& result, bool attention) {
+std::string translate_answer(const Sentences& result, bool attention, const std::vector<size_t>& cut) {
   nlohmann::json translations = nlohmann::json::array();
   for (const SentenceResult& s : result) translations.push_back(s.translation);
   std::string out = "{\"translations\":" + translations.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -60,6 +62,7 @@ std::string translate_answer(const Sentences& result, bool attention) {
     for (size_t i = 0; i < result.size(); ++i) out += (i ? "," : "") + result[i].attention_json;
     out += "]";
   }
+  if (!cut.empty()) out += ",\"cut\":" + nlohmann::json(cut).dump();
   return out + "}";
 }
 
@@ -89,7 +92,9 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
         throw RequestError(503, "the service is shutting down");
       }
       const TranslateRequest request = parse_translate_request(req.body, options.limits);
-      std::future<JobResult> done = batcher.submit(service.make_job(request));
+      Job job = service.make_job(request);
+      const std::vector<size_t> cut = job.cut;
+      std::future<JobResult> done = batcher.submit(std::move(job));
       if (!done.valid()) {
         res.set_header("Retry-After", "1");
         if (draining) throw RequestError(503, "the service is shutting down");
@@ -97,7 +102,7 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
                                     " sentences waiting); retry later");
       }
       const JobResult result = done.get();
-      res.set_content(translate_answer(result.sentences, request.attention), kJson);
+      res.set_content(translate_answer(result.sentences, request.attention, cut), kJson);
       // Where the time went (W3C Server-Timing): waiting for a batch, and the
       // batch's translation; the rest of a client's latency is HTTP.
       res.set_header("Server-Timing", "queue;dur=" + std::to_string(1000 * result.queue_seconds) +

@@ -53,13 +53,11 @@ Job TranslationService::make_job(const TranslateRequest& request) const {
   job.lines = request.text;
   job.beam = request.beam <= 1 ? 0 : request.beam;
   job.attention = request.attention;
-  const int64_t limit = m_.model->options().max_positions();
   for (size_t i = 0; i < job.lines.size(); ++i) {
-    const int64_t n = static_cast<int64_t>(m_.src_tok->encode(SourceText(job.lines[i], m_.decode).text()).size());
-    if (n > limit)
-      throw RequestError(400, "text[" + std::to_string(i) + "]: " + std::to_string(n) +
-                                  " tokens, more than the " + std::to_string(limit) + " this model reads");
-    job.tokens.push_back(n);
+    // Cut as every entry point cuts (fit_source); the answer names the line.
+    std::vector<int64_t> ids = m_.src_tok->encode(SourceText(job.lines[i], m_.decode).text());
+    if (fit_source(ids, m_.model) > static_cast<int64_t>(ids.size())) job.cut.push_back(i);
+    job.tokens.push_back(static_cast<int64_t>(ids.size()));
   }
   return job;
 }
@@ -130,6 +128,7 @@ class TranslationService::GreedyStream : public StepStream {
       p.texts.emplace_back(job.lines[i], options_);
       std::vector<int64_t> ids = service_.m_.src_tok->encode(p.texts.back().text());
       if (ids.empty()) continue;  // translates to "", as translate_lines has it
+      fit_source(ids, service_.m_.model);
       p.source_tokens += static_cast<int64_t>(ids.size());
       sources.push_back(std::move(ids));
       owed.push_back(p.texts.back().owed());
@@ -199,7 +198,8 @@ std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make
 std::string TranslationService::attention_json(const std::string& line, const DecodeOptions& options) {
   torch::NoGradGuard no_grad;
   const SourceText text(line, options);
-  const std::vector<int64_t> src = m_.src_tok->encode(text.text());
+  std::vector<int64_t> src = m_.src_tok->encode(text.text());
+  fit_source(src, m_.model);  // the map of what was translated
   json j;
   if (src.empty()) {
     j = {{"source", json::array()}, {"target_in", json::array()}, {"target_out", json::array()},
