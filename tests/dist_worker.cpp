@@ -18,6 +18,7 @@
 #include "data/batch_source.h"
 #include "test_util.h"
 #include "train/distributed.h"
+#include "train/scheduler.h"
 #include "train/train_step.h"
 #include "util/device.h"
 
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     std::vector<double> losses;
     for (int64_t s = 1; s <= steps; ++s) {
       if (env.rank == die_rank && s == die_step) ::raise(SIGKILL);
-      losses.push_back(step.run(source.next(), s).loss.item<double>());
+      losses.push_back(step.run(source.next(), s, learning_rate(tc, s)).loss.item<double>());
     }
     if (env.rank == 0) {
       std::vector<at::Tensor> saved{torch::tensor(losses, torch::kDouble), step.optimizer().flat_param().clone()};

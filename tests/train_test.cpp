@@ -20,6 +20,7 @@
 #include "train/checkpoint_manager.h"
 #include "train/loss.h"
 #include "train/reporter.h"
+#include "train/scheduler.h"
 #include "train/train_step.h"
 #include "train/trainer.h"
 #include "train/validators.h"
@@ -125,7 +126,8 @@ TEST(TrainStep, LowersTheLossAndSynchronisesEveryStep) {
   TrainStep step(t.model, step_config(), torch::kCPU, sync);
   BatchSource source(t.data, 0, 24, 1);
   std::vector<double> losses;
-  for (int i = 1; i <= 12; ++i) losses.push_back(step.run(source.next(), i).loss.item<double>());
+  for (int i = 1; i <= 12; ++i)
+    losses.push_back(step.run(source.next(), i, learning_rate(step_config(), i)).loss.item<double>());
   EXPECT_LT(losses.back(), losses.front() - 0.5);
   EXPECT_EQ(sync->before, 12);
   EXPECT_EQ(sync->after, 12);
@@ -140,11 +142,58 @@ TEST(TrainStep, ARankWithoutRowsContributesNothing) {
   ASSERT_EQ(b.batch.src.size(0), 0);
   std::vector<at::Tensor> before;
   for (const auto& p : t.model->parameters()) before.push_back(p.detach().clone());
-  const StepOutput out = step.run(b, 1);
+  const StepOutput out = step.run(b, 1, 3e-3);
   EXPECT_EQ(out.loss.item<double>(), 0.0);
   EXPECT_EQ(out.grad_norm.item<double>(), 0.0);
   size_t i = 0;
   for (const auto& p : t.model->parameters()) EXPECT_TRUE(p.equal(before[i++]));
+}
+
+// Every "when" of a run, from the config: windows, validations, the end by
+// steps, epochs or minutes, and the stops a validation decides.
+TEST(Scheduler, DecidesEveryWhenFromTheConfig) {
+  TrainConfig tc;
+  tc.log_every = 5, tc.eval_every = 20, tc.max_steps = 100, tc.max_epochs = 3, tc.max_minutes = 2;
+  tc.best_metric = "bleu", tc.patience = 2, tc.stop_at_bleu = 40;
+  Scheduler s(tc, /*lower_is_better=*/false, TrainingState{});
+  EXPECT_TRUE(s.logs_after(10));
+  EXPECT_FALSE(s.logs_after(11));
+  EXPECT_TRUE(s.validates_after(40, false));
+  EXPECT_FALSE(s.validates_after(41, false));
+  EXPECT_TRUE(s.validates_after(41, /*last=*/true));
+  TrainingState st;
+  st.step = 99;
+  EXPECT_FALSE(s.counts_reached(st));
+  st.step = 100;
+  EXPECT_TRUE(s.counts_reached(st));
+  st.step = 5, st.position.epoch = 3;
+  EXPECT_TRUE(s.counts_reached(st));
+  EXPECT_FALSE(s.out_of_time(1.99));
+  EXPECT_TRUE(s.out_of_time(2.0));
+  EXPECT_DOUBLE_EQ(s.learning_rate(7), learning_rate(tc, 7));
+  // BLEU 10, 20 (best), 15, 12: patience 2 stops at the fourth.
+  EXPECT_TRUE(s.validated({{"bleu", 10}}).best);
+  EXPECT_TRUE(s.validated({{"bleu", 20}}).best);
+  const Scheduler::Verdict third = s.validated({{"bleu", 15}});
+  EXPECT_FALSE(third.best || third.stop);
+  const Scheduler::Verdict fourth = s.validated({{"bleu", 12}});
+  EXPECT_TRUE(fourth.stop);
+  EXPECT_NE(fourth.why.find("no improvement in 2 evaluations"), std::string::npos) << fourth.why;
+  // A resumed run goes on from its record; the BLEU target stops it.
+  TrainingState resumed;
+  resumed.best = 20, resumed.evals_since_best = 1;
+  Scheduler r(tc, false, resumed);
+  EXPECT_EQ(r.evals_since_best(), 1);
+  const Scheduler::Verdict reached = r.validated({{"bleu", 41}});
+  EXPECT_TRUE(reached.best && reached.stop);
+  EXPECT_NE(reached.why.find("reached train.stop_at_bleu 40.00"), std::string::npos) << reached.why;
+  // No limits: never out of steps or time.
+  st.step = 1000000, st.position.epoch = 1000;
+  TrainConfig none;
+  none.max_steps = 0, none.max_epochs = 0, none.max_minutes = 0;
+  Scheduler unlimited(none, true, TrainingState{});
+  EXPECT_FALSE(unlimited.counts_reached(st));
+  EXPECT_FALSE(unlimited.out_of_time(1e9));
 }
 
 TEST(TrainStep, LearningRateWarmsUpThenDecays) {
@@ -170,7 +219,7 @@ TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {
   EXPECT_FALSE(manager->resuming());
   TrainStep step(t.model, step_config(), torch::kCPU, std::make_shared<LocalSync>());
   BatchSource source(t.data, 0, 8, 1);
-  for (int i = 1; i <= 3; ++i) step.run(source.next(), i);
+  for (int i = 1; i <= 3; ++i) step.run(source.next(), i, learning_rate(step_config(), i));
   TrainingState st;
   st.step = 3;
   st.position = source.position();
@@ -203,8 +252,8 @@ TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {
   for (const auto& p : fresh->named_parameters()) EXPECT_TRUE(p.value().equal(a[p.key()])) << p.key();
   // The optimizer continues: the next update is the same in both.
   const StepBatch next = source.next();
-  step.run(next, 4);
-  fresh_step.run(next, 4);
+  step.run(next, 4, learning_rate(step_config(), 4));
+  fresh_step.run(next, 4, learning_rate(step_config(), 4));
   for (const auto& p : fresh->named_parameters())
     EXPECT_TRUE(p.value().allclose(a[p.key()], 0, 1e-7)) << p.key();
 }
@@ -219,11 +268,11 @@ TEST(Reporter, WritesLogWindowsAndEvaluationsToMetricsJsonl) {
     TrainingState st;
     for (int i = 1; i <= 4; ++i) {
       st.step = i;
-      r.step(st, {at::full({}, double(i)), at::zeros({})}, 100, 1e-3);
+      r.step(st, {at::full({}, double(i)), at::zeros({})}, 100, 1e-3, /*window_ends=*/i % 2 == 0);
     }
     r.evaluation(st, {{"loss", 1.5}, {"bleu", 20.0}}, true);
     Reporter inactive(tc, TrainingState{}, /*append=*/true, /*active=*/false);
-    inactive.step(st, {at::full({}, 9.0), at::zeros({})}, 100, 1e-3);
+    inactive.step(st, {at::full({}, 9.0), at::zeros({})}, 100, 1e-3, /*window_ends=*/true);
     inactive.evaluation(st, {{"loss", 9.0}}, false);
     const TrainResult result = r.finish(st);
     EXPECT_EQ(result.steps, 4);

@@ -97,17 +97,18 @@ void Reporter::clear_progress() {
   progress_shown_ = false;
 }
 
-void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t tokens, double lr) {
+void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t tokens, double lr,
+                    bool window_ends) {
   window_losses_.push_back(out.nll.defined() ? at::stack({out.loss, out.nll}) : at::stack({out.loss, out.loss}));
   window_tokens_ += tokens, total_tokens_ += tokens, ++window_steps_;
   if (!active_) {
-    if (state.step % config_.log_every == 0) window_losses_.clear();
+    if (window_ends) window_losses_.clear();
     return;
   }
   const double window_s = std::max(
       1e-9, std::chrono::duration<double>(Clock::now() - window_start_).count() - window_paused_);
   show_progress(state.step, window_tokens_ / window_s);
-  if (state.step % config_.log_every != 0) return;
+  if (!window_ends) return;
   // The one read of the losses in a window: [loss, nll].
   const at::Tensor sums = at::stack(window_losses_).sum(0).to(at::kCPU, at::kDouble);
   last_loss_ = sums[0].item<double>() / static_cast<double>(window_steps_);

@@ -34,8 +34,9 @@ class Reporter {
   Reporter(const TrainConfig& config, const TrainingState& state, bool append, bool active);
   ~Reporter();
 
-  // After every step. Reads the loss tensors only every log_every steps.
-  void step(const TrainingState& state, const StepOutput& out, int64_t tokens, double lr);
+  // After every step. Reads the loss tensors only when `window_ends` (the
+  // Scheduler's logs_after), and then logs the window.
+  void step(const TrainingState& state, const StepOutput& out, int64_t tokens, double lr, bool window_ends);
   // Evaluations pause the training clock.
   void pause_clock();
   void resume_clock();

@@ -10,12 +10,6 @@
 
 namespace nmt {
 
-double learning_rate(const TrainConfig& t, int64_t step) {
-  const double s = static_cast<double>(std::max<int64_t>(step, 1));
-  const double w = static_cast<double>(t.warmup_steps);
-  return t.lr * std::min(s / w, std::sqrt(w / s));
-}
-
 TrainStep::TrainStep(Transformer model, const TrainConfig& config, c10::Device device,
                      std::shared_ptr<GradientSync> sync)
     : model_(std::move(model)),
@@ -53,7 +47,7 @@ bool poison_step(int64_t step) {
 
 }  // namespace
 
-StepOutput TrainStep::run(const StepBatch& sb, int64_t step, const std::vector<double>& votes) {
+StepOutput TrainStep::run(const StepBatch& sb, int64_t step, double lr, const std::vector<double>& votes) {
   // Dropout masks are drawn from (seed, step, global row): the same whatever
   // the number of ranks, and again after a resume.
   model_->set_dropout_step(config_.seed, step, sb.first_row);
@@ -82,7 +76,7 @@ StepOutput TrainStep::run(const StepBatch& sb, int64_t step, const std::vector<d
     const at::Tensor coef = config_.clip_norm > 0
                                 ? (config_.clip_norm / (out.grad_norm + 1e-6)).clamp_max(1.0)
                                 : at::ones({}, out.grad_norm.options());
-    optimizer_.step(learning_rate(config_, step), coef);
+    optimizer_.step(lr, coef);
   }
   // One small all-reduce: the global losses and the votes.
   std::vector<at::Tensor> reduced{at::stack({loss.detach(), nll.detach()})};

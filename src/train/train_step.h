@@ -14,10 +14,6 @@
 
 namespace nmt {
 
-// Learning rate at a 1-based step: linear warmup to t.lr over t.warmup_steps,
-// then inverse-square-root decay.
-double learning_rate(const TrainConfig& t, int64_t step);
-
 struct StepOutput {
   at::Tensor loss;       // 0-dim: mean token loss of the whole global batch (all ranks)
   at::Tensor nll;        // 0-dim: the same without label smoothing (comparable with the validation loss)
@@ -33,11 +29,12 @@ class TrainStep {
   TrainStep(Transformer model, const TrainConfig& config, c10::Device device,
             std::shared_ptr<GradientSync> sync);
 
-  // Takes update number `step` (1-based) on b. The loss stays a tensor:
+  // Takes update number `step` (1-based) on b at learning rate `lr` (the
+  // Scheduler's for that step). The loss stays a tensor:
   // reading it is the caller's choice. votes: this rank's say on decisions
   // all ranks must take together (e.g. stop: time is up, a signal came);
   // they are summed over the ranks with the loss, in one all-reduce.
-  StepOutput run(const StepBatch& b, int64_t step, const std::vector<double>& votes = {});
+  StepOutput run(const StepBatch& b, int64_t step, double lr, const std::vector<double>& votes = {});
 
   // Copies rank 0's weights and optimizer state to every rank (after a
   // resume, which only rank 0 reads; and at the start, for certainty).

@@ -13,6 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/distributed.h"
 #include "train/op_profiler.h"
+#include "train/scheduler.h"
 #include "train/train_step.h"
 #include "train/validators.h"
 #include "util/cpu_features.h"
@@ -122,17 +123,20 @@ bool lower_is_better(const std::vector<std::unique_ptr<Validator>>& validators,
 // Validation and checkpoints, on rank 0 (the others wait for it there).
 class Evaluation {
  public:
-  enum Outcome { kContinue = 0, kStalled = 1, kInterrupted = 2, kFinished = 3 };
+  enum Outcome { kContinue = 0, kInterrupted = 2, kFinished = 3 };
 
-  Evaluation(TrainingSession& s, Reporter& reporter)
+  Evaluation(TrainingSession& s, Reporter& reporter, Scheduler& scheduler)
       : s_(s),
         reporter_(reporter),
+        scheduler_(scheduler),
         validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
-        stopping_(lower_is_better(validators_, s.cfg.train.best_metric), s.cfg.train.patience),
         ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg, &s.tgt_tok),
              s.cfg.train.batch_tokens, s.cfg.train.batch_sentences, s.cfg.train.valid_bleu_sentences,
-             s.device) {
-    stopping_.restore(s.state.best, s.state.evals_since_best);
+             s.device) {}
+
+  // The validators' names and direction, for the Scheduler's early stopping.
+  static bool lower_is_better(const TrainingSession& s) {
+    return nmt::lower_is_better(make_validators(s.cfg.train.valid_bleu_sentences > 0), s.cfg.train.best_metric);
   }
 
   // Evaluates, saves last/ (and best/). An interrupt during validation
@@ -146,23 +150,16 @@ class Evaluation {
         ctx_.reset();
         candidate.metrics.clear();
         for (auto& v : validators_) candidate.metrics[v->name()] = v->validate(ctx_);
-        const bool best = stopping_.update(candidate.metrics.at(s_.cfg.train.best_metric));
-        candidate.best = stopping_.best();
-        candidate.evals_since_best = stopping_.evals_since_best();
+        const Scheduler::Verdict verdict = scheduler_.validated(candidate.metrics);
+        candidate.best = scheduler_.best();
+        candidate.evals_since_best = scheduler_.evals_since_best();
         s_.state = candidate;
-        reporter_.evaluation(s_.state, s_.state.metrics, best);
+        reporter_.evaluation(s_.state, s_.state.metrics, verdict.best);
         reporter_.stamp(s_.state);
-        s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, best);
-        if (stopping_.stalled()) {
-          outcome = kStalled;
-          reporter_.info(fmt::format("train: no improvement in {} evaluations, stopping", s_.cfg.train.patience));
-        }
-        const double target = s_.cfg.train.stop_at_bleu;
-        if (outcome == kContinue && target > 0 && s_.state.metrics.count("bleu") &&
-            s_.state.metrics.at("bleu") >= target) {
+        s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, verdict.best);
+        if (verdict.stop) {
           outcome = kFinished;
-          reporter_.info(fmt::format("train: validation BLEU {:.2f} reached train.stop_at_bleu {:.2f}, stopping",
-                                     s_.state.metrics.at("bleu"), target));
+          reporter_.info(verdict.why);
         }
       } catch (const Interrupted&) {
         outcome = save_interrupted();
@@ -194,8 +191,8 @@ class Evaluation {
 
   TrainingSession& s_;
   Reporter& reporter_;
+  Scheduler& scheduler_;
   std::vector<std::unique_ptr<Validator>> validators_;
-  EarlyStopping stopping_;
   ValidationContext ctx_;
 };
 
@@ -213,22 +210,17 @@ void check_update(const StepOutput& out, int64_t step, int64_t& skipped, const T
                             step, skipped, tc.skip_nonfinite_steps));
 }
 
-// train.max_steps or train.max_epochs reached (max_minutes is voted on).
-bool counts_reached(const TrainConfig& tc, const TrainingState& state) {
-  return (tc.max_steps > 0 && state.step >= tc.max_steps) ||
-         (tc.max_epochs > 0 && state.position.epoch >= tc.max_epochs);
-}
-
 }  // namespace
 
 TrainResult train(const Config& cfg, const RunStart& start) {
   const TrainConfig& tc = cfg.train;
   TrainingSession s(cfg, start);
   Reporter reporter(tc, s.state, s.checkpoints.resuming(), /*active=*/s.leader());
-  Evaluation evaluation(s, reporter);
+  Scheduler scheduler(tc, Evaluation::lower_is_better(s), s.state);
+  Evaluation evaluation(s, reporter, scheduler);
   int64_t skipped = 0;
   Evaluation::Outcome outcome = Evaluation::kContinue;
-  if (counts_reached(tc, s.state)) {  // resuming a run that had finished
+  if (scheduler.counts_reached(s.state)) {  // resuming a run that had finished
     reporter.info(fmt::format("train: nothing to do: the run is at step {}, epoch {} (train.max_steps {}, "
                               "train.max_epochs {})", s.state.step, s.state.position.epoch, tc.max_steps,
                               tc.max_epochs));
@@ -238,11 +230,13 @@ TrainResult train(const Config& cfg, const RunStart& start) {
     const StepBatch batch = s.batches->next();
     ++s.state.step;
     test_crash_at(s.env.rank, s.state.step, s.env.restart_count);
-    const bool out_of_time = tc.max_minutes > 0 && reporter.wall_minutes() >= tc.max_minutes;
+    const bool out_of_time = scheduler.out_of_time(reporter.wall_minutes());
+    const double lr = scheduler.learning_rate(s.state.step);
     // Votes every rank takes part in: [time is up, a signal came].
-    const StepOutput out = s.step.run(batch, s.state.step, {out_of_time ? 1.0 : 0.0, interrupted() ? 1.0 : 0.0});
+    const StepOutput out = s.step.run(batch, s.state.step, lr, {out_of_time ? 1.0 : 0.0, interrupted() ? 1.0 : 0.0});
     check_update(out, s.state.step, skipped, tc, reporter);
-    reporter.step(s.state, out, batch.global_tokens + batch.global_src_tokens, learning_rate(tc, s.state.step));
+    reporter.step(s.state, out, batch.global_tokens + batch.global_src_tokens, lr,
+                  scheduler.logs_after(s.state.step));
     test_hold("train-step", /*until_signal=*/true);
     s.state.position = batch.next;
     if (out.votes[1] > 0) {
@@ -250,8 +244,8 @@ TrainResult train(const Config& cfg, const RunStart& start) {
       break;
     }
     const bool timed_out = out.votes[0] > 0;
-    const bool done = timed_out || counts_reached(tc, s.state);
-    if (s.state.step % tc.eval_every != 0 && !done) continue;
+    const bool done = timed_out || scheduler.counts_reached(s.state);
+    if (!scheduler.validates_after(s.state.step, done)) continue;
     if (timed_out) reporter.info(fmt::format("train: time limit of {} minutes reached", tc.max_minutes));
     outcome = evaluation.run();
     if (done && outcome == Evaluation::kContinue) outcome = Evaluation::kFinished;
@@ -279,7 +273,8 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   const auto run = [&](int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const StepBatch batch = s.batches->next();
-      s.step.run(batch, ++s.state.step).loss.item<double>();
+      ++s.state.step;
+      s.step.run(batch, s.state.step, learning_rate(cfg.train, s.state.step)).loss.item<double>();
     }
   };
   run(5);  // warm-up: allocator, thread pools, first-call dispatch

@@ -1,7 +1,8 @@
 // Training, wired from its parts: CheckpointManager (tokenizers, resume,
 // last/ and best/), BatchSource (this rank's share of each global batch),
-// TrainStep (one update, where gradients meet), validators with early
-// stopping, and a Reporter (logs, metrics.jsonl, progress).
+// Scheduler (every "when": learning rate, logging, validation, stopping),
+// TrainStep (one update, where gradients meet), validators, and a Reporter
+// (logs, metrics.jsonl, progress).
 #pragma once
 
 #include <ostream>
