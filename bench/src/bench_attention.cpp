@@ -12,6 +12,7 @@
 // Memory glibc frees and reuses within the case is counted once, as it is
 // resident only once. peak_mb, CUDA: the same, from the caching allocator's
 // allocated-bytes statistics (reset after the inputs exist).
+#include "cli/options.h"
 #include "bench/src/bench_attention.h"
 
 #include <ATen/ATen.h>
@@ -672,6 +673,31 @@ int run_parent(const BenchArgs& args_in) {
 }
 
 }  // namespace
+
+// `nmt bench-attention`: its options, filled into `args` when it is the one given.
+CLI::App* add_bench_attention_command(CLI::App& app, BenchArgs& args) {
+  auto* cmd = app.add_subcommand("bench-attention",
+                                 "time the attention backends against each other and sgemm (one process per case)");
+  cmd->add_option("--device", args.device, "device: cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--csv", args.csv, "also write the results to this CSV file");
+  cmd->add_option("--dtype", args.dtype, "dtype of q, k, v and dO: float32 | bf16 (sgemm stays float32)")
+      ->check(CLI::IsMember({"float32", "bf16"}));
+  cmd->add_flag("--quick", args.quick, "reduced set for CI: T = 128, 512 and cross, at most 3 repeats");
+  cmd->add_option("--threads", args.threads, "intra-op threads (0 = all cores)")->check(cli::int_range(0, 256));
+  cmd->add_option("--backends", args.backends, "comma-separated subset of " + ops::backend_choices())->delimiter(',');
+  cmd->add_option("--lens", args.lens,
+                  "comma-separated self-attention lengths (B = 8, H = 8) instead of the default "
+                  "plan")
+      ->delimiter(',')
+      ->check(cli::int_range(1, 1 << 20));
+  cmd->add_option("--head-dims", args.head_dims, "comma-separated head dims instead of the default plan's")
+      ->delimiter(',')
+      ->check(cli::int_range(1, 256));
+  cmd->add_option("--repeats", args.repeats, "timed runs per case (median reported)")->check(cli::int_range(1, 1000));
+  cmd->add_option("--case", args.single_case, "internal: run one case in this process")
+      ->group("");  // hidden: used by the per-case child processes
+  return cmd;
+}
 
 int run_bench_attention(const BenchArgs& args) {
   if (args.device != "cpu" && args.device != "cuda")

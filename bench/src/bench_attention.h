@@ -9,6 +9,10 @@
 
 #include "ops/attention/backend.h"
 
+namespace CLI {
+class App;
+}
+
 namespace nmt::bench {
 
 struct BenchArgs {
@@ -31,6 +35,8 @@ struct BenchArgs {
 
 // Returns the process exit code: 0, or 1 when a case failed (the CSV still
 // holds the others). Bad arguments throw InputError (exit 2).
+// `nmt bench-attention`'s options (bench_attention.cpp, beside its run function).
+CLI::App* add_bench_attention_command(CLI::App& app, BenchArgs& args);
 int run_bench_attention(const BenchArgs& args);
 
 }  // namespace nmt::bench

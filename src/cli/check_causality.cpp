@@ -1,3 +1,4 @@
+#include "cli/options.h"
 #include "cli/check_causality.h"
 
 #include <cstdio>
@@ -13,6 +14,18 @@
 namespace nmt {
 
 namespace cli {
+
+// `nmt check-causality`: its options, filled into `args` when it is the one given.
+CLI::App* add_check_causality_command(CLI::App& app, CausalityArgs& args) {
+  auto* cmd =
+      app.add_subcommand("check-causality", "show that decoder outputs ignore future target tokens (exit 0 if so)");
+  cmd->add_option("--checkpoint", args.checkpoint, "checkpoint folder")->required();
+  cmd->add_option("--sentences", args.sentences, "validation sentences to test")->check(int_range(1, 100000));
+  cmd->add_flag("--disable-causal-mask", args.disable_causal_mask,
+                "drop the decoder's causal mask, to see the check fail");
+  add_runtime_flags(cmd, args.runtime);
+  return cmd;
+}
 
 int run_check_causality(const CausalityArgs& args) {
   c10::Device device(c10::kCPU);

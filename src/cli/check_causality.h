@@ -15,6 +15,7 @@ struct CausalityArgs {
   bool disable_causal_mask = false;
   RuntimeFlags runtime;
 };
+CLI::App* add_check_causality_command(CLI::App& app, CausalityArgs& args);
 // Exit 0 when causal, 1 when leakage is found.
 int run_check_causality(const CausalityArgs& args);
 

@@ -1,3 +1,4 @@
+#include "cli/options.h"
 #include "cli/commands.h"
 
 #include <spdlog/spdlog.h>
@@ -152,6 +153,30 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args,
 
 }  // namespace
 
+// `nmt train`: its options, filled into `args` when it is the one given.
+CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
+  auto* cmd = app.add_subcommand("train", "train a model from a YAML config");
+  cmd->add_option("--config", args.config, "YAML config file");
+  cmd->add_option("--resume", args.resume,
+                  "continue a run exactly (run folder or checkpoint; its config unless --config)");
+  cmd->add_flag("--overwrite", args.overwrite, "start afresh in a run folder that holds checkpoints, replacing them");
+  cmd->add_option("--set", args.sets, "override a config key: key.path=value (repeatable)");
+  cmd->add_option("--nproc", args.nproc,
+                  "data-parallel: run N local ranks (one process each, threads = cores/N "
+                  "unless --threads); see the README for multi-machine runs")
+      ->check(int_range(1, 256));
+  cmd->add_option("--max-restarts", args.max_restarts,
+                  "when a rank fails, restart the group from the last checkpoint up to K times "
+                  "(the ranks also honour torchrun's TORCHELASTIC_RESTART_COUNT)")
+      ->check(int_range(0, 1000));
+  cmd->add_option("--profile", args.profile,
+                  "profile N training steps (after 5 warm-up steps), print the top ops, "
+                  "save nothing")
+      ->check(int_range(1, 100000));
+  add_runtime_flags(cmd, args.runtime);
+  return cmd;
+}
+
 int run_train(const TrainArgs& args) {
   if (args.config.empty() && args.resume.empty())
     throw InputError("train: give --config FILE, or --resume DIR");
@@ -190,6 +215,19 @@ int run_train(const TrainArgs& args) {
   return result.interrupted ? 128 + result.interrupted : kExitOk;
 }
 
+// `nmt prepare`: its options, filled into `args` when it is the one given.
+CLI::App* add_prepare_command(CLI::App& app, PrepareArgs& args) {
+  auto* cmd =
+      app.add_subcommand("prepare",
+                         "prepare the training corpus once: tokenizers trained on a sample, every pair encoded into "
+                         "memory-mapped shards (nmt train does it too when they are missing or stale)");
+  cmd->add_option("--config", args.config, "YAML config file")->required();
+  cmd->add_option("--set", args.sets, "override a config key: key.path=value (repeatable)");
+  cmd->add_option("--threads", args.threads, "encoding threads (0 = all cores)")->check(int_range(0, 256));
+  cmd->add_flag("--force", args.force, "prepare again even when the prepared corpus is up to date");
+  return cmd;
+}
+
 int run_prepare(const PrepareArgs& args) {
   Config cfg = load_config(args.config);
   apply_overrides(cfg, args.sets);
@@ -205,6 +243,22 @@ int run_prepare(const PrepareArgs& args) {
   std::printf("prepared corpus: %s\n  %s\n  tokenizers: %s\n  %s in %.1f s\n", r.dir.c_str(), r.summary().c_str(),
               tokenizers.c_str(), what.c_str(), r.seconds);
   return kExitOk;
+}
+
+// `nmt translate`: its options, filled into `args` when it is the one given.
+CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args) {
+  auto* cmd = app.add_subcommand("translate", "translate lines greedily (stdin or --input)");
+  cmd->add_option("--checkpoint", args.checkpoint, "checkpoint folder (a run folder means its best/ or last/)")
+      ->required();
+  cmd->add_option("--input", args.input, "file with one sentence per line (default: stdin)");
+  cmd->add_option("--output", args.output, "write the translations here (complete or not at all) instead of stdout");
+  cmd->add_option("--attention-map", args.attention_map,
+                  "write the cross-attention heatmap (SVG) here; FILE-N.svg for several lines");
+  cmd->add_option("--attention-layer", args.map_layer, "decoder layer of the heatmap, from 0 (default: last)");
+  cmd->add_option("--attention-head", args.map_head, "head of the heatmap, from 0 (default: mean over heads)");
+  add_decode_flags(cmd, args.decode);
+  add_runtime_flags(cmd, args.runtime);
+  return cmd;
 }
 
 int run_translate(const TranslateArgs& args) {
@@ -257,6 +311,15 @@ void print_scores(const std::vector<std::string>& hyp, const std::vector<std::st
 
 }  // namespace
 
+// `nmt score`: its options, filled into `args` when it is the one given.
+CLI::App* add_score_command(CLI::App& app, ScoreArgs& args) {
+  auto* cmd = app.add_subcommand("score", "score a file of translations against references");
+  cmd->add_option("--hyp", args.hyp, "translations, one per line")->required();
+  cmd->add_option("--ref", args.ref, "references, line-aligned")->required();
+  cmd->add_option("--src", args.src, "sources, line-aligned (adds the placeholder report)");
+  return cmd;
+}
+
 int run_score(const ScoreArgs& args) {
   const auto hyp = read_lines(args.hyp), ref = read_lines(args.ref);
   const auto src = args.src.empty() ? std::vector<std::string>{} : read_lines(args.src);
@@ -269,6 +332,18 @@ int run_score(const ScoreArgs& args) {
   std::printf("sentences %zu\n", ref.size());
   print_scores(hyp, ref, src);
   return kExitOk;
+}
+
+// `nmt evaluate`: its options, filled into `args` when it is the one given.
+CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args) {
+  auto* cmd = app.add_subcommand("evaluate", "translate --src and score it against --ref");
+  cmd->add_option("--checkpoint", args.checkpoint, "checkpoint folder")->required();
+  cmd->add_option("--src", args.src, "source sentences, one per line")->required();
+  cmd->add_option("--ref", args.ref, "reference translations, line-aligned")->required();
+  cmd->add_option("--output", args.output, "also write the translations here");
+  add_decode_flags(cmd, args.decode);
+  add_runtime_flags(cmd, args.runtime);
+  return cmd;
 }
 
 int run_evaluate(const EvaluateArgs& args) {
@@ -309,6 +384,32 @@ std::string where(const std::string& file, const eval::PoItem& item) {
 std::string quoted(const std::string& text) { return "\"" + data::po_escape(text) + "\""; }
 
 }  // namespace
+
+// `nmt check-po`: its options, filled into `args` when it is the one given.
+CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
+  auto* cmd =
+      app.add_subcommand("check-po",
+                         "check a Chinese gettext catalog (.po): placeholders, and with --checkpoint the entries whose "
+                         "back-translation is furthest from their msgid (exit 3 when placeholders are wrong)");
+  cmd->add_option("FILE.po", args.file, "the catalog (msgunfmt turns an installed .mo back into one)")->required();
+  cmd->add_option("--checkpoint", args.checkpoint,
+                  "checkpoint or run folder: back-translate and rank every translated entry");
+  cmd->add_option("--top", args.top, "entries listed by rank (0 = all; default 20)")->check(int_range(0, 100000000));
+  cmd->add_option("--rank", args.rank,
+                  "rank by: combined (gap, lowered for a msgstr too short or too long for its msgid, for "
+                  "Latin words the msgid lacks, and when it looks exchanged with another entry's; default) "
+                  "| gap (the msgid's log-probability per token given the msgstr, minus the "
+                  "back-translation's) | support (given the msgstr minus given nothing) | score (the "
+                  "msgid's alone) | chrf (back-translation vs msgid)")
+      ->check(CLI::IsMember({"combined", "support", "gap", "score", "chrf"}));
+  cmd->add_flag("--json", args.json, "print one JSON object instead of text");
+  cmd->add_flag("!--no-hints", args.hints,
+                "leave out the hints: option names of the msgid (--force) that the msgstr lacks, which "
+                "translations keep verbatim (hints are no faults: they never change the exit code)");
+  add_decode_flags(cmd, args.decode);
+  add_runtime_flags(cmd, args.runtime);
+  return cmd;
+}
 
 int run_check_po(const CheckPoArgs& args) {
   install_interrupt_handlers();
@@ -445,6 +546,16 @@ int run_check_po(const CheckPoArgs& args) {
   return faulty.empty() ? kExitOk : kExitFaultsFound;
 }
 
+// `nmt export`: its options, filled into `args` when it is the one given.
+CLI::App* add_export_command(CLI::App& app, ExportArgs& args) {
+  auto* cmd = app.add_subcommand("export", "write a checkpoint as a CTranslate2 model directory");
+  cmd->add_option("--checkpoint", args.checkpoint, "checkpoint or run folder (its best/, else last/)")->required();
+  cmd->add_option("--format", args.format, "target format: ctranslate2")->check(CLI::IsMember({"ctranslate2"}));
+  cmd->add_option("--output", args.output, "model folder to create")->required();
+  cmd->add_flag("--overwrite", args.overwrite, "replace --output if it exists");
+  return cmd;
+}
+
 int run_export(const ExportArgs& args) {
   install_interrupt_handlers();
   // Weights are exported as trained (float32, CPU); CTranslate2 quantizes at
@@ -456,6 +567,40 @@ int run_export(const ExportArgs& args) {
                ck.dir, ck.state.step, args.output, s.variables, s.aliases, s.bytes / 1e6, s.src_vocab, s.tgt_vocab,
                args.output);
   return kExitOk;
+}
+
+// `nmt serve`: its options, filled into `args` when it is the one given.
+CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
+  auto* cmd =
+      app.add_subcommand("serve", "an HTTP translation service with dynamic batching and the attention explorer");
+  cmd->add_option("--checkpoint", args.checkpoint, "checkpoint or run folder (its best/, else last/)")->required();
+  cmd->add_option("--host", args.host, "address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", args.port, "port (0 = any free port; see --port-file)")->check(int_range(0, 65535));
+  cmd->add_option("--port-file", args.port_file, "write the port listened on to this file once ready");
+  cmd->add_option("--max-batch-tokens", args.max_batch_tokens,
+                  "source tokens merged into one batch (a larger request goes alone)")
+      ->check(int_range(1, 1 << 20));
+  cmd->add_option("--max-delay-ms", args.max_delay_ms,
+                  "how long the oldest waiting request waits for others to join its batch")
+      ->check(int_range(0, 60000));
+  cmd->add_option("--max-queue", args.max_queue, "sentences waiting; beyond it requests get 503")
+      ->check(int_range(1, 1 << 20));
+  cmd->add_option("--max-sentences", args.max_sentences, "sentences per request (413 beyond)")
+      ->check(int_range(1, 1 << 16));
+  cmd->add_option("--max-body-bytes", args.max_body_bytes, "request body size (413 beyond)")
+      ->check(int_range(64, 1 << 30));
+  cmd->add_option("--connections", args.connections, "connections served at once")->check(int_range(1, 4096));
+  cmd->add_option("--workers", args.workers,
+                  "batches translated side by side, each on one thread (default: one per --threads "
+                  "on the CPU, 1 on CUDA)")
+      ->check(int_range(1, 256));
+  cmd->add_option("--batching", args.batching,
+                  "greedy requests: continuous (join and leave a running batch between decoding steps) "
+                  "or static (whole batches, as beam search always is)")
+      ->check(CLI::IsMember({"continuous", "static"}));
+  add_length_flags(cmd, args.decode);  // the beam comes with each request
+  add_runtime_flags(cmd, args.runtime);
+  return cmd;
 }
 
 int run_serve(const ServeArgs& args) {

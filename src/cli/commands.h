@@ -1,10 +1,16 @@
-// Subcommands of the `nmt` executable. Each returns the process exit code;
-// InputError (exit 2) and other exceptions (exit 1) are mapped in main().
+// Subcommands of the `nmt` executable: each has its arguments, an
+// add_X_command that declares its options (defined beside its run function),
+// and run_X, which returns the process exit code; InputError (exit 2) and
+// other exceptions (exit 1) are mapped in main().
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace nmt::cli {
 
@@ -25,6 +31,7 @@ struct TrainArgs {
   int64_t max_restarts = 0;       // > 0: restart a failed group from its last checkpoint
   RuntimeFlags runtime;
 };
+CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
 int run_train(const TrainArgs& args);
 
 // `nmt prepare`: the training corpus prepared once into shards (data/prepare.h).
@@ -34,6 +41,7 @@ struct PrepareArgs {
   int64_t threads = 0;            // encoding threads (0 = all cores)
   bool force = false;             // prepare again even when fresh
 };
+CLI::App* add_prepare_command(CLI::App& app, PrepareArgs& args);
 int run_prepare(const PrepareArgs& args);
 
 // Decoding flags of translate and evaluate; unset ones come from the config.
@@ -57,6 +65,7 @@ struct TranslateArgs {
   DecodeFlags decode;
   RuntimeFlags runtime;
 };
+CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args);
 int run_translate(const TranslateArgs& args);
 
 struct EvaluateArgs {
@@ -65,6 +74,7 @@ struct EvaluateArgs {
   DecodeFlags decode;
   RuntimeFlags runtime;
 };
+CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args);
 int run_evaluate(const EvaluateArgs& args);
 
 // `nmt score`: BLEU, chrF2, exact match (and placeholders, given the
@@ -72,12 +82,13 @@ int run_evaluate(const EvaluateArgs& args);
 struct ScoreArgs {
   std::string hyp, ref, src;
 };
+CLI::App* add_score_command(CLI::App& app, ScoreArgs& args);
 int run_score(const ScoreArgs& args);
 
 // `nmt check-po`: a reviewer's check of a Chinese gettext catalog. Without a
 // checkpoint, placeholders only; with one, every translated entry is also
 // back-translated and scored, and the entries whose English fits their
-// Chinese worst are listed. Exit 0, or 1 when placeholders are wrong.
+// Chinese worst are listed. Exit 0, or 3 (kExitFaultsFound) when placeholders are wrong.
 struct CheckPoArgs {
   std::string file;
   std::string checkpoint;    // empty: placeholder checks only
@@ -88,6 +99,7 @@ struct CheckPoArgs {
   DecodeFlags decode;
   RuntimeFlags runtime;
 };
+CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args);
 int run_check_po(const CheckPoArgs& args);
 
 // `nmt export`: a checkpoint as a CTranslate2 model directory.
@@ -96,6 +108,7 @@ struct ExportArgs {
   std::string format = "ctranslate2";
   bool overwrite = false;
 };
+CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
 int run_export(const ExportArgs& args);
 
 // `nmt serve`: the HTTP service (serve/http_server.h).
@@ -111,6 +124,7 @@ struct ServeArgs {
   DecodeFlags decode;
   RuntimeFlags runtime;
 };
+CLI::App* add_serve_command(CLI::App& app, ServeArgs& args);
 int run_serve(const ServeArgs& args);
 
 }  // namespace nmt::cli

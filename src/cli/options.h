@@ -1,0 +1,87 @@
+// The command line's shared pieces: validators whose messages name the
+// range a person would write, and the flag groups several subcommands take
+// (runtime, length limits, decoding). Each subcommand declares its own
+// options beside its run function (cli/commands.cpp, cli/check_causality.cpp,
+// bench/src/bench_attention.cpp); main() only lists the subcommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "ops/attention/backend.h"
+
+namespace nmt::cli {
+
+// "--threads: -1 is not in 0..256": the range a person would write.
+inline CLI::Validator int_range(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const long long v = std::stoll(value, &used);
+          if (used == value.size() && v >= lo && v <= hi) return "";
+        } catch (const std::exception&) {
+        }
+        return value + " is not in " + std::to_string(lo) + ".." + std::to_string(hi);
+      },
+      std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+inline CLI::Validator real_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          const double v = std::stod(value, &used);
+          if (used == value.size() && v >= lo && v <= hi) return "";
+        } catch (const std::exception&) {
+        }
+        char range[64];
+        std::snprintf(range, sizeof range, "%g..%g", lo, hi);
+        return value + " is not in " + range;
+      },
+      "");
+}
+
+inline void add_runtime_flags(CLI::App* sub, RuntimeFlags& f) {
+  sub->add_option("--attention", f.attention, "attention backend: " + ops::backend_choices())
+      ->check(CLI::IsMember(ops::backend_names()));
+  sub->add_option("--device", f.device, "device: cpu | cuda | auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")->check(int_range(0, 256));
+}
+
+// The length limits and the length penalty: translate, evaluate and serve.
+inline void add_length_flags(CLI::App* sub, DecodeFlags& f) {
+  sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(int_range(1, 4096));
+  sub->add_option("--max-len-factor", f.max_len_factor,
+                  "also stop after this many target tokens per source token, + 5 (0 = off)")
+      ->check(real_range(0.0, 1000.0));
+  sub->add_option("--length-penalty", f.length_penalty,
+                  "GNMT length penalty alpha for beam search (0 = none)")
+      ->check(real_range(0.0, 10.0));
+  sub->add_flag("--no-placeholder-constraint", f.no_placeholder_constraint,
+                "with a placeholder-protected model: let a translation leave out or repeat its source's "
+                "placeholders (by default it carries each as often as the source does)");
+}
+
+inline void add_decode_flags(CLI::App* sub, DecodeFlags& f) {
+  add_length_flags(sub, f);
+  sub->add_option("--batch-size", f.batch_size, "sentences decoded together")
+      ->check(int_range(1, 100000));
+  sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search)")
+      ->check(int_range(0, 64));
+  sub->add_option("--parallel-batches", f.parallel_batches,
+                  "batches decoded side by side on the CPU, one thread each with single-threaded ops; "
+                  "greedy keeps each one full, taking the next lines as its sentences end "
+                  "(default: one per --threads; 1 = one batch at a time using every thread)")
+      ->check(int_range(1, 256));
+  sub->add_flag("--no-cache", f.no_cache,
+                "recompute the whole prefix each step instead of caching keys/values");
+}
+
+}  // namespace nmt::cli
