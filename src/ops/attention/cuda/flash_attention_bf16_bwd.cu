@@ -120,6 +120,37 @@ __device__ __forceinline__ void store_rows(const float (&acc)[kOutTiles][4], bf1
   }
 }
 
+// Pass 1 of both kernels: S = A1 B1^T and dP = A2 B2^T for the warp's 16
+// rows at row0 of the fixed tiles a1, a2 ([rows][kStride]) against the
+// kStreamRows rows of the streamed tiles b1, b2 ([rows][kStride]), over the
+// head dim. dK/dV kernel: (K, Q) and (V, dO); dQ kernel: (Q, K) and (dO, V).
+template <class Tr>
+__device__ __forceinline__ void score_pair(float (&s)[Tr::kScoreTiles][4], float (&dp)[Tr::kScoreTiles][4],
+                                           const bf16* a1, const bf16* b1, const bf16* a2, const bf16* b2,
+                                           int row0, int lane) {
+  constexpr int kStride = Tr::kStride;
+#pragma unroll
+  for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) s[n][c] = dp[n][c] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+    uint32_t a1_frag[4], a2_frag[4];
+    load_a<kStride>(a1_frag, a1, row0, ks * 16, lane);
+    load_a<kStride>(a2_frag, a2, row0, ks * 16, lane);
+#pragma unroll
+    for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
+      uint32_t b1_frag[4], b2_frag[4];
+      load_b_nk<kStride>(b1_frag, b1, np * 16, ks * 16, lane);
+      mma_16816(s[2 * np], a1_frag, b1_frag[0], b1_frag[1]);
+      mma_16816(s[2 * np + 1], a1_frag, b1_frag[2], b1_frag[3]);
+      load_b_nk<kStride>(b2_frag, b2, np * 16, ks * 16, lane);
+      mma_16816(dp[2 * np], a2_frag, b2_frag[0], b2_frag[1]);
+      mma_16816(dp[2 * np + 1], a2_frag, b2_frag[2], b2_frag[3]);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // step 2: dK, dV. grid.x = B * H * n_kblocks (key block fastest); block = 128.
 // ---------------------------------------------------------------------------
@@ -214,26 +245,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
     // pass 1: S^T = K Q^T, dP^T = V dO^T; [16 keys x kBq queries] per warp.
     float s[Tr::kScoreTiles][4];
     float dp[Tr::kScoreTiles][4];
-#pragma unroll
-    for (int n = 0; n < Tr::kScoreTiles; ++n)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) s[n][c] = dp[n][c] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      uint32_t k_frag[4], v_frag[4];
-      load_a<kStride>(k_frag, k_s, key_row0, ks * 16, lane);
-      load_a<kStride>(v_frag, v_s, key_row0, ks * 16, lane);
-#pragma unroll
-      for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
-        uint32_t q_frag[4], do_frag[4];
-        load_b_nk<kStride>(q_frag, qt, np * 16, ks * 16, lane);
-        mma_16816(s[2 * np], k_frag, q_frag[0], q_frag[1]);
-        mma_16816(s[2 * np + 1], k_frag, q_frag[2], q_frag[3]);
-        load_b_nk<kStride>(do_frag, dot, np * 16, ks * 16, lane);
-        mma_16816(dp[2 * np], v_frag, do_frag[0], do_frag[1]);
-        mma_16816(dp[2 * np + 1], v_frag, do_frag[2], do_frag[3]);
-      }
-    }
+    score_pair<Tr>(s, dp, k_s, qt, v_s, dot, key_row0, lane);
 
     // pass 2: P^T and dS^T in place. s[n][c]: key k0 + key_row0 + acc_row,
     // query q0 + 8n + acc_col.
@@ -375,26 +387,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
     // pass 1: S = Q K^T, dP = dO V^T; [16 queries x kBk keys] per warp.
     float s[Tr::kScoreTiles][4];
     float dp[Tr::kScoreTiles][4];
-#pragma unroll
-    for (int n = 0; n < Tr::kScoreTiles; ++n)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) s[n][c] = dp[n][c] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      uint32_t q_frag[4], do_frag[4];
-      load_a<kStride>(q_frag, q_s, q_row0, ks * 16, lane);
-      load_a<kStride>(do_frag, do_s, q_row0, ks * 16, lane);
-#pragma unroll
-      for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
-        uint32_t k_frag[4], v_frag[4];
-        load_b_nk<kStride>(k_frag, kt, np * 16, ks * 16, lane);
-        mma_16816(s[2 * np], q_frag, k_frag[0], k_frag[1]);
-        mma_16816(s[2 * np + 1], q_frag, k_frag[2], k_frag[3]);
-        load_b_nk<kStride>(v_frag, vt, np * 16, ks * 16, lane);
-        mma_16816(dp[2 * np], do_frag, v_frag[0], v_frag[1]);
-        mma_16816(dp[2 * np + 1], do_frag, v_frag[2], v_frag[3]);
-      }
-    }
+    score_pair<Tr>(s, dp, q_s, kt, do_s, vt, q_row0, lane);
 
     // pass 2: dS in place of dP. s[n][c]: query q0 + q_row0 + acc_row, key
     // k0 + 8n + acc_col.
