@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # nmt against PyTorch on one NVIDIA GPU (H100, H200), time-boxed to fit a
-# 15-minute loan of a GPU: about 8 minutes with the defaults (estimated; the
-# report ends with each section's seconds), never more than --time-limit. One report (Markdown) gets each command, its
-# exit code and the last lines of its output, then the tables:
+# 15-minute loan of a GPU: 351 s on an H100 with --train-minutes 0.5 (its
+# report ends with each section's seconds; docs/bench/gpu_h100.md), about
+# 7 minutes with the defaults, never more than --time-limit. One report
+# (Markdown) gets each command, its exit code and the last lines of its
+# output, then the tables:
 #   1. build and device: nmt --version, nvidia-smi, PY's PyTorch and its GPU
 #      (about 10 s)
 #   2. correctness: nmt_tests' CUDA cases and tests/flash_standalone_test; a
