@@ -119,12 +119,15 @@ if NMT_TEST_NONFINITE_AT=5 "$nmt" train --resume "$tmp/run" --set train.max_step
   >"$tmp/skip.log" 2>&1 && grep -q "step 5: gradient not finite, update skipped (1 of at most 1)" "$tmp/skip.log"; then
   ok; else bad "skip_nonfinite_steps: $(tail -2 "$tmp/skip.log")"; fi
 
-# --help lists every subcommand and flag, exit 0.
-if "$nmt" --help | grep -q translate && "$nmt" train --help | grep -q -- --attention; then
+# --help lists every subcommand and flag, with the defaults, exit 0.
+if "$nmt" --help | grep -q translate && "$nmt" train --help | grep -q -- --attention &&
+   "$nmt" serve --help | grep -qE -- "--port INT:0..65535=8080" && "$nmt" translate --help | grep -qE -- "--beam [^ ]*=0"; then
   ok
 else
   bad "--help"
 fi
+# A mistyped command is named, with the ones there are.
+expect 2 "unknown command 'translat' \\(commands: train, prepare, translate, .*\\)" -- "$nmt" translat --checkpoint x
 
 # --version: the whole build description (a device count printed as a char
 # once cut it short), exit 0.

@@ -574,7 +574,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
   auto* cmd =
       app.add_subcommand("serve", "an HTTP translation service with dynamic batching and the attention explorer");
   cmd->add_option("--checkpoint", args.checkpoint, "checkpoint or run folder (its best/, else last/)")->required();
-  cmd->add_option("--host", args.host, "address to listen on (default 127.0.0.1)");
+  cmd->add_option("--host", args.host, "address to listen on");
   cmd->add_option("--port", args.port, "port (0 = any free port; see --port-file)")->check(int_range(0, 65535));
   cmd->add_option("--port-file", args.port_file, "write the port listened on to this file once ready");
   cmd->add_option("--max-batch-tokens", args.max_batch_tokens,

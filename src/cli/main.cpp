@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
   app.set_version_flag("--version", std::function<std::string()>(nmt::cli::build_info), "what this nmt was built with, and the CPU and GPUs it finds");
+  // Every option's --help shows its default (subcommands inherit this).
+  app.option_defaults()->always_capture_default();
 
   // The subcommands; each declares its options beside its run function.
   nmt::cli::TrainArgs train;
@@ -47,6 +49,21 @@ int main(int argc, char** argv) {
   CLI::App* sv_cmd = nmt::cli::add_serve_command(app, serve);
   nmt::bench::BenchArgs bench;
   CLI::App* bench_cmd = nmt::bench::add_bench_attention_command(app, bench);
+
+  // A word where the subcommand goes that names none: say which, rather than
+  // CLI11's "A subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      std::cerr << "nmt: error: unknown command '" << argv[1] << "' (commands: " << known << "; see nmt --help)\n";
+      return nmt::kExitInput;
+    }
+  }
 
   try {
     app.parse(argc, argv);
