@@ -47,9 +47,7 @@ using flash::cp_async_commit;
 using flash::cp_async_wait;
 using namespace flash::mma;
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr int kMaxHeadDim = 128;
 
 template <int kD>
 using Traits = flash::FlashFwdMmaTraits<kD, flash::kTargetArch>;
@@ -281,7 +279,6 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
 #endif
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 template <int kD>
 cudaError_t launch(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream) {
@@ -306,19 +303,14 @@ cudaError_t launch(const AttentionForwardParams<bf16, float>& p, cudaStream_t st
 }  // namespace
 
 bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, float>& p) {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-    return false;
   constexpr int64_t kMaxLen = int64_t{1} << 30;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   constexpr int64_t kMinBr = Traits<64>::kBr < Traits<128>::kBr ? Traits<64>::kBr : Traits<128>::kBr;
   const int64_t n_qblocks = (p.q_len + kMinBr - 1) / kMinBr;  // the most blocks any D launches
-  return major >= 8 && p.head_dim >= 8 && p.head_dim <= kMaxHeadDim && p.head_dim % 8 == 0 &&
-         aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && p.q_stride_b % 8 == 0 && p.q_stride_h % 8 == 0 && p.q_stride_t % 8 == 0 &&
-         p.k_stride_b % 8 == 0 && p.k_stride_h % 8 == 0 && p.k_stride_t % 8 == 0 &&
-         p.v_stride_b % 8 == 0 && p.v_stride_h % 8 == 0 && p.v_stride_t % 8 == 0 &&
-         p.q_len < kMaxLen && p.k_len < kMaxLen && p.batch * p.heads * n_qblocks <= kMaxGridX;
+  return bf16_mma_device() && p.head_dim >= 8 && p.head_dim <= kMaxHeadDim && p.head_dim % 8 == 0 &&
+         rows_16b(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t) &&
+         rows_16b(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t) &&
+         rows_16b(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t) && p.q_len < kMaxLen && p.k_len < kMaxLen && p.batch * p.heads * n_qblocks <= kMaxGridX;
 }
 
 int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p,

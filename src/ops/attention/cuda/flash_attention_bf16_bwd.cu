@@ -56,8 +56,6 @@ using flash::cp_async_commit;
 using flash::cp_async_wait;
 using namespace flash::mma;
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kMaxHeadDim = 128;
 constexpr int kDeltaWarps = 8;
 
 using Params = AttentionBackwardParams<bf16, float>;
@@ -433,7 +431,6 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
 #endif
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 bool aligned4(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 3u) == 0; }
 
 template <auto kKernel, int kSmemBytes, bool kOptIn>
@@ -473,26 +470,19 @@ cudaError_t launch(const Params& p, const float* delta, cudaStream_t stream) {
 }  // namespace
 
 bool flash_attention_backward_bf16_supported(const Params& p) {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-    return false;
   constexpr int64_t kMaxLen = int64_t{1} << 30;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
   const int64_t rows = Traits<64>::kBlockRows;  // the same at every head dim
   const int64_t blocks = (std::max(p.q_len, p.k_len) + rows - 1) / rows;
-  const auto rows_ok = [](const bf16* ptr, int64_t sb, int64_t sh, int64_t st) {
-    return aligned16(ptr) && sb % 8 == 0 && sh % 8 == 0 && st % 8 == 0;
-  };
   const auto pairs_ok = [](const bf16* ptr, int64_t sb, int64_t sh, int64_t st) {
     return ptr != nullptr && aligned4(ptr) && sb % 2 == 0 && sh % 2 == 0 && st % 2 == 0;
   };
-  return major >= 8 && p.head_dim >= 8 && p.head_dim <= kMaxHeadDim && p.head_dim % 8 == 0 &&
+  return bf16_mma_device() && p.head_dim >= 8 && p.head_dim <= kMaxHeadDim && p.head_dim % 8 == 0 &&
          p.o != nullptr && p.lse != nullptr && p.d_o != nullptr &&
-         rows_ok(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t) &&
-         rows_ok(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t) &&
-         rows_ok(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t) &&
-         rows_ok(p.d_o, p.do_stride_b, p.do_stride_h, p.do_stride_t) &&
+         rows_16b(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t) &&
+         rows_16b(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t) &&
+         rows_16b(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t) &&
+         rows_16b(p.d_o, p.do_stride_b, p.do_stride_h, p.do_stride_t) &&
          pairs_ok(p.dq, p.dq_stride_b, p.dq_stride_h, p.dq_stride_t) &&
          pairs_ok(p.dk, p.dk_stride_b, p.dk_stride_h, p.dk_stride_t) &&
          pairs_ok(p.dv, p.dv_stride_b, p.dv_stride_h, p.dv_stride_t) && p.q_len < kMaxLen &&

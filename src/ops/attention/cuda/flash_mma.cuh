@@ -98,6 +98,29 @@ NMT_FLASH_HD void acc_to_a_with(Reg (&a)[4], const float (&acc)[kTiles][4], int 
 #if defined(__CUDACC__)
 
 // ---------------------------------------------------------------------------
+// What the forward and the backward share on the host: constants and the
+// checks their _supported functions make.
+// ---------------------------------------------------------------------------
+
+// The softmax runs in base 2 (ex2.approx): scores and lse are scaled by log2(e).
+constexpr float kLog2e = 1.4426950408889634f;
+// The largest head dim the tensor-core kernels take (padded to 64 or 128).
+constexpr int kMaxHeadDim = 128;
+
+inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+// bf16 rows cp.async can copy 16 bytes at a time: an aligned start and
+// strides in whole 16-byte units.
+inline bool rows_16b(const bf16* ptr, int64_t sb, int64_t sh, int64_t st) {
+  return aligned16(ptr) && sb % 8 == 0 && sh % 8 == 0 && st % 8 == 0;
+}
+// The current GPU has mma.sync for bf16 (compute capability 8.0 or later).
+inline bool bf16_mma_device() {
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+}
+
+// ---------------------------------------------------------------------------
 // Device primitives (inline PTX, sm_80 and later; empty on older targets,
 // whose launches the _supported checks refuse).
 // ---------------------------------------------------------------------------
