@@ -125,23 +125,22 @@ class Evaluation {
  public:
   enum Outcome { kContinue = 0, kInterrupted = 2, kFinished = 3 };
 
-  Evaluation(TrainingSession& s, Reporter& reporter, Scheduler& scheduler)
+  Evaluation(TrainingSession& s, Reporter& reporter)
       : s_(s),
         reporter_(reporter),
-        scheduler_(scheduler),
         validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
         ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg, &s.tgt_tok),
              s.cfg.train.batch_tokens, s.cfg.train.batch_sentences, s.cfg.train.valid_bleu_sentences,
              s.device) {}
 
-  // The validators' names and direction, for the Scheduler's early stopping.
-  static bool lower_is_better(const TrainingSession& s) {
-    return nmt::lower_is_better(make_validators(s.cfg.train.valid_bleu_sentences > 0), s.cfg.train.best_metric);
-  }
+  // The direction of train.best_metric among this run's validators, for the
+  // Scheduler's early stopping.
+  bool lower_is_better() const { return nmt::lower_is_better(validators_, s_.cfg.train.best_metric); }
 
-  // Evaluates, saves last/ (and best/). An interrupt during validation
-  // skips the rest of it: last/ is saved with the previous metrics.
-  Outcome run() {
+  // Evaluates, saves last/ (and best/), and asks the scheduler whether the
+  // run goes on. An interrupt during validation skips the rest of it: last/
+  // is saved with the previous metrics.
+  Outcome run(Scheduler& scheduler) {
     Outcome outcome = kContinue;
     if (s_.leader()) {
       reporter_.pause_clock();
@@ -150,9 +149,9 @@ class Evaluation {
         ctx_.reset();
         candidate.metrics.clear();
         for (auto& v : validators_) candidate.metrics[v->name()] = v->validate(ctx_);
-        const Scheduler::Verdict verdict = scheduler_.validated(candidate.metrics);
-        candidate.best = scheduler_.best();
-        candidate.evals_since_best = scheduler_.evals_since_best();
+        const Scheduler::Verdict verdict = scheduler.validated(candidate.metrics);
+        candidate.best = scheduler.best();
+        candidate.evals_since_best = scheduler.evals_since_best();
         s_.state = candidate;
         reporter_.evaluation(s_.state, s_.state.metrics, verdict.best);
         reporter_.stamp(s_.state);
@@ -191,7 +190,6 @@ class Evaluation {
 
   TrainingSession& s_;
   Reporter& reporter_;
-  Scheduler& scheduler_;
   std::vector<std::unique_ptr<Validator>> validators_;
   ValidationContext ctx_;
 };
@@ -216,8 +214,8 @@ TrainResult train(const Config& cfg, const RunStart& start) {
   const TrainConfig& tc = cfg.train;
   TrainingSession s(cfg, start);
   Reporter reporter(tc, s.state, s.checkpoints.resuming(), /*active=*/s.leader());
-  Scheduler scheduler(tc, Evaluation::lower_is_better(s), s.state);
-  Evaluation evaluation(s, reporter, scheduler);
+  Evaluation evaluation(s, reporter);
+  Scheduler scheduler(tc, evaluation.lower_is_better(), s.state);
   int64_t skipped = 0;
   Evaluation::Outcome outcome = Evaluation::kContinue;
   if (scheduler.counts_reached(s.state)) {  // resuming a run that had finished
@@ -247,7 +245,7 @@ TrainResult train(const Config& cfg, const RunStart& start) {
     const bool done = timed_out || scheduler.counts_reached(s.state);
     if (!scheduler.validates_after(s.state.step, done)) continue;
     if (timed_out) reporter.info(fmt::format("train: time limit of {} minutes reached", tc.max_minutes));
-    outcome = evaluation.run();
+    outcome = evaluation.run(scheduler);
     if (done && outcome == Evaluation::kContinue) outcome = Evaluation::kFinished;
   }
   s.sync->finish();
