@@ -12,8 +12,10 @@
 #   3. attention: nmt bench-attention --backends torch,flash with float32 and
 #      with bf16 inputs, B = 8, H = 8, T = 1024 and 4096 and the 64x512 cross
 #      case, head dims 64 and 128, forward and forward+backward, causal and
-#      not: flash against LibTorch's SDPA (the torch backend) with the speed
-#      ratio; 37 processes per dtype (about 2 to 3 minutes)
+#      not: flash against LibTorch's SDPA (the torch backend, with the kernel
+#      SDPA chose) with the speed ratio; with bf16 also against SDPA allowed
+#      only its FlashAttention-2 kernel (--sdpa flash); 37 processes per dtype,
+#      18 more for the FA2 rows (about 2 minutes)
 #   4. training configs/real.yaml for M minutes a run, each in its own
 #      folder: nmt float32 and nmt bf16 (flash attention), then
 #      bench/torch_reference.py on the same GPU with nmt's tokenizers, bf16
@@ -216,23 +218,45 @@ for dtype in float32 bf16; do
   LIMIT=360 TAIL=60 record "bench-attention-$dtype" "$nmt" bench-attention --device "$device" --dtype "$dtype" \
     --backends torch,flash --lens "$lens" --head-dims "$dims" "${bench_extra[@]}" --csv "$csv"
   [ -f "$csv" ] || continue
-  pyq - "$csv" >>"$report" <<'EOF'
-import csv, sys
+  # SDPA picks its kernel itself (on Hopper it prefers cuDNN's); its
+  # FlashAttention-2 kernel, the usual peer of a flash kernel, takes only
+  # 16-bit inputs, so the bf16 run also times SDPA restricted to it.
+  flash_csv=''
+  if [ "$dtype" = bf16 ]; then
+    flash_csv=$work/attention_${dtype}_sdpa_flash.csv
+    LIMIT=240 TAIL=25 record "bench-attention-$dtype-sdpa-flash" "$nmt" bench-attention --device "$device" \
+      --dtype "$dtype" --backends torch --sdpa flash --lens "$lens" --head-dims "$dims" "${bench_extra[@]}" \
+      --csv "$flash_csv"
+  fi
+  pyq - "$csv" "$flash_csv" >>"$report" <<'EOF'
+import csv, os, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 key = lambda r: (r["pass"], r["batch"], r["heads"], r["q_len"], r["k_len"], r["head_dim"], r["causal"])
 sdpa = {key(r): r for r in rows if r["backend"] == "torch" and r["ms_median"]}
+fa2 = {}
+if sys.argv[2] and os.path.exists(sys.argv[2]):
+    fa2 = {key(r): r for r in csv.DictReader(open(sys.argv[2])) if r["ms_median"]}
+kernels = sorted({r.get("kernel") or "?" for r in sdpa.values()})
 print("B = 8, H = 8 (the cross case: Tq = 64, Tk = 512); median ms; speed = SDPA ms / flash ms "
       "(above 1: flash is faster); TFLOP/s count 4·B·H·Tq·Tk·D per forward, half when causal, "
-      "3.5 times that for forward+backward.\n")
-print("| pass | Tq | Tk | D | causal | flash ms | SDPA ms | flash / SDPA speed | flash TFLOP/s | SDPA TFLOP/s | flash peak MB | SDPA peak MB |")
-print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+      "3.5 times that for forward+backward. SDPA is LibTorch's own choice of kernel (the `kernel` "
+      f"column; here: {', '.join(kernels)})" + ("; SDPA-FA2 is SDPA allowed only its FlashAttention-2 "
+      "kernel (`--sdpa flash`)." if fa2 else ".") + "\n")
+extra_h = " SDPA-FA2 ms | flash / SDPA-FA2 speed |" if fa2 else ""
+print("| pass | Tq | Tk | D | causal | flash ms | SDPA ms | SDPA kernel | flash / SDPA speed |" + extra_h +
+      " flash TFLOP/s | SDPA TFLOP/s | flash peak MB | SDPA peak MB |")
+print("|---|--:|--:|--:|--:|--:|--:|---|--:|" + ("--:|--:|" if fa2 else "") + "--:|--:|--:|--:|")
 for r in rows:
     t = sdpa.get(key(r))
     if r["backend"] != "flash" or not t or not r["ms_median"]:
         continue
     f_ms, t_ms = float(r["ms_median"]), float(t["ms_median"])
+    extra = ""
+    if fa2:
+        a = fa2.get(key(r))
+        extra = f" {float(a['ms_median']):.3f} | {float(a['ms_median']) / f_ms:.2f} |" if a else " failed | |"
     print(f"| {r['pass']} | {r['q_len']} | {r['k_len']} | {r['head_dim']} | {r['causal']} | {f_ms:.3f} | {t_ms:.3f} "
-          f"| {t_ms / f_ms:.2f} | {float(r['gflops']) / 1e3:.2f} | {float(t['gflops']) / 1e3:.2f} "
+          f"| {t.get('kernel', '')} | {t_ms / f_ms:.2f} |{extra} {float(r['gflops']) / 1e3:.2f} | {float(t['gflops']) / 1e3:.2f} "
           f"| {r['peak_mb']} | {t['peak_mb']} |")
 print()
 EOF

@@ -25,8 +25,9 @@ DASH = {"fwd": None, "fwd+bwd": "6,4"}
 def read_rows(path):
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
-        if reader.fieldnames != COLUMNS:
-            sys.exit(f"plot_bench: {path}: columns {reader.fieldnames} are not {COLUMNS}")
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            sys.exit(f"plot_bench: {path}: no column {', '.join(missing)} (has {reader.fieldnames})")
         rows = []
         for r in reader:
             for key in ("batch", "heads", "q_len", "k_len", "head_dim", "causal"):

@@ -21,12 +21,12 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #ifdef NMT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <torch/version.h>
 namespace nmt::bench {
 // The allocator's statistics moved from the CUDA allocator to a shared one in 2.x.
 #if TORCH_VERSION_MAJOR >= 2
@@ -62,6 +62,7 @@ namespace {
 
 constexpr const char* kResultTag = "nmt-bench-result";
 constexpr const char* kSkipTag = "nmt-bench-skip";
+constexpr const char* kSdpaChoices[] = {"auto", "flash", "efficient", "cudnn", "math"};
 // Share of physical RAM (or the cgroup limit) one case may be estimated to
 // need on the CPU; the rest is for the OS and everything else on the machine.
 constexpr double kCpuMemoryShare = 0.40;
@@ -79,6 +80,7 @@ struct Case {
 struct Row {
   Case c;
   double ms = 0, gflops = 0, peak_mb = 0;
+  std::string kernel;  // the torch backend on CUDA: the SDPA kernel LibTorch ran
 };
 
 std::string case_spec(const Case& c) {
@@ -201,6 +203,46 @@ double median(std::vector<double> v) {
 
 // ---------------------------------------------------------------- the child
 
+// Leaves only the named SDPA kernel switched on (math too is switched off
+// unless named: a case the kernel refuses then fails, visibly, instead of
+// timing another kernel under its name).
+void restrict_sdpa(const std::string& kernel) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto& ctx = at::globalContext();
+  ctx.setSDPUseFlash(kernel == "flash");
+  ctx.setSDPUseMemEfficient(kernel == "efficient");
+  ctx.setSDPUseMath(kernel == "math");
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 3  // cuDNN's SDPA arrived in 2.3
+  ctx.setSDPUseCuDNN(kernel == "cudnn");
+#else
+  if (kernel == "cudnn") throw InputError("--sdpa cudnn: needs LibTorch 2.3 or later");
+#endif
+#else
+  throw InputError("--sdpa " + kernel + ": needs LibTorch 2.x (this is " + TORCH_VERSION + ")");
+#endif
+}
+
+// The SDPA kernel LibTorch picks for this case's call (attention_torch passes
+// no mask for the cases planned here: causal ones are square).
+std::string sdpa_kernel_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const Case& c) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (c.causal && c.q_len != c.k_len) return "masked";
+  // at::SDPBackend's values, stable since 2.0 (its header is not in every 2.x).
+  const int64_t choice = at::_fused_sdp_choice(q, k, v, {}, 0.0, c.causal);
+  switch (choice) {
+    case 0: return "math";
+    case 1: return "flash";
+    case 2: return "efficient";
+    case 3: return "cudnn";
+    default: return "other(" + std::to_string(choice) + ")";
+  }
+#else
+  (void)q, (void)k, (void)v, (void)c;
+  return "math";
+#endif
+}
+
 int run_single_case(const BenchArgs& args) {
   const Case c = parse_case_spec(args.single_case);
   const c10::Device device = resolve_device(args.device, "--device");
@@ -225,6 +267,8 @@ int run_single_case(const BenchArgs& args) {
                 100 * (cuda ? kCudaMemoryShare : kCpuMemoryShare), budget_what, budget / kGiB);
     return kExitOk;
   }
+
+  if (args.sdpa != "auto") restrict_sdpa(args.sdpa);
 
   at::manual_seed(0);
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
@@ -322,9 +366,10 @@ int run_single_case(const BenchArgs& args) {
   }
 #endif
   if (!cuda) peak = proc_status_bytes("VmHWM") - baseline;
-  std::printf("%s ms_median=%.6f peak_mb=%.3f repeats=%zu inner=%d threads=%lld\n", kResultTag,
-              median(samples), std::max(0.0, peak) / (1024.0 * 1024.0), samples.size(), inner,
-              static_cast<long long>(threads));
+  const std::string kernel = cuda && c.backend == "torch" ? sdpa_kernel_of(q, k, v, c) : "";
+  std::printf("%s ms_median=%.6f peak_mb=%.3f repeats=%zu inner=%d threads=%lld kernel=%s\n",
+              kResultTag, median(samples), std::max(0.0, peak) / (1024.0 * 1024.0), samples.size(),
+              inner, static_cast<long long>(threads), kernel.empty() ? "-" : kernel.c_str());
   std::fflush(stdout);
   return kExitOk;
 }
@@ -334,6 +379,7 @@ int run_single_case(const BenchArgs& args) {
 struct ChildOutcome {
   enum Kind { kOk, kSkipped, kFailed } kind = kFailed;
   double ms = 0, peak_mb = 0;
+  std::string kernel;  // "" unless the child named one
   std::string note;
 };
 
@@ -381,7 +427,8 @@ ChildOutcome run_child(const std::string& exe, const Case& c, const BenchArgs& a
                                      "--device",  args.device,
                                      "--threads", std::to_string(args.threads),
                                      "--repeats", std::to_string(args.repeats),
-                                     "--dtype",   args.dtype};
+                                     "--dtype",   args.dtype,
+                                     "--sdpa",    args.sdpa};
   if (args.quick) argv_s.push_back("--quick");
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
@@ -434,6 +481,11 @@ ChildOutcome run_child(const std::string& exe, const Case& c, const BenchArgs& a
       r.kind = std::isfinite(r.ms) && std::isfinite(r.peak_mb) ? ChildOutcome::kOk
                                                                : ChildOutcome::kFailed;
       if (r.kind == ChildOutcome::kFailed) r.note = "unreadable result line: " + line;
+      const size_t at = line.find(" kernel=");
+      if (at != std::string::npos) {
+        r.kernel = line.substr(at + 8, line.find(' ', at + 8) - (at + 8));
+        if (r.kernel == "-") r.kernel.clear();
+      }
     } else if (line.rfind(kSkipTag, 0) == 0) {
       r.kind = ChildOutcome::kSkipped;
       r.note = line.substr(std::strlen(kSkipTag) + 1);
@@ -490,18 +542,18 @@ std::vector<Case> plan_cases(const BenchArgs& args, const std::vector<std::strin
 }
 
 void print_table_header() {
-  std::printf("%-7s %-8s %3s %3s %6s %6s %5s %6s %12s %10s %10s\n", "backend", "pass", "B", "H",
-              "Tq", "Tk", "D", "causal", "ms_median", "GFLOP/s", "peak_mb");
+  std::printf("%-7s %-8s %3s %3s %6s %6s %5s %6s %12s %10s %10s  %s\n", "backend", "pass", "B",
+              "H", "Tq", "Tk", "D", "causal", "ms_median", "GFLOP/s", "peak_mb", "kernel");
   std::fflush(stdout);
 }
 
 void print_row(const Row& r) {
   const Case& c = r.c;
-  std::printf("%-7s %-8s %3lld %3lld %6lld %6lld %5lld %6d %12.3f %10.2f %10.1f\n",
+  std::printf("%-7s %-8s %3lld %3lld %6lld %6lld %5lld %6d %12.3f %10.2f %10.1f  %s\n",
               c.backend.c_str(), c.pass.c_str(), static_cast<long long>(c.batch),
               static_cast<long long>(c.heads), static_cast<long long>(c.q_len),
               static_cast<long long>(c.k_len), static_cast<long long>(c.head_dim), c.causal ? 1 : 0,
-              r.ms, r.gflops, r.peak_mb);
+              r.ms, r.gflops, r.peak_mb, r.kernel.empty() ? "-" : r.kernel.c_str());
   std::fflush(stdout);
 }
 
@@ -576,17 +628,18 @@ void print_ratios(const std::vector<Row>& rows) {
 void write_csv(const std::string& path, const std::string& device, const std::string& dtype,
                const std::vector<Row>& rows) {
   std::string out =
-      "backend,device,dtype,pass,batch,heads,q_len,k_len,head_dim,causal,ms_median,gflops,peak_mb\n";
+      "backend,device,dtype,pass,batch,heads,q_len,k_len,head_dim,causal,ms_median,gflops,peak_mb,"
+      "kernel\n";
   char line[512];
   for (const Row& r : rows) {
     const Case& c = r.c;
-    std::snprintf(line, sizeof(line), "%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%d,%.4f,%.3f,%.2f\n",
+    std::snprintf(line, sizeof(line), "%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%d,%.4f,%.3f,%.2f,%s\n",
                   c.backend.c_str(), device.c_str(),
                   c.backend == "sgemm" ? "float32" : dtype.c_str(), c.pass.c_str(),
                   static_cast<long long>(c.batch),
                   static_cast<long long>(c.heads), static_cast<long long>(c.q_len),
                   static_cast<long long>(c.k_len), static_cast<long long>(c.head_dim),
-                  c.causal ? 1 : 0, r.ms, r.gflops, r.peak_mb);
+                  c.causal ? 1 : 0, r.ms, r.gflops, r.peak_mb, r.kernel.c_str());
     out += line;
   }
   write_file_atomic(path, out);
@@ -643,7 +696,7 @@ int run_parent(const BenchArgs& args_in) {
   const auto run_one = [&](const Case& c) {
     const ChildOutcome o = run_child(exe, c, args);
     if (o.kind == ChildOutcome::kOk) {
-      Row r{c, o.ms, case_flops(c) / (o.ms * 1e-3) / 1e9, o.peak_mb};
+      Row r{c, o.ms, case_flops(c) / (o.ms * 1e-3) / 1e9, o.peak_mb, o.kernel};
       print_row(r);
       rows.push_back(r);
     } else {
@@ -694,6 +747,10 @@ CLI::App* add_bench_attention_command(CLI::App& app, BenchArgs& args) {
       ->delimiter(',')
       ->check(cli::int_range(1, 256));
   cmd->add_option("--repeats", args.repeats, "timed runs per case (median reported)")->check(cli::int_range(1, 1000));
+  cmd->add_option("--sdpa", args.sdpa,
+                  "the torch backend's SDPA kernel on CUDA: auto (LibTorch's choice) or only one of "
+                  "flash | efficient | cudnn | math")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kSdpaChoices), std::end(kSdpaChoices))));
   cmd->add_option("--case", args.single_case, "internal: run one case in this process")
       ->group("");  // hidden: used by the per-case child processes
   return cmd;
@@ -712,6 +769,12 @@ int run_bench_attention(const BenchArgs& args) {
         throw InputError("--dtype bf16: the " + b +
                          " backend has no bf16 CPU kernel (use --device cuda, or --backends torch)");
   if (args.threads < 0) throw InputError("--threads: must be >= 0 (0 = all cores)");
+  if (args.sdpa != "auto" && args.device != "cuda")
+    throw InputError("--sdpa " + args.sdpa + ": picks among LibTorch's CUDA kernels; needs --device cuda");
+#if TORCH_VERSION_MAJOR < 2
+  if (args.sdpa != "auto")
+    throw InputError("--sdpa " + args.sdpa + ": needs LibTorch 2.x (this is " + TORCH_VERSION + ")");
+#endif
   return args.single_case.empty() ? run_parent(args) : run_single_case(args);
 }
 

@@ -23,6 +23,11 @@ struct BenchArgs {
   int64_t threads = 0;         // 0 = all cores; passed on to every child
   std::vector<std::string> backends = ops::backend_names();
   int repeats = 5;  // timed runs per case; the median is reported
+  // Which of LibTorch's SDPA kernels the torch backend may use on CUDA: auto
+  // (LibTorch's own choice, which on Hopper prefers cuDNN) or exactly one of
+  // flash | efficient | cudnn | math (the others switched off, so a case the
+  // kernel cannot run fails rather than falling back).
+  std::string sdpa = "auto";
   // Self-attention lengths and head dims to run (B = 8, H = 8, with and
   // without the causal mask), plus the cross-attention case. Empty: the
   // default plan (which adds T = 8192 and 16384 at B = 1).
