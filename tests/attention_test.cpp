@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ops/attention/attention.h"
+#include "ops/attention/cuda/attention_cuda.h"
 #include "util/cpu_features.h"
 
 namespace nmt::ops {
@@ -553,7 +554,9 @@ TEST_P(AttentionCuda, Bf16InputsMatchFloat64Reference) {
   const std::vector<Shape> shapes = {
       {2, 3, 37, 45, 64, false},  {2, 3, 37, 37, 64, true},    {3, 2, 150, 150, 128, true},
       {4, 1, 70, 200, 32, false}, {3, 2, 130, 65, 80, true},   {4, 2, 300, 300, 64, true},
-      {1, 2, 129, 129, 128, false, false}, {2, 1, 17, 300, 8, true}};
+      {1, 2, 129, 129, 128, false, false}, {2, 1, 17, 300, 8, true},
+      // Keys enough for flash's dQ by atomics (kAtomicDqMinKeys).
+      {2, 2, 40, 1100, 64, false},        {1, 2, 70, 1030, 128, false, false}};
   for (size_t c = 0; c < shapes.size(); ++c) {
     const Shape& s = shapes[c];
     SCOPED_TRACE(describe(s));
@@ -581,11 +584,19 @@ TEST_P(AttentionCuda, RepeatedBackwardAgreesToFloat32Rounding) {
   EXPECT_LE(error(a.dq, b.dq), 1e-5) << "dq run to run";
 }
 
-// The bf16 tensor-core backward computes dQ in a pass of its own instead of
-// adding each key block's share with atomics: every gradient is the same bits
-// on every run.
+// Deterministic mode (torch.use_deterministic_algorithms): flash computes dQ
+// without atomics, so every gradient is the same bits on every run, at
+// lengths where the default mode would use atomics (flash_standalone_test
+// checks that mode's gradients against float64 on every case; the shapes
+// above with over 1024 keys run it here).
 TEST_P(AttentionCuda, Bf16BackwardIsBitwiseRepeatable) {
-  const Shape s{2, 4, 300, 300, 64, true};
+  struct Deterministic {
+    const bool was = at::globalContext().deterministicAlgorithms();
+    const bool warn_only = at::globalContext().deterministicAlgorithmsWarnOnly();
+    Deterministic() { at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true); }
+    ~Deterministic() { at::globalContext().setDeterministicAlgorithms(was, warn_only); }
+  } deterministic;
+  const Shape s{1, 2, 1100, 1100, 64, true};
   const Inputs in = make_inputs(s, 6, at::kBFloat16);
   const Outputs a = run(in, GetParam(), c10::kCUDA, at::kBFloat16);
   const Outputs b = run(in, GetParam(), c10::kCUDA, at::kBFloat16);
@@ -593,6 +604,17 @@ TEST_P(AttentionCuda, Bf16BackwardIsBitwiseRepeatable) {
   EXPECT_TRUE(at::equal(a.dk, b.dk));
   EXPECT_TRUE(at::equal(a.dv, b.dv));
   if (GetParam() == AttentionBackend::kFlash) EXPECT_TRUE(at::equal(a.dq, b.dq)) << "dq run to run";
+}
+
+// The GPU test above cannot tell the two dQ modes apart (on an H100 the
+// atomic adds came in the same order on both runs), so the choice itself is
+// checked here, without a GPU: deterministic mode never takes atomics.
+TEST(AttentionCudaChoice, DeterministicModeNeverTakesAtomicDq) {
+  EXPECT_TRUE(cuda::bf16_backward_uses_atomic_dq(cuda::kAtomicDqMinKeys, false));
+  EXPECT_TRUE(cuda::bf16_backward_uses_atomic_dq(4096, false));
+  EXPECT_FALSE(cuda::bf16_backward_uses_atomic_dq(cuda::kAtomicDqMinKeys - 1, false));
+  EXPECT_FALSE(cuda::bf16_backward_uses_atomic_dq(4096, true));
+  EXPECT_FALSE(cuda::bf16_backward_uses_atomic_dq(1 << 20, true));
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, AttentionCuda,

@@ -244,6 +244,77 @@ void check_block(int block_rows, const char* what) {
   for (int row0 = 0; row0 < block_rows; row0 += 16) check_warp<kStride, kD, kCols>(a, b, c, row0, what);
 }
 
+// The atomic dQ pass of the dK/dV kernel (add_dq_patch): every warp's dS^T
+// accumulators (keys as rows, queries as columns) stored as bf16 pairs into a
+// [key][query] tile through acc_row / acc_col, read back as A operands of dS
+// by ldmatrix.trans (a_km_offset), times K read by ldmatrix.trans
+// (b_kn_offset), the patch split over the warps as the traits say; against
+// dS K by loops, each (query, dim) of the patch computed by exactly one lane.
+template <int kD>
+void check_dq_atomic() {
+  using Bwd = FlashBwdMmaTraits<kD, 900>;
+  constexpr int kQ = Bwd::kStreamRows, kKeys = Bwd::kBlockRows, kLanesPerWarp = kLanes;
+  const Tile x(kKeys, kQ, 4);             // dS^T: row = key, column = query
+  const Tile k(kKeys, Bwd::kStride, 5);   // K: row = key, column = dim
+  Tile ds(kKeys, Bwd::kDsStride, 6);
+  constexpr float kUnwritten = 99.0f;
+  for (float& v : ds.v) v = kUnwritten;
+  for (int w = 0; w < Bwd::kWarps; ++w)
+    for (int l = 0; l < kLanesPerWarp; ++l)
+      for (int n = 0; n < Bwd::kScoreTiles; ++n)
+        for (int r = 0; r < 2; ++r) {
+          // Accumulator registers 2r, 2r + 1 of n8 tile n: (acc_row, 8n + acc_col).
+          const int row = 16 * w + mma::acc_row(l, 2 * r), col = 8 * n + mma::acc_col(l, 2 * r);
+          CHECK(mma::acc_col(l, 2 * r + 1) == mma::acc_col(l, 2 * r) + 1, "pair columns");
+          ds.v[row * ds.stride + col] = round_bf16(x.at(16 * w + mma::acc_row(l, 2 * r), col));
+          ds.v[row * ds.stride + col + 1] = round_bf16(x.at(16 * w + mma::acc_row(l, 2 * r + 1), col + 1));
+        }
+  for (int key = 0; key < kKeys; ++key)
+    for (int q = 0; q < kQ; ++q) CHECK(ds.at(key, q) != kUnwritten, "dS^T[%d][%d] not stored", key, q);
+
+  std::vector<int> seen(kQ * kD, 0);
+  int offset[kLanes];
+  for (int w = 0; w < Bwd::kWarps; ++w) {
+    const int m0 = (w / Bwd::kDqWarpsPerM) * 16;
+    const int n_first = (w % Bwd::kDqWarpsPerM) * Bwd::kDqOutTiles;
+    static float acc[Bwd::kDqOutTiles][kLanes][4];
+    for (auto& tile : acc)
+      for (auto& lane : tile)
+        for (float& v : lane) v = 0.0f;
+    for (int ks = 0; ks < Bwd::kBlockSteps; ++ks) {
+      Reg a_frag[kLanes][4];
+      for (int l = 0; l < kLanes; ++l) offset[l] = mma::a_km_offset<Bwd::kDsStride>(m0, ks * 16, l);
+      emu_ldmatrix(ds, offset, true, a_frag);
+      for (int dd = 0; dd < Bwd::kDqOutTiles / 2; ++dd) {
+        Reg b_frag[kLanes][4];
+        for (int l = 0; l < kLanes; ++l)
+          offset[l] = mma::b_kn_offset<Bwd::kStride>(ks * 16, (n_first + 2 * dd) * 8, l);
+        emu_ldmatrix(k, offset, true, b_frag);
+        Reg b01[kLanes][2], b23[kLanes][2];
+        for (int l = 0; l < kLanes; ++l) {
+          b01[l][0] = b_frag[l][0], b01[l][1] = b_frag[l][1];
+          b23[l][0] = b_frag[l][2], b23[l][1] = b_frag[l][3];
+        }
+        emu_mma(acc[2 * dd], a_frag, b01);
+        emu_mma(acc[2 * dd + 1], a_frag, b23);
+      }
+    }
+    for (int l = 0; l < kLanes; ++l)
+      for (int n = 0; n < Bwd::kDqOutTiles; ++n)
+        for (int c = 0; c < 4; ++c) {
+          const int q = m0 + mma::acc_row(l, c), d = 8 * (n_first + n) + mma::acc_col(l, c);
+          CHECK(q < kQ && d < kD, "dQ patch element (%d, %d) outside [%d x %d]", q, d, kQ, kD);
+          if (q >= kQ || d >= kD) continue;
+          ++seen[q * kD + d];
+          float want = 0.0f;
+          for (int key = 0; key < kKeys; ++key) want += round_bf16(x.at(key, q)) * k.at(key, d);
+          CHECK(acc[n][l][c] == want, "dQ[%d][%d] = %g, want %g (warp %d, lane %d)", q, d, acc[n][l][c],
+                want, w, l);
+        }
+  }
+  for (int i = 0; i < kQ * kD; ++i) CHECK(seen[i] == 1, "dQ patch element %d computed %d times", i, seen[i]);
+}
+
 template <int kD>
 void run_head_dim() {
   using Fwd = FlashFwdMmaTraits<kD, 900>;
@@ -252,23 +323,25 @@ void run_head_dim() {
   check_block<Fwd::kStride, kD, Fwd::kBc>(Fwd::kBr, "forward");
   // Backward: both kernels have this shape (fixed rows x streamed rows).
   check_block<Bwd::kStride, kD, Bwd::kStreamRows>(Bwd::kBlockRows, "backward");
+  check_dq_atomic<kD>();
   std::printf("D = %3d: forward %3dx%-3d %6d B smem; backward %3dx%-3d %6d B smem %d blocks/SM\n", kD,
               Fwd::kBr, Fwd::kBc, Fwd::kSmemBytes, Bwd::kBlockRows, Bwd::kStreamRows, Bwd::kSmemBytes,
               Bwd::kMinBlocksPerSm);
 }
 
 // The backward's shared memory: two fixed [64][kD + 8] tiles, two
-// double-buffered streamed ones, and lse / delta of two query tiles.
+// double-buffered streamed ones, dS^T [64][kStreamRows + 8], and lse / delta
+// of two query tiles.
 template <int kD, int kArch>
 constexpr bool bwd_smem_matches() {
   using B = FlashBwdMmaTraits<kD, kArch>;
-  constexpr int elems = (2 * 64 + 4 * B::kStreamRows) * (kD + 8);
+  constexpr int elems = (2 * 64 + 4 * B::kStreamRows) * (kD + 8) + 64 * (B::kStreamRows + 8);
   return B::kSmemBytes == elems * 2 + 4 * B::kStreamRows * 4 && B::kNeedsSmemOptIn;
 }
 static_assert(bwd_smem_matches<64, 800>() && bwd_smem_matches<128, 800>());
 static_assert(bwd_smem_matches<64, 900>() && bwd_smem_matches<128, 900>());
-static_assert(FlashBwdMmaTraits<64, 900>::kSmemBytes == 56320);
-static_assert(FlashBwdMmaTraits<128, 900>::kSmemBytes == 70144);
+static_assert(FlashBwdMmaTraits<64, 900>::kSmemBytes == 65536);
+static_assert(FlashBwdMmaTraits<128, 900>::kSmemBytes == 75264);
 
 }  // namespace
 

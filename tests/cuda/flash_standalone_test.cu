@@ -412,7 +412,8 @@ bool run_case(const Case& c, int index) {
         };
         if (cuda_ops::flash_attention_backward_bf16_supported(hb)) {
           dqb_d.poison(), dkb_d.poison(), dvb_d.poison(), delta_d.poison();
-          if (check_call("bf16 bwd", cuda_ops::flash_attention_backward_bf16(hb, delta_d.get(), nullptr))) {
+          // Deterministic mode (no dQ scratch), then run again for the bits.
+          if (check_call("bf16 bwd", cuda_ops::flash_attention_backward_bf16(hb, delta_d.get(), nullptr, nullptr))) {
             const auto dq1 = dqb_d.download(B * H * Tq * D), dk1 = dkb_d.download(B * H * Tk * D),
                        dv1 = dvb_d.download(B * H * Tk * D);
             report("b.dq", worst_error(widen(dq1), rg.dq, kBf16GradAtol, kBf16GradRtol));
@@ -420,7 +421,7 @@ bool run_case(const Case& c, int index) {
             report("b.dv", worst_error(widen(dv1), rg.dv, kBf16GradAtol, kBf16GradRtol));
             dqb_d.poison(), dkb_d.poison(), dvb_d.poison();
             if (check_call("bf16 bwd again",
-                           cuda_ops::flash_attention_backward_bf16(hb, delta_d.get(), nullptr))) {
+                           cuda_ops::flash_attention_backward_bf16(hb, delta_d.get(), nullptr, nullptr))) {
               const auto same = [](const std::vector<bf16>& a, const std::vector<bf16>& b) {
                 return a.size() == b.size() &&
                        (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0);
@@ -430,6 +431,15 @@ bool run_case(const Case& c, int index) {
                                same(dv1, dvb_d.download(B * H * Tk * D));
               report("b.rerun", det ? 0.0 : 2.0);
             }
+          }
+          // The default mode: dQ added up with atomics in a float32 scratch
+          // (poisoned: the backward must clear it itself).
+          dqb_d.poison(), dkb_d.poison(), dvb_d.poison(), dq_accum_d.poison();
+          if (check_call("bf16 bwd atomic",
+                         cuda_ops::flash_attention_backward_bf16(hb, delta_d.get(), dq_accum_d.get(), nullptr))) {
+            report("b.dq.atomic", worst_error(widen(dqb_d.download(B * H * Tq * D)), rg.dq, kBf16GradAtol, kBf16GradRtol));
+            report("b.dk.atomic", worst_error(widen(dkb_d.download(B * H * Tk * D)), rg.dk, kBf16GradAtol, kBf16GradRtol));
+            report("b.dv.atomic", worst_error(widen(dvb_d.download(B * H * Tk * D)), rg.dv, kBf16GradAtol, kBf16GradRtol));
           }
         } else {
           detail += " b.bwd=n/a";

@@ -154,7 +154,11 @@ struct CudaFlashBf16Function : public torch::autograd::Function<CudaFlashBf16Fun
     p.dq = ptr(dq), p.dk = ptr(dk), p.dv = ptr(dv);
     if (cuda::flash_attention_backward_bf16_supported(p)) {
       at::Tensor delta = at::empty({q.size(0), q.size(1), q.size(2)}, lse.options());  // [B, H, Tq]
+      at::Tensor dq_accum;  // [B, H, Tq, D] float32, for dQ by atomics
+      if (cuda::bf16_backward_uses_atomic_dq(k.size(2), at::globalContext().deterministicAlgorithms()))
+        dq_accum = at::empty(q.sizes(), lse.options());
       check_cuda(cuda::flash_attention_backward_bf16(p, delta.data_ptr<float>(),
+                                                     dq_accum.defined() ? dq_accum.data_ptr<float>() : nullptr,
                                                      at::cuda::getCurrentCUDAStream()),
                  "flash attention backward (bf16)");
       return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};

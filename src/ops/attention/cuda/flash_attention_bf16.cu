@@ -1,11 +1,11 @@
 // FlashAttention-2 forward for bf16 inputs on tensor cores (sm_80 and later):
 // mma.sync m16n8k16 with bf16 operands and float32 accumulators.
 //
-// One thread block per (b, h, query tile of kBr rows), 4 warps; warp w owns
-// kMTiles m-tiles of 16 query rows (kBr = 128 at D <= 64, 64 at D = 128).
-// Per key tile of kBc = 64 keys:
-//   pass 1: S = Q K^T. The warp's Q fragments were loaded once (ldmatrix) and
-//           stay in registers; K fragments come from shared memory with
+// One thread block per (b, h, query tile of kBr = 128 rows), 4 warps; warp w
+// owns 2 m-tiles of 16 query rows. Per key tile of kBc keys (64, 32 at D = 128):
+//   pass 1: S = Q K^T. At D <= 64 the warp's Q fragments were loaded once
+//           (ldmatrix) and stay in registers; at D = 128 they are read from
+//           shared memory one k16 step at a time. K fragments come from shared memory with
 //           ldmatrix, each x4 load feeding two n8 tiles of every m-tile of
 //           the warp. S lives in the mma's
 //           accumulator layout: lane (g = lane / 4, t = lane % 4) holds rows
@@ -113,15 +113,19 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
 
   // The warp's Q as A fragments, per m-tile and k16 step: matrices (rows
   // 0-7, cols 0-7), (rows 8-15, cols 0-7), (rows 0-7, cols 8-15), (rows 8-15,
-  // cols 8-15) of the m-tile.
+  // cols 8-15) of the m-tile. Loaded once when they stay in registers (D <=
+  // 64); otherwise one k16 step at a time in pass 1, from q_s, which holds Q
+  // for the whole kernel.
   constexpr int kMT = Tr::kMTiles;
-  uint32_t q_frag[kMT][Tr::kKSteps][4];
+  constexpr int kQSteps = Tr::kQInRegs ? Tr::kKSteps : 1;
+  uint32_t q_frag[kMT][kQSteps][4];
+  if constexpr (Tr::kQInRegs) {
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
+    for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      load_a<kStride>(q_frag[mt][ks], q_s, warp * Tr::kRowsPerWarp + mt * 16, ks * 16, lane);
-    }
+      for (int ks = 0; ks < Tr::kKSteps; ++ks)
+        load_a<kStride>(q_frag[mt][ks], q_s, warp * Tr::kRowsPerWarp + mt * 16, ks * 16, lane);
+  }
 
   float o_acc[kMT][Tr::kOutTiles][4];
   float row_max[kMT][2];  // log2-scaled running max, rows g and g + 8 of each m-tile
@@ -158,14 +162,20 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
         for (int c = 0; c < 4; ++c) s[mt][n][c] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      const int qs = Tr::kQInRegs ? ks : 0;
+      if constexpr (!Tr::kQInRegs) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+          load_a<kStride>(q_frag[mt][0], q_s, warp * Tr::kRowsPerWarp + mt * 16, ks * 16, lane);
+      }
 #pragma unroll
       for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
         uint32_t k_frag[4];
         load_b_nk<kStride>(k_frag, k_s, np * 16, ks * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          mma_16816(s[mt][2 * np], q_frag[mt][ks], k_frag[0], k_frag[1]);
-          mma_16816(s[mt][2 * np + 1], q_frag[mt][ks], k_frag[2], k_frag[3]);
+          mma_16816(s[mt][2 * np], q_frag[mt][qs], k_frag[0], k_frag[1]);
+          mma_16816(s[mt][2 * np + 1], q_frag[mt][qs], k_frag[2], k_frag[3]);
         }
       }
     }

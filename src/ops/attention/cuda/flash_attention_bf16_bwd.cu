@@ -23,8 +23,13 @@
 //           ldmatrix.trans).
 // Step 3 recomputes S and dP instead of adding each key block's dQ with
 // atomics: 7 products per tile instead of 5, but no float atomics, so every
-// gradient is the same bits on every run (deterministic dQ is not an option
-// here, it is the only mode) and dQ is written once, as bf16.
+// gradient is the same bits on every run and dQ is written once, as bf16.
+// That is the deterministic mode. The default adds dQ with atomics instead:
+//   step 2, pass 4: dS^T goes to shared memory (bf16), and the block adds
+//           its dQ patch dS K for this query tile into a float32 buffer
+//           (atomicAdd; float2 on sm_90);
+//   step 3': one elementwise pass, dQ = scale * buffer as bf16.
+// The order of the atomic adds varies from run to run, so dQ's last bits do.
 // Streamed tiles are double-buffered: tile it + 1 is copied (cp.async) while
 // tile it is multiplied.
 //
@@ -149,12 +154,72 @@ __device__ __forceinline__ void score_pair(float (&s)[Tr::kScoreTiles][4], float
   }
 }
 
+// Atomic dQ, pass 4 of the dK/dV kernel: this query tile's dQ patch from
+// this block's keys, dQ[q0 + .., :] += dS K, added into the float32 dq
+// ([Tq][head_dim] of this head; unscaled). dS comes from ds_s, stored
+// transposed ([key][query]), as A fragments by ldmatrix.trans; K from k_s
+// ([key][dim]) as B fragments by ldmatrix.trans. Warp w takes m-tile
+// w / kDqWarpsPerM (16 queries) and kDqOutTiles n8 tiles of the head dim.
+template <class Tr>
+__device__ __forceinline__ void add_dq_patch(float* dq, const bf16* ds_s, const bf16* k_s, int q0, int tq,
+                                             int head_dim, int warp, int lane) {
+  const int m0 = (warp / Tr::kDqWarpsPerM) * 16;
+  const int n_first = (warp % Tr::kDqWarpsPerM) * Tr::kDqOutTiles;
+  float acc[Tr::kDqOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < Tr::kDqOutTiles; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[n][c] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < Tr::kBlockSteps; ++ks) {
+    uint32_t a[4];
+    load_a_km<Tr::kDsStride>(a, ds_s, m0, ks * 16, lane);
+#pragma unroll
+    for (int dd = 0; dd < Tr::kDqOutTiles / 2; ++dd) {
+      uint32_t b[4];
+      load_b_kn<Tr::kStride>(b, k_s, ks * 16, (n_first + 2 * dd) * 8, lane);
+      mma_16816(acc[2 * dd], a, b[0], b[1]);
+      mma_16816(acc[2 * dd + 1], a, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = q0 + m0 + acc_row(lane, 2 * r);
+    if (i >= tq) continue;
+    float* row = dq + static_cast<int64_t>(i) * head_dim;
+#pragma unroll
+    for (int n = 0; n < Tr::kDqOutTiles; ++n) {
+      const int d = 8 * (n_first + n) + acc_col(lane, 2 * r);
+      if (d >= head_dim) continue;  // head_dim is even: d + 1 is in too
+#if __CUDA_ARCH__ >= 900
+      atomicAdd(reinterpret_cast<float2*>(row + d), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
+#else
+      atomicAdd(row + d, acc[n][2 * r]);
+      atomicAdd(row + d + 1, acc[n][2 * r + 1]);
+#endif
+    }
+  }
+}
+
+// dq = scale * dq_accum as bf16 pairs, dq_accum [B*H][Tq][head_dim] float32.
+__global__ void flash_backward_dq_convert_bf16_kernel(const Params p, const float* dq_accum) {
+  const int64_t pairs = p.batch * p.heads * p.q_len * (p.head_dim / 2);
+  for (int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; x < pairs;
+       x += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t d = 2 * (x % (p.head_dim / 2)), row = x / (p.head_dim / 2);
+    const int64_t i = row % p.q_len, bh = row / p.q_len, b = bh / p.heads, h = bh % p.heads;
+    const float2 v = *reinterpret_cast<const float2*>(dq_accum + row * p.head_dim + d);
+    *reinterpret_cast<uint32_t*>(p.dq + b * p.dq_stride_b + h * p.dq_stride_h + i * p.dq_stride_t + d) =
+        pack_bf16(v.x * p.scale, v.y * p.scale);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // step 2: dK, dV. grid.x = B * H * n_kblocks (key block fastest); block = 128.
 // ---------------------------------------------------------------------------
 template <int kD>
 __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
-    flash_backward_dkdv_bf16_kernel(const Params p, const float* delta, int n_kblocks) {
+    flash_backward_dkdv_bf16_kernel(const Params p, const float* delta, float* dq_accum, int n_kblocks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using Tr = Traits<kD>;
   constexpr int kStride = Tr::kStride;
@@ -167,6 +232,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   bf16* v_s = smem + Tr::kSmemFixedB;    // v_s: [64][kStride]
   bf16* q_s = smem + Tr::kSmemStreamA;   // q_s: [2][kBq][kStride]
   bf16* do_s = smem + Tr::kSmemStreamB;  // do_s: [2][kBq][kStride]
+  bf16* ds_s = smem + Tr::kSmemDS;       // ds_s: [64][kDsStride], dS^T of this step (atomic dQ)
   // stats: [2 buffers][lse (log2-scaled), delta][kBq]
   float* stats = reinterpret_cast<float*>(reinterpret_cast<char*>(smem_u4) + Tr::kSmemStatsOffsetBytes);
 
@@ -264,6 +330,16 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
         s[n][c] = prob;
         dp[n][c] = prob * (dp[n][c] - delta_t[qi]);
       }
+    // Atomic dQ: the warp's rows of dS^T, rounded to bf16 as pass 3 rounds
+    // them, into ds_s (row = key within the block, column = query).
+    if (dq_accum != nullptr) {
+#pragma unroll
+      for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          *reinterpret_cast<uint32_t*>(ds_s + (key_row0 + acc_row(lane, 2 * r)) * Tr::kDsStride + 8 * n +
+                                       acc_col(lane, 2 * r)) = pack_bf16(dp[n][2 * r], dp[n][2 * r + 1]);
+    }
 
     // pass 3: dV += P^T dO, dK += dS^T Q. n8 tiles 2kk, 2kk + 1 of P^T / dS^T
     // are the A fragment of k16 step kk (queries q0 + 16kk ..); dO and Q as
@@ -284,7 +360,11 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
         mma_16816(dk_acc[2 * dd + 1], ds_frag, b_frag[2], b_frag[3]);
       }
     }
-    // Every warp is done with this buffer before the next step refills it.
+    if (dq_accum != nullptr) {
+      __syncthreads();  // every warp's dS^T rows are in ds_s
+      add_dq_patch<Tr>(dq_accum + bh * tq * head_dim, ds_s, k_s, q0, tq, head_dim, warp, lane);
+    }
+    // Every warp is done with this buffer (and ds_s) before the next step refills it.
     __syncthreads();
   }
   cp_async_wait<0>();  // nothing may be left in flight when the block exits
@@ -441,7 +521,7 @@ cudaError_t opt_in() {
 }
 
 template <int kD>
-cudaError_t launch(const Params& p, const float* delta, cudaStream_t stream) {
+cudaError_t launch(const Params& p, const float* delta, float* dq_accum, cudaStream_t stream) {
   using Tr = Traits<kD>;
   // The host pass reads the launch shape; every arch's traits must agree on it.
   using Sm80 = flash::FlashBwdMmaTraits<kD, 800>;
@@ -457,10 +537,17 @@ cudaError_t launch(const Params& p, const float* delta, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   if (n_kblocks > 0)
     flash_backward_dkdv_bf16_kernel<kD><<<static_cast<unsigned>(bh * n_kblocks), Tr::kThreads,
-                                          Tr::kSmemBytes, stream>>>(p, delta,
+                                          Tr::kSmemBytes, stream>>>(p, delta, dq_accum,
                                                                     static_cast<int>(n_kblocks));
   err = cudaGetLastError();
   if (err != cudaSuccess || n_qblocks == 0) return err;
+  if (dq_accum != nullptr) {
+    const int64_t pairs = bh * p.q_len * (p.head_dim / 2);
+    const int64_t blocks = (pairs + 255) / 256;
+    flash_backward_dq_convert_bf16_kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks, 65535 * 16)),
+                                            256, 0, stream>>>(p, dq_accum);
+    return cudaGetLastError();
+  }
   flash_backward_dq_bf16_kernel<kD><<<static_cast<unsigned>(bh * n_qblocks), Tr::kThreads,
                                       Tr::kSmemBytes, stream>>>(p, delta,
                                                                 static_cast<int>(n_qblocks));
@@ -489,7 +576,8 @@ bool flash_attention_backward_bf16_supported(const Params& p) {
          p.k_len < kMaxLen && p.batch * p.heads * blocks <= kMaxGridX;
 }
 
-int flash_attention_backward_bf16(const Params& p, float* delta_scratch, cudaStream_t stream) {
+int flash_attention_backward_bf16(const Params& p, float* delta_scratch, float* dq_scratch,
+                                  cudaStream_t stream) {
   const int64_t bh = p.batch * p.heads;
   if (bh == 0) return 0;
   if (delta_scratch == nullptr || !flash_attention_backward_bf16_supported(p))
@@ -502,9 +590,14 @@ int flash_attention_backward_bf16(const Params& p, float* delta_scratch, cudaStr
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return static_cast<int>(err);
   }
+  if (dq_scratch != nullptr && rows > 0) {
+    const cudaError_t err =
+        cudaMemsetAsync(dq_scratch, 0, static_cast<size_t>(rows * p.head_dim) * sizeof(float), stream);
+    if (err != cudaSuccess) return static_cast<int>(err);
+  }
   // Tq = 0 leaves dK and dV to be zero: the dK/dV kernel sees no query tile.
-  const cudaError_t err =
-      p.head_dim <= 64 ? launch<64>(p, delta_scratch, stream) : launch<128>(p, delta_scratch, stream);
+  const cudaError_t err = p.head_dim <= 64 ? launch<64>(p, delta_scratch, dq_scratch, stream)
+                                           : launch<128>(p, delta_scratch, dq_scratch, stream);
   return static_cast<int>(err);
 }
 

@@ -296,12 +296,16 @@ struct FlashFwdMmaTraits {
   static constexpr int kHeadDim = kD;  // padded head dim; columns >= the real D are zeros
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  // Two m-tiles per warp at D <= 64; one at D = 128, whose O and Q
-  // fragments alone take 96 registers per m-tile.
-  static constexpr int kMTiles = kD <= 64 ? 2 : 1;
+  // Two m-tiles per warp: each K or V fragment read from shared memory then
+  // feeds two mmas. At D = 128 the O accumulators of two m-tiles take 128
+  // registers per thread, so the warp's Q fragments (another 64) are not
+  // kept: they are read again from shared memory for every key tile, and the
+  // key tile shrinks to 32 (S takes 32 registers instead of 64).
+  static constexpr int kMTiles = 2;
+  static constexpr bool kQInRegs = kD <= 64;
   static constexpr int kRowsPerWarp = 16 * kMTiles;
   static constexpr int kBr = kWarps * kRowsPerWarp;
-  static constexpr int kBc = 64;
+  static constexpr int kBc = kD <= 64 ? 64 : 32;
   static constexpr int kElemBytes = 2;  // bf16
   static constexpr int kVec = 16 / kElemBytes;  // elements per 16-byte cp.async / ldmatrix row
   // 16 bytes of padding per row: a row is then an odd number of 16-byte
@@ -339,12 +343,15 @@ struct FlashFwdMmaTraits {
 //     and streams query tiles (Q, dO, lse, delta) of kStreamRows rows;
 //   dQ kernel:    one block per (b, h, 64 queries); warp w owns queries
 //     16w..16w+15 and streams key tiles (K, V) of kStreamRows rows.
-// Both recompute S and dP from the forward's lse, so neither needs the
-// other's results and dQ needs no atomics: the gradients are the same bits
-// on every run.
+// Deterministic mode: both recompute S and dP from the forward's lse, so
+// neither needs the other's results and dQ needs no atomics: the gradients
+// are the same bits on every run. Otherwise the dK/dV kernel also adds each
+// query tile's dQ = dS K into a float32 buffer with atomics, and the dQ
+// kernel is not run (5 products per tile instead of 7).
 // Shared memory (bf16 elements, then float32 statistics):
 //   fixed_a [kBlockRows][kStride] | fixed_b [kBlockRows][kStride] |
 //   stream_a [2][kStreamRows][kStride] | stream_b [2][kStreamRows][kStride] |
+//   ds [kBlockRows][kDsStride] (dS^T, atomic dQ only) |
 //   stats [2][2][kStreamRows] floats (lse and delta of a query tile, double-buffered)
 // fixed = K, V (dK/dV kernel) or Q, dO (dQ kernel); stream = Q, dO or K, V.
 // ---------------------------------------------------------------------------
@@ -368,11 +375,23 @@ struct FlashBwdMmaTraits {
   static constexpr int kStreamSteps = kStreamRows / 16;   // k16 steps over the streamed rows
   static constexpr int kOutTiles = kD / 8;                // n8 tiles of a gradient patch
 
+  // dQ by atomics (the dK/dV kernel, when not deterministic): the block's
+  // dS^T [kBlockRows keys][kStreamRows queries] goes through shared memory,
+  // and the 4 warps split dQ's patch [kStreamRows x kD] = dS K: kDqMTiles
+  // m-tiles of 16 queries, each shared by kDqWarpsPerM warps that take
+  // kDqOutTiles n8 tiles of the head dim apiece (8 at D = 64 and 128).
+  static constexpr int kDsStride = kStreamRows + kPad;
+  static constexpr int kDqMTiles = kStreamRows / 16;
+  static constexpr int kDqWarpsPerM = kWarps / kDqMTiles;
+  static constexpr int kDqOutTiles = kOutTiles / kDqWarpsPerM;
+  static constexpr int kBlockSteps = kBlockRows / 16;  // k16 steps over the block's keys
+
   static constexpr int kSmemFixedA = 0;
   static constexpr int kSmemFixedB = kSmemFixedA + kBlockRows * kStride;
   static constexpr int kSmemStreamA = kSmemFixedB + kBlockRows * kStride;  // + buf * kStreamRows * kStride
   static constexpr int kSmemStreamB = kSmemStreamA + 2 * kStreamRows * kStride;
-  static constexpr int kSmemElems = kSmemStreamB + 2 * kStreamRows * kStride;
+  static constexpr int kSmemDS = kSmemStreamB + 2 * kStreamRows * kStride;
+  static constexpr int kSmemElems = kSmemDS + kBlockRows * kDsStride;
   static constexpr int kSmemStatsOffsetBytes = kSmemElems * kElemBytes;
   static constexpr int kSmemBytes = kSmemStatsOffsetBytes + 2 * 2 * kStreamRows * 4;
   static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
@@ -383,6 +402,9 @@ struct FlashBwdMmaTraits {
   static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
   static_assert((kStride * kElemBytes / 16) % 2 == 1, "odd 16-byte units per row: no bank conflicts");
   static_assert(kSmemStatsOffsetBytes % 16 == 0, "statistics 16-byte aligned");
+  static_assert((kDsStride * kElemBytes / 16) % 2 == 1, "dS^T rows: conflict-free ldmatrix");
+  static_assert(kWarps % kDqMTiles == 0 && kOutTiles % kDqWarpsPerM == 0 && kDqOutTiles % 2 == 0,
+                "dQ patch split over the warps");
   static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
                 "tensor-core backward tile exceeds the per-block shared memory of this arch");
 };

@@ -69,6 +69,13 @@ NMT_FLASH_HD constexpr int ldsm_bn_col(int lane) { return 8 * ((lane / 8) % 2); 
 NMT_FLASH_HD constexpr int ldsm_bk_row(int lane) { return lane % 8 + 8 * ((lane / 8) % 2); }
 NMT_FLASH_HD constexpr int ldsm_bk_col(int lane) { return 8 * (lane / 16); }
 
+// A operand of a [16 x 16] block from a tile stored transposed, [k][m]
+// (dS^T for dQ = dS K), with ldmatrix.trans: matrices (m 0-7, k 0-7),
+// (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15) = a0 .. a3 are stored
+// at (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
+NMT_FLASH_HD constexpr int ldsm_at_row(int lane) { return lane % 8 + 8 * (lane / 16); }
+NMT_FLASH_HD constexpr int ldsm_at_col(int lane) { return 8 * ((lane / 8) % 2); }
+
 // Element offsets of those addresses in a tile of row stride kStride: the
 // fragment's corner at (row0, col0) in the tile's own (row, column) terms.
 template <int kStride>
@@ -82,6 +89,10 @@ NMT_FLASH_HD constexpr int b_nk_offset(int n0, int k0, int lane) {
 template <int kStride>
 NMT_FLASH_HD constexpr int b_kn_offset(int k0, int n0, int lane) {
   return (k0 + ldsm_bk_row(lane)) * kStride + n0 + ldsm_bk_col(lane);
+}
+template <int kStride>
+NMT_FLASH_HD constexpr int a_km_offset(int m0, int k0, int lane) {
+  return (k0 + ldsm_at_row(lane)) * kStride + m0 + ldsm_at_col(lane);
 }
 
 // The A fragment of k16 step kk from the accumulators of n8 tiles 2kk and
@@ -217,6 +228,14 @@ template <int kStride>
 __device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const bf16* tile, int k0, int n0,
                                           int lane) {
   ldmatrix_x4_trans(b, smem_u32(tile + b_kn_offset<kStride>(k0, n0, lane)));
+}
+
+// A fragment of the [16 x 16] block at (m0, k0) of a tile stored [k][m]
+// (ldmatrix.trans).
+template <int kStride>
+__device__ __forceinline__ void load_a_km(uint32_t (&a)[4], const bf16* tile, int m0, int k0,
+                                          int lane) {
+  ldmatrix_x4_trans(a, smem_u32(tile + a_km_offset<kStride>(m0, k0, lane)));
 }
 
 #endif  // __CUDACC__
