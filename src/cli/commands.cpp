@@ -105,8 +105,10 @@ std::string map_path(const std::string& pattern, size_t index, size_t count) {
       .string();
 }
 
-void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args,
-                          const std::vector<std::string>& lines, const DecodeOptions& opts) {
+// The heatmaps of translations already made: line i's source ids and the
+// ids its translation was decoded to (no second decode).
+void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args, const std::vector<std::string>& lines,
+                          const std::vector<PreparedLine>& sources, const std::vector<std::vector<int64_t>>& hyps) {
   Transformer& model = s.ck.model;
   const int64_t layers = model->options().decoder_layers(), heads = model->options().heads();
   const int64_t layer = args.map_layer < 0 ? layers - 1 : args.map_layer;
@@ -117,19 +119,11 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args,
     throw InputError("--attention-head: " + std::to_string(args.map_head) + " but the model has " +
                      std::to_string(heads) + " heads");
   for (size_t i = 0; i < lines.size(); ++i) {
-    const SourceText text(lines[i], opts);
-    std::vector<int64_t> src = s.ck.src_tok->encode(text.text());
+    const std::vector<int64_t>& src = sources[i].ids;
     if (src.empty()) continue;
-    const int64_t tokens = fit_source(src, model);  // as translate_lines: the map is of what was translated
-    const std::vector<int64_t> hyp = decode(model, {src}, opts, s.device, {text.owed()})[0];
-    std::vector<int64_t> tgt_in{kStartId};
-    tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
-    auto [src_t, src_len] = make_source_batch({src});
-    src_t = src_t.to(s.device), src_len = src_len.to(s.device);
-    const auto opts_long = torch::TensorOptions(torch::kLong).device(s.device);
-    const torch::Tensor tgt_t = torch::tensor(tgt_in, opts_long).unsqueeze(0);
-    const torch::Tensor tgt_len = torch::full({1}, tgt_t.size(1), opts_long);
-    torch::Tensor map = model->attention_maps(src_t, src_len, tgt_t, tgt_len).cross[layer][0];
+    const int64_t tokens = sources[i].read_tokens;
+    const std::vector<int64_t>& hyp = hyps[i];
+    torch::Tensor map = translation_attention(model, src, hyp, s.device).cross[layer][0];
     map = (args.map_head < 0 ? map.mean(0) : map[args.map_head]).to(torch::kCPU, torch::kDouble);
     std::vector<std::vector<double>> weights(map.size(0), std::vector<double>(map.size(1)));
     for (int64_t r = 0; r < map.size(0); ++r)
@@ -270,23 +264,34 @@ int run_translate(const TranslateArgs& args) {
   // sits in memory whole; --output is written once, complete, at the end.
   const size_t chunk = static_cast<size_t>(std::max<int64_t>(opts.batch_size, 1)) * 16;
   std::string output;
-  std::vector<std::string> all;  // kept for --attention-map only
+  // Kept for --attention-map only: every line, its source and its translation's ids.
+  std::vector<std::string> all;
+  std::vector<PreparedLine> all_sources;
+  std::vector<std::vector<int64_t>> all_hyps;
   std::vector<SourceCut> cuts;   // over-long sources, numbered from 0 in the whole input
   int64_t count = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const std::vector<std::string> lines = reader.next(chunk, count, args.output);
     if (lines.empty()) break;
-    std::vector<SourceCut> chunk_cuts;
-    const auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, lines, opts, s.device, &chunk_cuts);
-    for (SourceCut c : chunk_cuts) cuts.push_back({c.line + static_cast<size_t>(count), c.tokens});
-    for (const auto& l : out) {
+    std::vector<PreparedLine> sources;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      sources.push_back(prepare_line(lines[i], *s.ck.src_tok, s.ck.model, opts));
+      if (sources.back().was_cut()) cuts.push_back({i + static_cast<size_t>(count), sources.back().read_tokens});
+    }
+    std::vector<std::vector<int64_t>> hyps = decode_lines(s.ck.model, sources, opts, s.device);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string l = sources[i].ids.empty() ? "" : sources[i].text.finish(s.ck.tgt_tok->decode(hyps[i]));
       if (args.output.empty()) std::cout << l << '\n';
       else output += l + '\n';
     }
     std::cout.flush();
     count += static_cast<int64_t>(lines.size());
-    if (!args.attention_map.empty()) all.insert(all.end(), lines.begin(), lines.end());
+    if (!args.attention_map.empty()) {
+      all.insert(all.end(), lines.begin(), lines.end());
+      std::move(sources.begin(), sources.end(), std::back_inserter(all_sources));
+      std::move(hyps.begin(), hyps.end(), std::back_inserter(all_hyps));
+    }
   }
   if (!args.output.empty()) write_file_atomic(args.output, output);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -294,7 +299,7 @@ int run_translate(const TranslateArgs& args) {
                seconds, count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
                opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
   if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, s.ck.model->options().max_positions()));
-  if (!args.attention_map.empty()) write_attention_maps(s, args, all, opts);
+  if (!args.attention_map.empty()) write_attention_maps(s, args, all, all_sources, all_hyps);
   return kExitOk;
 }
 

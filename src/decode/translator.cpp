@@ -345,33 +345,58 @@ std::string describe_cuts(const std::vector<SourceCut>& cuts, int64_t limit, int
   return out;
 }
 
+PreparedLine prepare_line(const std::string& line, const Tokenizer& src_tok, const Transformer& model,
+                          const DecodeOptions& options) {
+  PreparedLine p{SourceText(line, options), {}, 0};
+  p.ids = src_tok.encode(p.text.text());
+  p.read_tokens = fit_source(p.ids, model);
+  return p;
+}
+
+AttentionMaps translation_attention(Transformer& model, const std::vector<int64_t>& src,
+                                    const std::vector<int64_t>& hyp, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> tgt_in{kStartId};
+  tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
+  auto [src_t, src_len] = make_source_batch({src});
+  const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
+  const torch::Tensor tgt_t = torch::tensor(tgt_in, long_opts).unsqueeze(0);
+  return model->attention_maps(src_t.to(device), src_len.to(device), tgt_t,
+                               torch::full({1}, tgt_t.size(1), long_opts));
+}
+
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
                                          const DecodeOptions& options, const c10::Device& device,
                                          std::vector<SourceCut>* cuts) {
-  std::vector<std::string> result(lines.size());
-  std::vector<std::vector<int64_t>> encoded(lines.size());
-  std::vector<SourceText> sources_text;
-  sources_text.reserve(lines.size());
-  std::vector<size_t> order;
+  std::vector<PreparedLine> prepared;
+  prepared.reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
-    sources_text.emplace_back(lines[i], options);
-    encoded[i] = src_tok.encode(sources_text[i].text());
-    const int64_t tokens = fit_source(encoded[i], model);
-    if (cuts != nullptr && tokens > static_cast<int64_t>(encoded[i].size())) cuts->push_back({i, tokens});
-    if (!encoded[i].empty()) order.push_back(i);
+    prepared.push_back(prepare_line(lines[i], src_tok, model, options));
+    if (cuts != nullptr && prepared.back().was_cut()) cuts->push_back({i, prepared.back().read_tokens});
   }
+  const std::vector<std::vector<int64_t>> hyps = decode_lines(model, prepared, options, device);
+  std::vector<std::string> result(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (!prepared[i].ids.empty()) result[i] = prepared[i].text.finish(tgt_tok.decode(hyps[i]));
+  return result;
+}
+
+std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::vector<PreparedLine>& lines,
+                                               const DecodeOptions& options, const c10::Device& device) {
+  std::vector<std::vector<int64_t>> result(lines.size());
+  std::vector<size_t> order;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (!lines[i].ids.empty()) order.push_back(i);
   // Similar lengths together: less padding, same results (padding is masked).
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return encoded[a].size() < encoded[b].size(); });
+                   [&](size_t a, size_t b) { return lines[a].ids.size() < lines[b].ids.size(); });
   const size_t batch = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
   const size_t batches = (order.size() + batch - 1) / batch;
-  const auto finish = [&](size_t line, const std::vector<int64_t>& ids) {
-    result[line] = sources_text[line].finish(tgt_tok.decode(ids));
-  };
+  const auto finish = [&](size_t line, std::vector<int64_t> ids) { result[line] = std::move(ids); };
   // Beam search (or no cache): fixed batches; batch b decoded, then its
-  // lines detokenized into their places.
+  // lines' ids put in their places.
   std::atomic<size_t> next_batch{0};
   const auto run_batches = [&] {
     for (size_t b; (b = next_batch++) < batches;) {
@@ -382,8 +407,8 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
       const size_t start = b * batch, end = std::min(order.size(), start + batch);
       std::vector<std::vector<int64_t>> sources, owed;
       for (size_t k = start; k < end; ++k) {
-        sources.push_back(encoded[order[k]]);
-        if (!options.sentinel_ids.empty()) owed.push_back(sources_text[order[k]].owed());
+        sources.push_back(lines[order[k]].ids);
+        if (!options.sentinel_ids.empty()) owed.push_back(lines[order[k]].text.owed());
       }
       const auto hyps = decode(model, sources, options, device, owed);
       for (size_t k = start; k < end; ++k) finish(order[k], hyps[k - start]);
@@ -414,13 +439,13 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
         std::vector<std::vector<int64_t>> sources, owed;
         std::vector<uint64_t> tickets;
         for (size_t k = start; k < end; ++k) {
-          sources.push_back(encoded[order[k]]), tickets.push_back(order[k]);
-          if (!options.sentinel_ids.empty()) owed.push_back(sources_text[order[k]].owed());
+          sources.push_back(lines[order[k]].ids), tickets.push_back(order[k]);
+          if (!options.sentinel_ids.empty()) owed.push_back(lines[order[k]].text.owed());
         }
         stream.add(sources, tickets, owed);
       }
       if (stream.rows() == 0) break;
-      for (const auto& [line, ids] : stream.step()) finish(static_cast<size_t>(line), ids);
+      for (auto& [line, ids] : stream.step()) finish(static_cast<size_t>(line), std::move(ids));
     }
   };
   const bool continuous = options.beam <= 0 && options.use_cache;

@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "decode/decode_options.h"
+
 namespace nmt::serve {
 
 using Clock = std::chrono::steady_clock;
@@ -45,6 +47,9 @@ struct BatchPolicy {
 // What one request asks, and what it gets back.
 struct Job {
   std::vector<std::string> lines;
+  // Each line tokenized once, when the request is read (the service's
+  // make_job); the workers decode these.
+  std::vector<PreparedLine> sources;
   std::vector<int64_t> tokens;  // source tokens per line, as read (the batching budget counts these)
   std::vector<size_t> cut;      // lines longer than the model reads, cut to its max_positions (fit_source)
   int64_t beam = 0;             // 0 = greedy

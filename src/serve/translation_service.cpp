@@ -55,9 +55,9 @@ Job TranslationService::make_job(const TranslateRequest& request) const {
   job.attention = request.attention;
   for (size_t i = 0; i < job.lines.size(); ++i) {
     // Cut as every entry point cuts (fit_source); the answer names the line.
-    std::vector<int64_t> ids = m_.src_tok->encode(SourceText(job.lines[i], m_.decode).text());
-    if (fit_source(ids, m_.model) > static_cast<int64_t>(ids.size())) job.cut.push_back(i);
-    job.tokens.push_back(static_cast<int64_t>(ids.size()));
+    job.sources.push_back(prepare_line(job.lines[i], *m_.src_tok, m_.model, m_.decode));
+    if (job.sources.back().was_cut()) job.cut.push_back(i);
+    job.tokens.push_back(static_cast<int64_t>(job.sources.back().ids.size()));
   }
   return job;
 }
@@ -66,10 +66,10 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
   const auto start = std::chrono::steady_clock::now();
   // One call over every line of the batch: translate_lines sorts them by
   // length and decodes them in sub-batches, as `nmt translate` does.
-  std::vector<std::string> lines;
+  std::vector<PreparedLine> lines;
   int64_t source_tokens = 0;
   for (const Job* job : jobs) {
-    lines.insert(lines.end(), job->lines.begin(), job->lines.end());
+    lines.insert(lines.end(), job->sources.begin(), job->sources.end());
     source_tokens += job->total_tokens();
   }
   DecodeOptions options = worker_options(jobs.front()->beam);  // the Batcher groups jobs by beam
@@ -82,16 +82,15 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
     const int64_t n = static_cast<int64_t>(lines.size());
     options.batch_size = std::max<int64_t>(1, std::min(options.batch_size, (n + workers - 1) / workers));
   }
-  const std::vector<std::string> out = translate_lines(m_.model, *m_.src_tok, *m_.tgt_tok, lines, options, m_.device);
+  const std::vector<std::vector<int64_t>> hyps = decode_lines(m_.model, lines, options, m_.device);
   std::vector<Sentences> results;
   size_t k = 0;
   int64_t target_tokens = 0;
   for (const Job* job : jobs) {
     Sentences r(job->lines.size());
     for (size_t i = 0; i < job->lines.size(); ++i, ++k) {
-      r[i].translation = out[k];
-      target_tokens += static_cast<int64_t>(m_.tgt_tok->encode(out[k]).size());
-      if (job->attention) r[i].attention_json = attention_json(job->lines[i], options);
+      r[i] = finish_sentence(lines[k], hyps[k], job->attention);
+      target_tokens += static_cast<int64_t>(hyps[k].size());
     }
     results.push_back(std::move(r));
   }
@@ -121,17 +120,15 @@ class TranslationService::GreedyStream : public StepStream {
         decoder_(service.m_.model, options_, service.m_.device) {}
 
   void add(const Job& job, uint64_t ticket) override {
-    Pending p{std::vector<SentenceResult>(job.lines.size()), {}, 0, job.attention ? &job : nullptr, 0, 0};
+    Pending p{std::vector<SentenceResult>(job.lines.size()), &job, 0, 0, 0};
     std::vector<std::vector<int64_t>> sources, owed;
     std::vector<uint64_t> rows;
-    for (size_t i = 0; i < job.lines.size(); ++i) {
-      p.texts.emplace_back(job.lines[i], options_);
-      std::vector<int64_t> ids = service_.m_.src_tok->encode(p.texts.back().text());
-      if (ids.empty()) continue;  // translates to "", as translate_lines has it
-      fit_source(ids, service_.m_.model);
-      p.source_tokens += static_cast<int64_t>(ids.size());
-      sources.push_back(std::move(ids));
-      owed.push_back(p.texts.back().owed());
+    for (size_t i = 0; i < job.sources.size(); ++i) {
+      const PreparedLine& line = job.sources[i];
+      if (line.ids.empty()) continue;  // translates to "", as decode_lines has it
+      p.source_tokens += static_cast<int64_t>(line.ids.size());
+      sources.push_back(line.ids);
+      owed.push_back(line.text.owed());
       rows.push_back(next_row_);
       row_of_[next_row_++] = {ticket, i};
       ++p.running;
@@ -155,16 +152,16 @@ class TranslationService::GreedyStream : public StepStream {
       const auto [ticket, line] = row_of_.at(row);
       row_of_.erase(row);
       Pending& p = jobs_.at(ticket);
-      p.sentences[line].translation = p.texts[line].finish(service_.m_.tgt_tok->decode(ids));
+      p.sentences[line] = service_.finish_sentence(p.job->sources[line], ids, p.job->attention);
       p.target_tokens += static_cast<int64_t>(ids.size());
       if (--p.running == 0) done_.push_back(ticket);
     }
     std::vector<std::pair<uint64_t, Sentences>> finished;
     for (uint64_t ticket : done_) {
       Pending& p = jobs_.at(ticket);
-      if (p.attention_job)
-        for (size_t i = 0; i < p.sentences.size(); ++i)
-          p.sentences[i].attention_json = service_.attention_json(p.attention_job->lines[i], options_);
+      // Empty lines never ran: their (empty) translation and map.
+      for (size_t i = 0; i < p.sentences.size(); ++i)
+        if (p.job->sources[i].ids.empty()) p.sentences[i] = service_.finish_sentence(p.job->sources[i], {}, p.job->attention);
       service_.metrics_.translated(static_cast<int64_t>(p.sentences.size()), p.source_tokens, p.target_tokens);
       finished.emplace_back(ticket, std::move(p.sentences));
       jobs_.erase(ticket);
@@ -179,9 +176,8 @@ class TranslationService::GreedyStream : public StepStream {
  private:
   struct Pending {
     Sentences sentences;
-    std::vector<SourceText> texts;  // what each line's source tokens were made from
-    int64_t running;          // lines still decoding
-    const Job* attention_job;  // set when it asked for attention (the Batcher keeps the job alive)
+    const Job* job;   // the Batcher keeps it alive until its result is reported
+    int64_t running;  // lines still decoding
     int64_t source_tokens, target_tokens;
   };
   TranslationService& service_;
@@ -195,29 +191,29 @@ class TranslationService::GreedyStream : public StepStream {
 
 std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make_unique<GreedyStream>(*this); }
 
-std::string TranslationService::attention_json(const std::string& line, const DecodeOptions& options) {
-  torch::NoGradGuard no_grad;
-  const SourceText text(line, options);
-  std::vector<int64_t> src = m_.src_tok->encode(text.text());
-  fit_source(src, m_.model);  // the map of what was translated
+SentenceResult TranslationService::finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp,
+                                                   bool attention) const {
+  SentenceResult r;
+  if (!line.ids.empty()) r.translation = line.text.finish(m_.tgt_tok->decode(hyp));
+  if (attention) r.attention_json = attention_json(line.ids, hyp);
+  return r;
+}
+
+std::string TranslationService::attention_json(const std::vector<int64_t>& src, const std::vector<int64_t>& hyp) const {
   json j;
   if (src.empty()) {
     j = {{"source", json::array()}, {"target_in", json::array()}, {"target_out", json::array()},
          {"encoder_self", json::array()}, {"decoder_self", json::array()}, {"cross", json::array()}};
     return j.dump();
   }
-  // The same decode as translate_lines' (a sentence's result does not depend
-  // on its batch), for the token ids the strings no longer carry.
-  const std::vector<int64_t> hyp = decode(m_.model, {src}, options, m_.device, {text.owed()})[0];
+  // The translation's own ids, as decoding produced them: one teacher-forced
+  // pass, no second decode.
   std::vector<int64_t> tgt_in{kStartId};
   tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
   std::vector<int64_t> tgt_out = hyp;
   tgt_out.push_back(kEndId);
-  auto [src_t, src_len] = make_source_batch({src});
-  const auto long_opts = torch::TensorOptions(torch::kLong).device(m_.device);
-  const torch::Tensor tgt_t = torch::tensor(tgt_in, long_opts).unsqueeze(0);
-  const AttentionMaps maps = m_.model->attention_maps(src_t.to(m_.device), src_len.to(m_.device), tgt_t,
-                                                      torch::full({1}, tgt_t.size(1), long_opts));
+  Transformer model = m_.model;  // a handle: the same module
+  const AttentionMaps maps = translation_attention(model, src, hyp, m_.device);
   j["source"] = m_.src_tok->pieces(src);
   j["target_in"] = m_.tgt_tok->pieces(tgt_in);
   j["target_out"] = m_.tgt_tok->pieces(tgt_out);

@@ -40,8 +40,8 @@ class TranslationService {
  public:
   TranslationService(Model model, Metrics& metrics);
 
-  // Tokenizes the lines; RequestError 400 naming text[i] for a line longer
-  // than the model's positions.
+  // Tokenizes the lines, once (prepare_line: a line longer than the model
+  // reads is cut, and named in Job::cut).
   Job make_job(const TranslateRequest& request) const;
   // The Batcher's runner.
   std::vector<Sentences> run_batch(const std::vector<const Job*>& jobs);
@@ -55,7 +55,12 @@ class TranslationService {
  private:
   // {"source": [...], "target_in": [...], "target_out": [...], "encoder_self":
   // [L][H][S][S], "decoder_self": [L][H][T][T], "cross": [L][H][T][S]}
-  std::string attention_json(const std::string& line, const DecodeOptions& options);
+  // The maps of the translation decoding made: src as decoded, hyp its
+  // result (no second decode).
+  std::string attention_json(const std::vector<int64_t>& src, const std::vector<int64_t>& hyp) const;
+  // A sentence's answer from the ids decoding gave it: the finished text,
+  // and its attention maps when asked for.
+  SentenceResult finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp, bool attention) const;
   // The decoding options of a batch of this beam, on this worker's thread.
   DecodeOptions worker_options(int64_t beam) const;
 
