@@ -47,7 +47,7 @@ class Server:
     def request(self, method, path, body=None, headers=None, timeout=60):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-        c.request(method, path, body=data, headers=headers or {"Content-Type": "application/json"})
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"} if headers is None else headers)
         r = c.getresponse()
         payload = r.read()
         c.close()
@@ -193,6 +193,46 @@ for what, method, path, body, code in bad:
     if code == 405:
         check("Allow" in headers, f"{what}: 405 names the allowed methods ({headers.get('Allow')})")
 check(server.request("GET", "/healthz")[0] == 200 and server.proc.poll() is None, "still healthy after bad requests")
+
+
+# 3b. Who may call (serve/access.h): a Host that names the service, no other
+#     web page's Origin, JSON bodies only; and the security headers.
+def error_of(payload):
+    try:
+        return json.loads(payload)["error"]["message"]
+    except Exception:
+        return ""
+
+
+one_line = json.dumps({"text": [lines[0]]}).encode()
+J = {"Content-Type": "application/json"}
+here = f"127.0.0.1:{server.port}"
+access = [
+    ("Host an attacker's name (DNS rebinding)", {**J, "Host": f"evil.example:{server.port}"}, 403, "Host"),
+    ("Host and Origin both the attacker's", {**J, "Host": f"evil.example:{server.port}",
+                                             "Origin": f"http://evil.example:{server.port}"}, 403, "Host"),
+    ("Host malformed", {**J, "Host": "127.0.0.1:80x"}, 400, "Host"),
+    ("a cross-origin POST", {**J, "Origin": "https://attacker.example"}, 403, "Origin"),
+    ("Origin null (a sandboxed page)", {**J, "Origin": "null"}, 403, "Origin"),
+    ("a text/plain POST (no CORS preflight)", {"Content-Type": "text/plain"}, 415, "Content-Type"),
+    ("a form POST", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "Content-Type"),
+    ("no Content-Type", {}, 415, "Content-Type"),
+    ("Host localhost", {**J, "Host": f"localhost:{server.port}"}, 200, None),
+    ("Host [::1]", {**J, "Host": f"[::1]:{server.port}"}, 200, None),
+    ("the service's own page", {**J, "Origin": f"http://{here}"}, 200, None),
+    ("JSON with a charset", {"Content-Type": "application/json; charset=utf-8"}, 200, None),
+]
+for what, headers, code, names in access:
+    status, _, payload = server.request("POST", "/v1/translate", one_line, headers)
+    message = error_of(payload)
+    check(status == code and (names is None or names in message),
+          f"{what}: {status} {message!r} (want {code}{' naming ' + names if names else ''})")
+status, headers, _ = server.request("GET", "/", None, {})
+check(status == 200 and headers.get("X-Content-Type-Options") == "nosniff" and
+      "default-src 'self'" in headers.get("Content-Security-Policy", "") and
+      headers.get("Referrer-Policy") == "no-referrer", f"security headers on the explorer: {headers}")
+status, headers, _ = server.request("GET", "/v1/info", None, {"Origin": "https://attacker.example"})
+check(status == 403, f"a cross-origin GET of /v1/info: {status} (want 403)")
 # A second server on a port in use fails (exit 2) instead of sharing it.
 second = subprocess.run([nmt, "serve", "--checkpoint", checkpoint, "--port", str(server.port), "--threads", "1"],
                         capture_output=True, text=True, timeout=60)
@@ -200,6 +240,36 @@ check(second.returncode == 2 and "cannot listen" in second.stderr,
       f"a port in use: exit {second.returncode}, {second.stderr.strip()[-120:]!r}")
 rc = server.stop()
 check(rc == 0, f"SIGTERM when idle: exit {rc}")
+
+# 3c. API keys (--api-key-file): the API needs "Authorization: Bearer KEY";
+#     /healthz and the explorer's files stay open; a bad key file is refused.
+key = "k3y-" + "0123456789abcdef" * 2
+key_file = os.path.join(work, "keys.txt")
+with open(key_file, "w") as f:
+    f.write("# the service's keys\n\n" + key + "\n")
+keyed = Server("keyed", "--api-key-file", key_file)
+status, headers, payload = keyed.request("POST", "/v1/translate", one_line)
+check(status == 401 and headers.get("WWW-Authenticate") == "Bearer" and "Bearer" in error_of(payload),
+      f"keyed, no key: {status} {headers.get('WWW-Authenticate')!r} (want 401, WWW-Authenticate: Bearer)")
+status, _, _ = keyed.request("POST", "/v1/translate", one_line, {**J, "Authorization": "Bearer " + key[:-1] + "x"})
+check(status == 401, f"keyed, a wrong key: {status} (want 401)")
+status, _, payload = keyed.request("POST", "/v1/translate", one_line, {**J, "Authorization": "Bearer " + key})
+check(status == 200 and json.loads(payload)["translations"] == expected_greedy[:1], f"keyed, the key: {status}")
+check(keyed.request("GET", "/metrics", None, {})[0] == 401, "keyed: /metrics needs the key")
+check(keyed.request("GET", "/healthz", None, {})[0] == 200 and keyed.request("GET", "/", None, {})[0] == 200,
+      "keyed: /healthz and the explorer page stay open")
+check(keyed.stop() == 0, "keyed: SIGTERM")
+with open(os.path.join(work, "short_keys.txt"), "w") as f:
+    f.write("short\n")
+for what, flags, needle in [
+        ("a key file with a short key", ["--api-key-file", os.path.join(work, "short_keys.txt")], "short_keys.txt:1"),
+        ("a missing key file", ["--api-key-file", os.path.join(work, "no_such_keys.txt")], "no_such_keys.txt"),
+        ("--allow-host with a port", ["--allow-host", "example.org:80"], "--allow-host"),
+        ("--allow-origin without a scheme", ["--allow-origin", "example.org"], "--allow-origin")]:
+    bad_start = subprocess.run([nmt, "serve", "--checkpoint", checkpoint, "--port", "0", *flags],
+                               capture_output=True, text=True, timeout=60)
+    check(bad_start.returncode == 2 and needle in bad_start.stderr,
+          f"{what}: exit {bad_start.returncode}, {bad_start.stderr.strip()[-150:]!r} (want 2 naming {needle})")
 
 # 4. A full queue answers 503 with Retry-After instead of growing.
 slow = Server("queue", "--max-queue", "4", "--max-delay-ms", "1500", "--max-batch-tokens", "100000")

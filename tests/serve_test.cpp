@@ -4,14 +4,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "serve/access.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
+#include "util/errors.h"
 
 namespace nmt::serve {
 namespace {
@@ -400,6 +403,66 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   EXPECT_TRUE(has("nmt_target_tokens_total 120"));
   EXPECT_TRUE(has("nmt_tokens_per_second 22"));  // 220 tokens in the last 10 s
   EXPECT_TRUE(has("# TYPE nmt_translate_latency_seconds histogram"));
+}
+
+}  // namespace
+}  // namespace nmt::serve
+
+namespace nmt::serve {
+namespace {
+
+// serve/access.h: what each header names, and which requests go on.
+TEST(Access, HostMustNameTheService) {
+  EXPECT_EQ(host_name("127.0.0.1:8080"), "127.0.0.1");
+  EXPECT_EQ(host_name("[::1]:8080"), "::1");
+  EXPECT_EQ(host_name("LocalHost."), "localhost");
+  EXPECT_EQ(host_name("example.org:80x"), "");
+  EXPECT_EQ(host_name("[::1"), "");
+  const AccessPolicy open;
+  for (const char* ok : {"127.0.0.1:9", "localhost:9", "[::1]:9", "10.1.2.3", "LOCALHOST"})
+    EXPECT_FALSE(check_host(ok, open)) << ok;
+  for (const char* bad : {"evil.example:9", "localhost.evil.example", "127.0.0.1.nip.io"})
+    EXPECT_EQ(check_host(bad, open)->status, 403) << bad;
+  EXPECT_EQ(check_host("", open)->status, 400);
+  AccessPolicy named;
+  named.allow_hosts = {"MT.example.org"};
+  EXPECT_FALSE(check_host("mt.example.org:443", named));
+  EXPECT_EQ(check_host("example.org", named)->status, 403);
+}
+
+TEST(Access, OriginMustBeTheServiceOrAllowed) {
+  AccessPolicy policy;
+  EXPECT_FALSE(check_origin(false, "", "127.0.0.1:8080", policy));  // no Origin: not a cross-site browser call
+  EXPECT_FALSE(check_origin(true, "http://127.0.0.1:8080", "127.0.0.1:8080", policy));
+  EXPECT_FALSE(check_origin(true, "https://mt.example.org", "mt.example.org", policy));  // behind a TLS proxy
+  EXPECT_EQ(check_origin(true, "http://127.0.0.1:9999", "127.0.0.1:8080", policy)->status, 403);
+  EXPECT_EQ(check_origin(true, "null", "127.0.0.1:8080", policy)->status, 403);
+  EXPECT_EQ(check_origin(true, "", "127.0.0.1:8080", policy)->status, 403);
+  policy.allow_origins = {"https://app.example.org"};
+  EXPECT_FALSE(check_origin(true, "https://APP.example.org", "127.0.0.1:8080", policy));
+}
+
+TEST(Access, ApiKeysWhenConfigured) {
+  AccessPolicy policy;
+  EXPECT_FALSE(check_api_key("", policy));  // no keys: none asked for
+  policy.api_keys = {"0123456789abcdef0123", "fedcba9876543210fedc"};
+  EXPECT_FALSE(check_api_key("Bearer 0123456789abcdef0123", policy));
+  EXPECT_FALSE(check_api_key("bearer fedcba9876543210fedc", policy));
+  for (const char* bad : {"", "Bearer", "Bearer ", "Basic 0123456789abcdef0123", "Bearer 0123456789abcdef012",
+                          "Bearer 0123456789abcdef01234", "0123456789abcdef0123"})
+    EXPECT_EQ(check_api_key(bad, policy)->status, 401) << bad;
+}
+
+TEST(Access, KeyFilesAndLoopback) {
+  const std::string dir = ::testing::TempDir();
+  const std::string good = dir + "/nmt_keys_good.txt", short_key = dir + "/nmt_keys_short.txt";
+  std::ofstream(good) << "# keys\n\n  0123456789abcdef0123  \r\n";
+  std::ofstream(short_key) << "0123456789abcdef\nshort\n";
+  EXPECT_EQ(read_api_keys(good), std::vector<std::string>{"0123456789abcdef0123"});
+  EXPECT_THROW(read_api_keys(short_key), InputError);
+  EXPECT_THROW(read_api_keys(dir + "/nmt_keys_missing.txt"), InputError);
+  for (const char* local : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) EXPECT_FALSE(reachable_beyond_loopback(local));
+  for (const char* wide : {"0.0.0.0", "::", "10.0.0.1", "example.org"}) EXPECT_TRUE(reachable_beyond_loopback(wide));
 }
 
 }  // namespace

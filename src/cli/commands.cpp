@@ -603,12 +603,30 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
                   "greedy requests: continuous (join and leave a running batch between decoding steps) "
                   "or static (whole batches, as beam search always is)")
       ->check(CLI::IsMember({"continuous", "static"}));
+  cmd->add_option("--allow-host", args.allow_hosts,
+                  "a host name this service answers to besides IP addresses and localhost (repeatable; "
+                  "requests naming any other Host get 403)");
+  cmd->add_option("--allow-origin", args.allow_origins,
+                  "a web origin whose pages may call the API, e.g. https://example.org (repeatable; the "
+                  "service's own pages always may, other browser requests get 403)");
+  cmd->add_option("--api-key-file", args.api_key_file,
+                  "require 'Authorization: Bearer KEY' on /v1/* and /metrics, KEY one of this file's lines");
   add_length_flags(cmd, args.decode);  // the beam comes with each request
   add_runtime_flags(cmd, args.runtime);
   return cmd;
 }
 
 int run_serve(const ServeArgs& args) {
+  serve::AccessPolicy access;
+  access.allow_hosts = args.allow_hosts;
+  access.allow_origins = args.allow_origins;
+  for (const std::string& h : access.allow_hosts)
+    if (h.empty() || h.find_first_of(":/[] \t") != std::string::npos)
+      throw InputError("--allow-host: '" + h + "' is not a host name (no port, no scheme)");
+  for (const std::string& o : access.allow_origins)
+    if (o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0)
+      throw InputError("--allow-origin: '" + o + "' is not an origin (scheme://host[:port], e.g. https://example.org)");
+  if (!args.api_key_file.empty()) access.api_keys = serve::read_api_keys(args.api_key_file);
   OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   serve::Model model;
   model.model = s.ck.model;
@@ -631,6 +649,7 @@ int run_serve(const ServeArgs& args) {
   options.batching.workers = model.workers;
   options.batching.continuous = args.batching == "continuous";
   options.limits.max_sentences = args.max_sentences;
+  options.access = std::move(access);
   serve::Metrics metrics;
   serve::TranslationService service(std::move(model), metrics);
   return serve::run_server(service, metrics, options);

@@ -121,6 +121,8 @@ struct ServeArgs {
   int64_t max_sentences = 64, max_body_bytes = 1 << 20, connections = 256;
   int64_t workers = 0;  // batches translated at once (0: one per thread on the CPU, 1 on CUDA)
   std::string batching = "continuous";  // greedy requests: continuous | static
+  std::vector<std::string> allow_hosts, allow_origins;  // serve/access.h
+  std::string api_key_file;
   DecodeFlags decode;
   RuntimeFlags runtime;
 };

@@ -5,7 +5,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -28,6 +30,18 @@ constexpr char kTranslatePath[] = "/v1/translate";
 void send_error(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   res.set_content(error_json(status, message), kJson);
+}
+
+// Routes that need the API key when the service has keys: everything but
+// /healthz and the explorer's static files (which hold no data).
+bool needs_key(const std::string& path) { return path.rfind("/v1/", 0) == 0 || path == "/metrics"; }
+
+// Whether a Content-Type header says JSON ("application/json", any parameters).
+bool is_json(const std::string& content_type) {
+  std::string type = content_type.substr(0, content_type.find(';'));
+  type.erase(type.find_last_not_of(" \t") + 1);
+  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
+  return type == kJson;
 }
 
 // The routes and the methods each answers, for 404 versus 405 (with Allow).
@@ -74,6 +88,29 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
       [&] { return service.make_stream(); });
   httplib::Server server;
   std::atomic<bool> draining{false};
+  std::atomic<uint64_t> failures{0};  // numbers the 500s, so that a log line can be found
+  // On every answer: no MIME sniffing, no referrer leaking the page's
+  // address, and the explorer allowed only its own files (no inline code, no
+  // framing by another site).
+  server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
+                              {"Referrer-Policy", "no-referrer"},
+                              {"Content-Security-Policy",
+                               "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "
+                               "frame-ancestors 'none'"}});
+  // Who may call, before any route runs (serve/access.h).
+  server.set_pre_routing_handler([&options](const httplib::Request& req, httplib::Response& res) {
+    std::optional<Refusal> refused = check_host(req.get_header_value("Host"), options.access);
+    if (!refused)
+      refused = check_origin(req.has_header("Origin"), req.get_header_value("Origin"), req.get_header_value("Host"),
+                             options.access);
+    if (!refused && needs_key(req.path)) {
+      refused = check_api_key(req.get_header_value("Authorization"), options.access);
+      if (refused) res.set_header("WWW-Authenticate", "Bearer");
+    }
+    if (!refused) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, refused->status, refused->message);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server.new_task_queue = [threads = options.connection_threads] {
     return new httplib::ThreadPool(static_cast<size_t>(threads));
   };
@@ -91,6 +128,11 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
         res.set_header("Retry-After", "1");
         throw RequestError(503, "the service is shutting down");
       }
+      // A form or text/plain body is what a cross-site page can send without
+      // asking (no CORS preflight): JSON only.
+      if (!is_json(req.get_header_value("Content-Type")))
+        throw RequestError(415, "Content-Type: '" + req.get_header_value("Content-Type") +
+                                    "'; POST " + kTranslatePath + " takes application/json");
       const TranslateRequest request = parse_translate_request(req.body, options.limits);
       Job job = service.make_job(request);
       const std::vector<size_t> cut = job.cut;
@@ -111,8 +153,10 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
     } catch (const RequestError& e) {
       send_error(res, e.status(), e.what());
     } catch (const std::exception& e) {
-      spdlog::error("translate: {}", e.what());
-      send_error(res, 500, std::string("translation failed: ") + e.what());
+      // The detail goes to the log only: it can name files and internals.
+      const uint64_t id = ++failures;
+      spdlog::error("translate: request {} failed: {}", id, e.what());
+      send_error(res, 500, "translation failed (request " + std::to_string(id) + "; the service's log has the detail)");
     }
   });
   server.Get("/v1/info", [&](const httplib::Request&, httplib::Response& res) {
@@ -193,6 +237,10 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
                options.batching.max_batch_tokens, options.batching.max_delay_ms, options.batching.max_queue);
   spdlog::info("listening on http://{}:{} (POST {}, GET /healthz, /metrics, / for the attention explorer)",
                options.host, port, kTranslatePath);
+  if (reachable_beyond_loopback(options.host) && options.access.api_keys.empty())
+    spdlog::warn("serve: listening on {}, which other machines can reach, and no --api-key-file: anyone who can "
+                 "connect may translate (put TLS and a key in front: README, \"The service on a network\")",
+                 options.host);
   if (!options.port_file.empty()) write_file_atomic(options.port_file, std::to_string(port) + "\n");
 
   // SIGINT/SIGTERM: refuse new work, close the listening socket; listen_after_bind

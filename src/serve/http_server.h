@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "serve/access.h"
 #include "serve/batcher.h"
 #include "serve/request.h"
 
@@ -22,6 +23,7 @@ struct ServerOptions {
   int64_t connection_threads = 256;  // connections served at once (each waits for its batch)
   BatchPolicy batching;
   RequestLimits limits;
+  AccessPolicy access;  // who may call (serve/access.h)
 };
 
 // Serves until SIGINT or SIGTERM, then stops accepting connections, answers
