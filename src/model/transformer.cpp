@@ -176,10 +176,11 @@ void EncoderLayerImpl::reset() {
 }
 
 Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
-                                 const ModelRuntime& rt) {
+                                 const ModelRuntime& rt, AttentionMaps* record) {
   // Pre-LayerNorm residual blocks: x + f(LN(x)); in.h is already LN1(x).
   const int64_t site = options.first_site();
   const double p = options.dropout();
+  if (record != nullptr) record->encoder_self.push_back(self_attn->probs(in.h, src_lengths, /*causal=*/false));
   const at::Tensor a = self_attn(in.h, src_lengths, /*causal=*/false, rt);
   const Stream s = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
   const at::Tensor f =
@@ -213,45 +214,40 @@ Stream DecoderLayerImpl::feed_forward(const Stream& in, const NextNorm& next, co
 
 Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
                                  const at::Tensor& tgt_lengths, const at::Tensor& src_lengths,
-                                 const NextNorm& next, const ModelRuntime& rt) {
+                                 const NextNorm& next, const ModelRuntime& rt, AttentionMaps* record) {
   const int64_t site = options.first_site();
   const double p = options.dropout();
   // Masked self-attention: causal + target padding. Each row's residual adds
   // only that position's own input, so no future token leaks through it.
-  const at::Tensor a = self_attn(in.h, tgt_lengths, !rt.disable_causal_mask, rt);
+  const bool causal = !rt.disable_causal_mask;
+  if (record != nullptr) record->decoder_self.push_back(self_attn->probs(in.h, tgt_lengths, causal));
+  const at::Tensor a = self_attn(in.h, tgt_lengths, causal, rt);
   const Stream s1 = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
+  if (record != nullptr) record->cross.push_back(cross_attn->probs(s1.h, memory_kv, src_lengths));
   // Cross-attention: queries from the decoder, keys/values from the encoder.
   const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt);
   const Stream s2 = add_norm(s1.x, c, norm3, dropout_at(rt, p, site + 1, is_training()), rt);
   return feed_forward(s2, next, rt);
 }
 
-Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, int64_t position,
-                                      const at::Tensor& src_lengths, const NextNorm& next,
+Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, const at::Tensor& positions,
+                                      int64_t max_position, const at::Tensor& src_lengths, const NextNorm& next,
                                       const ModelRuntime& rt) {
-  // The same sublayers as forward(); the newest position attends to every
-  // cached one, which is exactly its causal row.
-  const int64_t c = options.d_model();
-  const at::Tensor qkv = self_attn->qkv(in.h);  // [B, 1, 3C]
-  cache.self_kv.narrow(1, position, 1).copy_(qkv.narrow(2, c, 2 * c));
-  const at::Tensor a = self_attn->out(ops::cross_attention(
-      qkv.narrow(2, 0, c), cache.self_kv.narrow(1, 0, position + 1), options.heads(), {}, rt.backend));
-  const Stream s1 = add_norm(in.x, a, norm2, {}, rt);
-  const Stream s2 = add_norm(s1.x, cross_attn(s1.h, cache.cross_kv, src_lengths, rt), norm3, {}, rt);
-  return feed_forward(s2, next, rt);
-}
-
-Stream DecoderLayerImpl::forward_step_rows(const Stream& in, LayerCache& cache, const at::Tensor& positions,
-                                           int64_t max_position, const at::Tensor& src_lengths,
-                                           const NextNorm& next, const ModelRuntime& rt) {
-  // forward_step with each row's keys/values written at its own position and
-  // its causal row ending there (key lengths position + 1).
+  // The sublayers of forward() for one new position per row: its keys and
+  // values go into the cache at the row's position, and it attends to the
+  // cached ones up to there, which is exactly its causal row.
   const int64_t c = options.d_model(), rows = in.h.size(0);
   const at::Tensor qkv = self_attn->qkv(in.h);  // [B, 1, 3C]
-  const at::Tensor row = at::arange(rows, positions.options());
-  cache.self_kv.index_put_({row, positions}, qkv.select(1, 0).narrow(1, c, 2 * c));
   ops::AttentionOptions opts;
-  opts.key_lengths = positions + 1;
+  if (positions.defined()) {
+    // Rows at their own positions: key lengths position + 1 each.
+    const at::Tensor row = at::arange(rows, positions.options());
+    cache.self_kv.index_put_({row, positions}, qkv.select(1, 0).narrow(1, c, 2 * c));
+    opts.key_lengths = positions + 1;
+  } else {
+    // Every row at max_position (a fixed batch): every cached key is seen.
+    cache.self_kv.narrow(1, max_position, 1).copy_(qkv.narrow(2, c, 2 * c));
+  }
   const at::Tensor a = self_attn->out(ops::cross_attention(
       qkv.narrow(2, 0, c), cache.self_kv.narrow(1, 0, max_position + 1), options.heads(), opts, rt.backend));
   const Stream s1 = add_norm(in.x, a, norm2, {}, rt);
@@ -343,11 +339,11 @@ Stream TransformerImpl::embed(const at::Tensor& ids, const nn::Embedding& table,
   return add_norm(x, {}, first_norm, {}, runtime_);
 }
 
-at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_lengths) {
+at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_lengths, AttentionMaps* record) {
   Stream s = embed(src, src_embed, 0, 0, encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < encoder_layers->size(); ++i)
     s = encoder_layers->ptr<EncoderLayerImpl>(i)->forward(
-        s, src_lengths, next_norm<EncoderLayerImpl>(encoder_layers, i, encoder_norm), runtime_);
+        s, src_lengths, next_norm<EncoderLayerImpl>(encoder_layers, i, encoder_norm), runtime_, record);
   return s.h;
 }
 
@@ -358,12 +354,13 @@ at::Tensor TransformerImpl::embed_target(const at::Tensor& tgt_in) {
 }
 
 Stream TransformerImpl::decode_stream(const at::Tensor& y, const at::Tensor& memory,
-                                      const at::Tensor& tgt_lengths, const at::Tensor& src_lengths) {
+                                      const at::Tensor& tgt_lengths, const at::Tensor& src_lengths,
+                                      AttentionMaps* record) {
   Stream s = add_norm(y, {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     s = layer->forward(s, layer->cross_attn->project_memory(memory), tgt_lengths, src_lengths,
-                       next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
+                       next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_, record);
   }
   return s;
 }
@@ -510,47 +507,46 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
 }
 
 at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, DecoderCache& cache) {
-  TORCH_CHECK(cache.position < cache.layers.front().self_kv.size(1), "decode_step: the cache holds ",
-              cache.layers.front().self_kv.size(1), " positions");
-  if (fused_step_applies(tokens, cache)) {
-    TORCH_CHECK(cache.position < options_.max_positions(), "sequence of ", cache.position + 1,
-                " tokens exceeds model.max_positions ", options_.max_positions());
-    const std::vector<int64_t> positions(static_cast<size_t>(tokens.size(0)), cache.position);
-    at::Tensor logits = fused_step(tokens, positions.data(), cache);
-    ++cache.position;
-    return logits;
-  }
-  Stream s = embed(tokens.unsqueeze(1), tgt_embed, 1, cache.position,
-                   decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);  // [B, 1, C]
-  for (size_t i = 0; i < decoder_layers->size(); ++i)
-    s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step(
-        s, cache.layers[i], cache.position, cache.src_lengths,
-        next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
+  at::Tensor logits = step(tokens, {}, cache.position, cache);
   ++cache.position;
-  return step_logits(s.h, cache);  // [B, V]
+  return logits;
 }
 
 at::Tensor TransformerImpl::decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions,
                                              int64_t max_position, DecoderCache& cache) {
-  TORCH_CHECK(max_position < cache.layers.front().self_kv.size(1), "decode_step_rows: the cache holds ",
+  return step(tokens, positions, max_position, cache);
+}
+
+at::Tensor TransformerImpl::step(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
+                                 DecoderCache& cache) {
+  TORCH_CHECK(max_position < cache.layers.front().self_kv.size(1), "decode_step: the cache holds ",
               cache.layers.front().self_kv.size(1), " positions");
-  TORCH_CHECK(max_position < options_.max_positions(), "decode_step_rows: position ", max_position,
-              " exceeds model.max_positions ", options_.max_positions());
+  TORCH_CHECK(max_position < options_.max_positions(), "sequence of ", max_position + 1,
+              " tokens exceeds model.max_positions ", options_.max_positions());
+  const int64_t rows = tokens.size(0), c = options_.d_model();
   if (fused_step_applies(tokens, cache)) {
+    if (!positions.defined()) {
+      const std::vector<int64_t> same(static_cast<size_t>(rows), max_position);
+      return fused_step(tokens, same.data(), cache);
+    }
     const at::Tensor pos = positions.to(at::kLong).contiguous();
     return fused_step(tokens, pos.data_ptr<int64_t>(), cache);
   }
-  // The embedding kernel adds positions[offset + t] at position t: laid out
-  // as one sequence of B tokens over a table of each row's own position, it
-  // computes exactly what decode_step computes per row.
-  const int64_t rows = tokens.size(0), c = options_.d_model();
-  const at::Tensor table = positions_.to(tgt_embed->weight.scalar_type()).index_select(0, positions);
-  const at::Tensor x = ops::embed_tokens(tokens.view({1, rows}), tgt_embed->weight, table, 0,
-                                         std::sqrt(static_cast<double>(c)), kPadId, {})
-                           .view({rows, 1, c});
+  // The embedding kernel adds table[offset + t] at position t: one position
+  // for every row is the table at that offset; rows at their own positions
+  // are one sequence of B tokens over a table of each row's position, which
+  // computes exactly the same per row.
+  const at::Tensor table = positions_.to(tgt_embed->weight.scalar_type());
+  const at::Tensor x =
+      positions.defined()
+          ? ops::embed_tokens(tokens.view({1, rows}), tgt_embed->weight, table.index_select(0, positions), 0,
+                              std::sqrt(static_cast<double>(c)), kPadId, {})
+                .view({rows, 1, c})
+          : ops::embed_tokens(tokens.unsqueeze(1), tgt_embed->weight, table, max_position,
+                              std::sqrt(static_cast<double>(c)), kPadId, {});
   Stream s = add_norm(x, {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
   for (size_t i = 0; i < decoder_layers->size(); ++i)
-    s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step_rows(
+    s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step(
         s, cache.layers[i], positions, max_position, cache.src_lengths,
         next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
   return step_logits(s.h, cache);  // [B, V]
@@ -559,29 +555,11 @@ at::Tensor TransformerImpl::decode_step_rows(const at::Tensor& tokens, const at:
 AttentionMaps TransformerImpl::attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,
                                               const at::Tensor& tgt_in, const at::Tensor& tgt_lengths) {
   at::NoGradGuard no_grad;
+  // The teacher-forced passes themselves, each layer recording the
+  // probabilities its attention applies.
   AttentionMaps maps;
-  // The same passes as encode and decode_stream, each layer's probabilities
-  // taken from the normalized input its attention reads.
-  Stream e = embed(src, src_embed, 0, 0, encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
-  for (size_t i = 0; i < encoder_layers->size(); ++i) {
-    auto layer = encoder_layers->ptr<EncoderLayerImpl>(i);
-    maps.encoder_self.push_back(layer->self_attn->probs(e.h, src_lengths, /*causal=*/false));
-    e = layer->forward(e, src_lengths, next_norm<EncoderLayerImpl>(encoder_layers, i, encoder_norm), runtime_);
-  }
-  const at::Tensor& memory = e.h;
-  const bool causal = !runtime_.disable_causal_mask;
-  Stream s = add_norm(embed_target(tgt_in), {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
-  for (size_t i = 0; i < decoder_layers->size(); ++i) {
-    auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
-    const at::Tensor kv = layer->cross_attn->project_memory(memory);
-    maps.decoder_self.push_back(layer->self_attn->probs(s.h, tgt_lengths, causal));
-    // Cross-attention reads the stream after the self-attention block.
-    const at::Tensor a = layer->self_attn(s.h, tgt_lengths, causal, runtime_);
-    const Stream mid = add_norm(s.x, a, layer->norm2, {}, runtime_);
-    maps.cross.push_back(layer->cross_attn->probs(mid.h, kv, src_lengths));
-    s = layer->forward(s, kv, tgt_lengths, src_lengths,
-                       next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
-  }
+  const at::Tensor memory = encode(src, src_lengths, &maps);
+  decode_stream(embed_target(tgt_in), memory, tgt_lengths, src_lengths, &maps);
   return maps;
 }
 

@@ -133,6 +133,13 @@ struct TransformerLayerOptions {
   TORCH_ARG(int64_t, first_site) = 0;  // the layer's dropout sites start here
 };
 
+// Attention probabilities per layer, as the model applies them.
+struct AttentionMaps {
+  std::vector<at::Tensor> encoder_self;  // [B, H, S, S] per encoder layer
+  std::vector<at::Tensor> decoder_self;  // [B, H, T, T] per decoder layer (causal: upper triangle 0)
+  std::vector<at::Tensor> cross;         // [B, H, T, S] per decoder layer
+};
+
 // The LayerNorm the next block starts with (or the stack's final norm).
 using NextNorm = torch::nn::LayerNorm;
 
@@ -141,9 +148,10 @@ class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl> {
   static constexpr int64_t kSites = 3;
   explicit EncoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
-  // in.h = norm1(in.x); returns {x', next(x')}. src_lengths: [B]
+  // in.h = norm1(in.x); returns {x', next(x')}. src_lengths: [B]. record:
+  // if set, the self-attention probabilities are appended to it.
   Stream forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
-                 const ModelRuntime& rt);
+                 const ModelRuntime& rt, AttentionMaps* record = nullptr);
 
   TransformerLayerOptions options;
   SelfAttention self_attn{nullptr};
@@ -185,16 +193,16 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
   explicit DecoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
   // in.h = norm1(in.x); memory_kv: [B, S, 2C] from cross_attn->project_memory.
+  // record: if set, the self- and cross-attention probabilities are appended.
   Stream forward(const Stream& in, const at::Tensor& memory_kv, const at::Tensor& tgt_lengths,
-                 const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt);
-  // One new position, in: [B, 1, C]; appends its keys/values to the cache at `position`.
-  Stream forward_step(const Stream& in, LayerCache& cache, int64_t position,
+                 const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt,
+                 AttentionMaps* record = nullptr);
+  // One new position per row, in: [B, 1, C]; its keys/values go into the
+  // cache at the row's position. positions: [B] (long, tokens fed so far per
+  // row; max_position the largest), or undefined when every row is at
+  // max_position.
+  Stream forward_step(const Stream& in, LayerCache& cache, const at::Tensor& positions, int64_t max_position,
                       const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt);
-  // The same where each row is at its own position: positions [B] (long,
-  // tokens fed so far per row), the largest of them max_position.
-  Stream forward_step_rows(const Stream& in, LayerCache& cache, const at::Tensor& positions,
-                           int64_t max_position, const at::Tensor& src_lengths, const NextNorm& next,
-                           const ModelRuntime& rt);
 
   TransformerLayerOptions options;
   SelfAttention self_attn{nullptr};
@@ -222,20 +230,14 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, max_positions) = 256;
 };
 
-// Attention probabilities per layer, as the model applies them.
-struct AttentionMaps {
-  std::vector<at::Tensor> encoder_self;  // [B, H, S, S] per encoder layer
-  std::vector<at::Tensor> decoder_self;  // [B, H, T, T] per decoder layer (causal: upper triangle 0)
-  std::vector<at::Tensor> cross;         // [B, H, T, S] per decoder layer
-};
-
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
   void reset() override;
 
-  // src: [B, S] ids, src_lengths: [B] -> memory [B, S, C] (after encoder_norm)
-  at::Tensor encode(const at::Tensor& src, const at::Tensor& src_lengths);
+  // src: [B, S] ids, src_lengths: [B] -> memory [B, S, C] (after encoder_norm);
+  // record: if set, each layer's self-attention probabilities.
+  at::Tensor encode(const at::Tensor& src, const at::Tensor& src_lengths, AttentionMaps* record = nullptr);
   // tgt_in: [B, T] ids -> scaled embeddings + positions [B, T, C] (the residual stream)
   at::Tensor embed_target(const at::Tensor& tgt_in);
   // y: [B, T, C] (from embed_target) -> the decoder's output after decoder_norm [B, T, C]
@@ -276,7 +278,8 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // the CPU, no gradient, one of our attention kernels.
   bool fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const;
   // Every attention probability of a teacher-forced pass over src: [B, S]
-  // and tgt_in: [B, T] (for display: the explorer, translate --attention-map).
+  // and tgt_in: [B, T] (for display: the explorer, translate --attention-map),
+  // recorded by the layers' own forward passes.
   AttentionMaps attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,
                                const at::Tensor& tgt_in, const at::Tensor& tgt_lengths);
 
@@ -302,13 +305,17 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   Stream embed(const at::Tensor& ids, const torch::nn::Embedding& table, int64_t site,
                int64_t position_offset, const NextNorm& first_norm);
   Stream decode_stream(const at::Tensor& y, const at::Tensor& memory, const at::Tensor& tgt_lengths,
-                       const at::Tensor& src_lengths);
+                       const at::Tensor& src_lengths, AttentionMaps* record = nullptr);
   at::Tensor output_weight() const;  // [V, C]
   at::Tensor output_logits(const at::Tensor& h);  // [..., C] -> [..., V] in float32/64
   // h: [B, 1, C] -> logits [B, V], from cache.output_weight_t where set.
   at::Tensor step_logits(const at::Tensor& h, const DecoderCache& cache);
   // tokens: [B] at positions[b] (tokens fed so far per row) -> logits [B, V].
   at::Tensor fused_step(const at::Tensor& tokens, const int64_t* positions, DecoderCache& cache);
+  // decode_step and decode_step_rows: positions undefined = every row at
+  // max_position. The fused CPU routine where it applies, else op by op.
+  at::Tensor step(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
+                  DecoderCache& cache);
 
   TransformerOptions options_;
   ModelRuntime runtime_;
