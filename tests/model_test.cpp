@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
+#include <tuple>
 
 #include "data/dataset.h"
 #include "decode/translator.h"
 #include "model/build.h"
+#include "model/parameter_table.h"
 #include "model/transformer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -17,6 +20,38 @@ namespace {
 Transformer tiny_model(int64_t src_vocab = 50, int64_t tgt_vocab = 40) {
   torch::manual_seed(0);
   return build_model(testing::tiny_config(), src_vocab, tgt_vocab);
+}
+
+// The parameter table names every parameter once, by the name the module
+// (and so the checkpoint) uses, with the tensor itself; tied and untied
+// output projections; and each (stack, layer, role, part) is one entry.
+TEST(ParameterTable, NamesEveryParameterOnce) {
+  for (const bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    torch::manual_seed(0);
+    Config cfg = testing::tiny_config();
+    cfg.model.tie_embeddings = tied;
+    const Transformer m = build_model(cfg, 50, 40);
+    const std::vector<ParamEntry> table = parameter_table(*m);
+    const auto named = m->named_parameters();
+    ASSERT_EQ(table.size(), named.size());
+    std::set<std::tuple<int, int64_t, int, int>> keys;
+    for (size_t i = 0; i < table.size(); ++i) {
+      const ParamEntry& e = table[i];
+      EXPECT_EQ(e.name, named[i].key());
+      EXPECT_TRUE(e.tensor.is_same(named[i].value())) << e.name;
+      EXPECT_TRUE(keys.insert({static_cast<int>(e.stack), e.layer, static_cast<int>(e.role),
+                               static_cast<int>(e.part)}).second)
+          << e.name << " has the place of another entry";
+      EXPECT_EQ(find_param(table, e.stack, e.layer, e.role, e.part), &e);
+      if (is_dense(e.role) && e.part == ParamPart::kWeight) EXPECT_EQ(e.tensor.dim(), 2) << e.name;
+    }
+    EXPECT_EQ(find_param(table, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kWeight) != nullptr, !tied);
+    const ParamEntry* kv = find_param(table, ParamStack::kDecoder, 1, ParamRole::kCrossKv, ParamPart::kWeight);
+    ASSERT_NE(kv, nullptr);
+    EXPECT_EQ(kv->name, "decoder_layers.1.cross_attn.kv.weight");
+    EXPECT_EQ(kv->tensor.size(1), 2 * cfg.model.d_model);
+  }
 }
 
 TEST(Model, ShapesForEncoderDecoderAndCrossAttention) {

@@ -9,6 +9,7 @@
 
 #include "checkpoint/manifest.h"
 #include "model/build.h"
+#include "model/parameter_table.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -40,8 +41,7 @@ LoadedCheckpoint load_checkpoint(const CheckpointFiles& files, const c10::Device
   // torch::load resizes parameters silently; a checkpoint whose weights do not
   // fit its own config and tokenizers is corrupt, not something to run.
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  for (const auto& p : ck.model->named_parameters())
-    expected.emplace_back(p.key(), p.value().sizes().vec());
+  for (const ParamEntry& e : parameter_table(*ck.model)) expected.emplace_back(e.name, e.tensor.sizes().vec());
   const std::string& weights = files.at("model.pt");
   try {
     torch::load(ck.model, weights.data(), weights.size());
@@ -49,13 +49,12 @@ LoadedCheckpoint load_checkpoint(const CheckpointFiles& files, const c10::Device
     std::string msg = e.what_without_backtrace();
     throw InputError(files.path("model.pt") + ": cannot load weights: " + msg.substr(0, msg.find('\n')));
   }
-  const auto params = ck.model->named_parameters();
-  for (const auto& [name, shape] : expected) {
-    const auto found = params.find(name);
-    if (!found || found->sizes().vec() != shape)
+  const std::vector<ParamEntry> loaded = parameter_table(*ck.model);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& [name, shape] = expected[i];
+    if (loaded[i].tensor.sizes().vec() != shape)
       throw InputError(files.path("model.pt") + ": parameter " + name + " has shape " +
-                       (found ? c10::str(found->sizes()) : "(missing)") + ", config expects " +
-                       c10::str(c10::IntArrayRef(shape)));
+                       c10::str(loaded[i].tensor.sizes()) + ", config expects " + c10::str(c10::IntArrayRef(shape)));
   }
   if (files.bytes.count("optimizer.pt")) ck.optimizer_state = files.at("optimizer.pt");
   ck.model->to(device);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "model/parameter_table.h"
 #include "tokenizer/special_ids.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -135,15 +136,31 @@ class Coverage {
   std::set<const c10::TensorImpl*> used_;
 };
 
-// Our Dense layers keep weight as [in, out]; CTranslate2's Linear is [out, in].
-void linear(ModelBin& bin, Coverage& cov, const std::string& scope, const Dense& d) {
-  bin.tensor(scope + "/weight", cov.use(d->weight).t());
-  if (d->bias.defined()) bin.tensor(scope + "/bias", cov.use(d->bias));
-}
-
-void layer_norm(ModelBin& bin, Coverage& cov, const std::string& scope, const torch::nn::LayerNorm& n) {
-  bin.tensor(scope + "/gamma", cov.use(n->weight));
-  bin.tensor(scope + "/beta", cov.use(n->bias));
+// CTranslate2's TransformerSpec name of a parameter-table entry.
+std::string spec_name(const ParamEntry& e) {
+  const bool weight = e.part == ParamPart::kWeight;
+  const std::string stack = e.stack == ParamStack::kEncoder ? "encoder" : "decoder";
+  const std::string layer = stack + "/layer_" + std::to_string(e.layer);
+  const auto linear = [&](const std::string& scope) { return scope + (weight ? "/weight" : "/bias"); };
+  const auto norm = [&](const std::string& scope) { return scope + (weight ? "/gamma" : "/beta"); };
+  const bool encoder = e.stack == ParamStack::kEncoder;
+  switch (e.role) {
+    case ParamRole::kEmbedding: return encoder ? "encoder/embeddings_0/weight" : "decoder/embeddings/weight";
+    case ParamRole::kFinalNorm: return norm(stack + "/layer_norm");
+    case ParamRole::kOutProj: return linear("decoder/projection");
+    case ParamRole::kNorm1: return norm(layer + "/self_attention/layer_norm");
+    case ParamRole::kSelfQkv: return linear(layer + "/self_attention/linear_0");  // [Wq | Wk | Wv]
+    case ParamRole::kSelfOut: return linear(layer + "/self_attention/linear_1");
+    // The encoder's second norm opens its feed-forward block, the decoder's its cross-attention.
+    case ParamRole::kNorm2: return norm(layer + (encoder ? "/ffn/layer_norm" : "/attention/layer_norm"));
+    case ParamRole::kCrossQ: return linear(layer + "/attention/linear_0");
+    case ParamRole::kCrossKv: return linear(layer + "/attention/linear_1");  // [Wk | Wv]
+    case ParamRole::kCrossOut: return linear(layer + "/attention/linear_2");
+    case ParamRole::kNorm3: return norm(layer + "/ffn/layer_norm");
+    case ParamRole::kFf1: return linear(layer + "/ffn/linear_0");
+    case ParamRole::kFf2: return linear(layer + "/ffn/linear_1");
+  }
+  throw ExportError("parameter '" + e.name + "': no CTranslate2 name for its role");
 }
 
 void stack_attributes(ModelBin& bin, const std::string& scope, int64_t heads) {
@@ -163,19 +180,7 @@ ModelBin model_bin(const TransformerImpl& m, const at::Tensor& positions, Covera
   stack_attributes(bin, "encoder", o.heads());
   bin.flag("encoder/multi_query_attention", false);
   bin.int8("encoder/embeddings_merge", kEmbeddingsMergeConcat);
-  bin.tensor("encoder/embeddings_0/weight", cov.use(m.src_embed->weight));
   bin.tensor("encoder/position_encodings/encodings", positions);
-  for (size_t i = 0; i < m.encoder_layers->size(); ++i) {
-    const auto& l = *m.encoder_layers->ptr<EncoderLayerImpl>(i);
-    const std::string s = "encoder/layer_" + std::to_string(i);
-    layer_norm(bin, cov, s + "/self_attention/layer_norm", l.norm1);
-    linear(bin, cov, s + "/self_attention/linear_0", l.self_attn->qkv);  // [Wq | Wk | Wv]
-    linear(bin, cov, s + "/self_attention/linear_1", l.self_attn->out);
-    layer_norm(bin, cov, s + "/ffn/layer_norm", l.norm2);
-    linear(bin, cov, s + "/ffn/linear_0", l.ff1);
-    linear(bin, cov, s + "/ffn/linear_1", l.ff2);
-  }
-  layer_norm(bin, cov, "encoder/layer_norm", m.encoder_norm);
 
   // Decoder: pre-norm layers [causal self-attention, cross-attention, feed-forward].
   stack_attributes(bin, "decoder", o.heads());
@@ -185,29 +190,16 @@ ModelBin model_bin(const TransformerImpl& m, const at::Tensor& positions, Covera
   bin.flag("decoder/alibi_use_positive_positions", false);
   bin.flag("decoder/scale_alibi", false);
   bin.flag("decoder/start_from_zero_embedding", false);
-  bin.tensor("decoder/embeddings/weight", cov.use(m.tgt_embed->weight));
   bin.tensor("decoder/position_encodings/encodings", positions);
-  for (size_t i = 0; i < m.decoder_layers->size(); ++i) {
-    const auto& l = *m.decoder_layers->ptr<DecoderLayerImpl>(i);
-    const std::string s = "decoder/layer_" + std::to_string(i);
-    layer_norm(bin, cov, s + "/self_attention/layer_norm", l.norm1);
-    linear(bin, cov, s + "/self_attention/linear_0", l.self_attn->qkv);
-    linear(bin, cov, s + "/self_attention/linear_1", l.self_attn->out);
-    layer_norm(bin, cov, s + "/attention/layer_norm", l.norm2);
-    linear(bin, cov, s + "/attention/linear_0", l.cross_attn->q);
-    linear(bin, cov, s + "/attention/linear_1", l.cross_attn->kv);  // [Wk | Wv]
-    linear(bin, cov, s + "/attention/linear_2", l.cross_attn->out);
-    layer_norm(bin, cov, s + "/ffn/layer_norm", l.norm3);
-    linear(bin, cov, s + "/ffn/linear_0", l.ff1);
-    linear(bin, cov, s + "/ffn/linear_1", l.ff2);
+  // Every weight, from the parameter table (pre-norm layers: encoder [self-
+  // attention, feed-forward], decoder [causal self-attention,
+  // cross-attention, feed-forward], each stack with a final norm).
+  for (const ParamEntry& e : parameter_table(m)) {
+    const at::Tensor& t = cov.use(e.tensor);
+    // Our Dense layers keep weight as [in, out]; CTranslate2's Linear is [out, in].
+    bin.tensor(spec_name(e), is_dense(e.role) && e.part == ParamPart::kWeight ? t.t() : t);
   }
-  layer_norm(bin, cov, "decoder/layer_norm", m.decoder_norm);
-  if (o.tie_embeddings()) {
-    bin.alias("decoder/projection/weight", "decoder/embeddings/weight");
-  } else {
-    bin.tensor("decoder/projection/weight", cov.use(m.out_proj_weight));  // [V, C]
-    bin.tensor("decoder/projection/bias", cov.use(m.out_proj_bias));
-  }
+  if (o.tie_embeddings()) bin.alias("decoder/projection/weight", "decoder/embeddings/weight");
   return bin;
 }
 

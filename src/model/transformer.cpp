@@ -315,6 +315,7 @@ void TransformerImpl::reset() {
   pe.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, c, 2)},
                 torch::cos(angle).narrow(1, 0, c / 2));
   positions_ = register_buffer("positions", pe);
+  params_ = parameter_table(*this);
 }
 
 namespace {
@@ -431,6 +432,28 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
   return cache;
 }
 
+namespace {
+
+// Where the fused step wants a decoder layer's weight of this role (the
+// norms that cross layers are placed by the caller); nullptr for roles the
+// step takes elsewhere (cross-attention keys/values: from the cache).
+const float** step_weight_slot(DecoderStepLayer& d, ParamRole role, ParamPart part) {
+  const bool w = part == ParamPart::kWeight;
+  switch (role) {
+    case ParamRole::kSelfQkv: return w ? &d.qkv_w : &d.qkv_b;
+    case ParamRole::kSelfOut: return w ? &d.self_out_w : &d.self_out_b;
+    case ParamRole::kCrossQ: return w ? &d.q_w : &d.q_b;
+    case ParamRole::kCrossOut: return w ? &d.cross_out_w : &d.cross_out_b;
+    case ParamRole::kFf1: return w ? &d.ff1_w : &d.ff1_b;
+    case ParamRole::kFf2: return w ? &d.ff2_w : &d.ff2_b;
+    case ParamRole::kNorm2: return w ? &d.norm2_w : &d.norm2_b;
+    case ParamRole::kNorm3: return w ? &d.norm3_w : &d.norm3_b;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 bool TransformerImpl::fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const {
   if (!runtime_.fused_decode_step || at::GradMode::is_enabled() || runtime_.backend == ops::AttentionBackend::kTorch ||
       runtime_.matmul_dtype != at::kFloat || !cache.output_weight_t.defined() || !tokens.device().is_cpu() ||
@@ -469,29 +492,37 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   p.position_table = table.data_ptr<float>();
   p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
   p.eps = decoder_norm->options.eps();
-  const auto f = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
-  for (size_t i = 0; i < decoder_layers->size(); ++i) {
-    const auto l = decoder_layers->ptr<DecoderLayerImpl>(i);
-    if (i == 0) p.norm1_w = f(l->norm1->weight), p.norm1_b = f(l->norm1->bias);
-    const NextNorm& next = next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm);
-    DecoderStepLayer d;
-    d.qkv_w = f(l->self_attn->qkv->weight), d.qkv_b = f(l->self_attn->qkv->bias);
-    d.self_out_w = f(l->self_attn->out->weight), d.self_out_b = f(l->self_attn->out->bias);
-    d.q_w = f(l->cross_attn->q->weight), d.q_b = f(l->cross_attn->q->bias);
-    d.cross_out_w = f(l->cross_attn->out->weight), d.cross_out_b = f(l->cross_attn->out->bias);
-    d.ff1_w = f(l->ff1->weight), d.ff1_b = f(l->ff1->bias);
-    d.ff2_w = f(l->ff2->weight), d.ff2_b = f(l->ff2->bias);
-    d.norm2_w = f(l->norm2->weight), d.norm2_b = f(l->norm2->bias);
-    d.norm3_w = f(l->norm3->weight), d.norm3_b = f(l->norm3->bias);
-    d.next_w = f(next->weight), d.next_b = f(next->bias);
-    d.self_kv = cache.layers[i].self_kv.data_ptr<float>();
-    d.cross_kv = cache.layers[i].cross_kv.data_ptr<float>();
-    d.self_kv_stride_b = cache.layers[i].self_kv.stride(0);
-    d.cross_kv_stride_b = cache.layers[i].cross_kv.stride(0);
-    p.layers.push_back(d);
+  // The decoder's weights from the parameter table, by role: layer i's
+  // "next" norm is layer i + 1's norm1, or the decoder's final norm.
+  const int64_t layers = static_cast<int64_t>(decoder_layers->size());
+  p.layers.assign(static_cast<size_t>(layers), DecoderStepLayer{});
+  p.out_b = nullptr;  // tied embeddings: no output bias
+  for (const ParamEntry& e : params_) {
+    if (e.stack != ParamStack::kDecoder && e.stack != ParamStack::kOutput) continue;
+    const float* ptr = e.tensor.data_ptr<float>();
+    const bool w = e.part == ParamPart::kWeight;
+    if (e.role == ParamRole::kFinalNorm) {
+      (w ? p.layers.back().next_w : p.layers.back().next_b) = ptr;
+    } else if (e.role == ParamRole::kOutProj) {
+      if (!w) p.out_b = ptr;  // the weight is cache.output_weight_t, laid out for the step
+    } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
+      (w ? p.norm1_w : p.norm1_b) = ptr;
+    } else if (e.role == ParamRole::kNorm1) {
+      DecoderStepLayer& before = p.layers[static_cast<size_t>(e.layer - 1)];
+      (w ? before.next_w : before.next_b) = ptr;
+    } else if (e.layer >= 0) {
+      if (const float** slot = step_weight_slot(p.layers[static_cast<size_t>(e.layer)], e.role, e.part)) *slot = ptr;
+    }
+  }
+  for (int64_t i = 0; i < layers; ++i) {
+    DecoderStepLayer& d = p.layers[static_cast<size_t>(i)];
+    const LayerCache& lc = cache.layers[static_cast<size_t>(i)];
+    d.self_kv = lc.self_kv.data_ptr<float>();
+    d.cross_kv = lc.cross_kv.data_ptr<float>();
+    d.self_kv_stride_b = lc.self_kv.stride(0);
+    d.cross_kv_stride_b = lc.cross_kv.stride(0);
   }
   p.out_w = cache.output_weight_t.data_ptr<float>();
-  p.out_b = options_.tie_embeddings() ? nullptr : f(out_proj_bias);
   p.naive_attention = runtime_.backend == ops::AttentionBackend::kNaive;
   const int64_t floats = decoder_step_workspace_floats(rows, c, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
   if (!cache.step_workspace.defined() || cache.step_workspace.numel() < floats)

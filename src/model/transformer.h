@@ -17,6 +17,7 @@
 
 #include <vector>
 
+#include "model/parameter_table.h"
 #include "ops/attention/attention.h"
 #include "ops/random/dropout.h"
 #include "tokenizer/special_ids.h"
@@ -320,6 +321,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   TransformerOptions options_;
   ModelRuntime runtime_;
   at::Tensor positions_;  // [max_positions, C] sinusoidal table (buffer)
+  // parameter_table(*this), made once in reset(): the fused step's weights
+  // by role (the entries hold the parameters, whose data may move).
+  std::vector<ParamEntry> params_;
 };
 TORCH_MODULE(Transformer);
 
