@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
 # The same measurements on two builds of nmt, interleaved, to show whether a
 # change that should not move speed (a reorganisation, a refactor) moved it:
-# training tokens/s (nmt float32 and bf16, flash attention) on each CONFIG and
-# the attention kernels' median time on a fixed set of cases. Runs alternate
+# training tokens/s (nmt float32 and bf16, flash attention) on each CONFIG,
+# the attention kernels' median time on a fixed set of cases, and with
+# --checkpoint the decoding speed of `nmt translate` (sentences/s, greedy and
+# beam 4, on --lines; the output of A and B must be the same). Runs alternate
 # A B B A ... so that a machine that slows down over the run hurts both alike.
 # Prints one table: medians per build, B/A, and the spread of each side
 # (max/min over its repeats), so that a difference can be read against noise.
 #
 # Usage: bench/compare_builds.sh [--minutes M] [--repeats R] [--threads N] [--out FILE]
-#                                BUILD_A BUILD_B [CONFIG ...]
+#                                [--checkpoint DIR [--lines FILE]] BUILD_A BUILD_B [CONFIG ...]
 #   BUILD_*: a build folder holding the nmt program (e.g. build, ../old/build)
 #   defaults: 1 minute a training run, 2 repeats, 2 threads, configs/toy.yaml configs/real.yaml;
-#   --out FILE also writes the table there (Markdown).
+#   --out FILE also writes the table there (Markdown); --lines defaults to
+#   the first 500 lines of data/real/test.zh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-minutes=1 repeats=2 threads=2 out= builds=() configs=()
+minutes=1 repeats=2 threads=2 out= builds=() configs=() checkpoint= lines=
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --checkpoint) checkpoint=$2; shift 2 ;;
+    --lines) lines=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     -*) echo "compare_builds: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) if ((${#builds[@]} < 2)); then builds+=("$1"); else configs+=("$1"); fi; shift ;;
   esac
@@ -37,8 +42,15 @@ for c in "${configs[@]}"; do [ -f "$c" ] || { echo "compare_builds: $c: no such 
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "compare_builds: --repeats: '$repeats' is not a positive integer" >&2; exit 2; }
 [[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "compare_builds: --threads: '$threads' is not a positive integer" >&2; exit 2; }
 
+[ -z "$checkpoint" ] || [ -e "$checkpoint" ] || { echo "compare_builds: --checkpoint $checkpoint: no such folder" >&2; exit 2; }
+[ -z "$lines" ] || [ -f "$lines" ] || { echo "compare_builds: --lines $lines: no such file" >&2; exit 2; }
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+if [ -n "$checkpoint" ] && [ -z "$lines" ]; then
+  lines=$work/lines.zh
+  head -n 500 data/real/test.zh >"$lines"
+fi
 rows=$work/rows.csv  # what,build,repeat,value
 bf16=yes
 grep -qE 'avx512_bf16|amx_bf16' /proc/cpuinfo || bf16=no
@@ -63,6 +75,14 @@ PY
   rm -rf "$dir" "$dir.log"
 }
 
+decode_run() {  # build beam tag -> sentences/s (its output kept, to compare A with B)
+  local log=$work/decode.$2.log
+  "$1/nmt" translate --checkpoint "$checkpoint" --input "$lines" --beam "$2" --threads "$threads" \
+    --output "$work/decode.$2.$3.out" 2>"$log" ||
+    { echo "compare_builds: $1/nmt translate failed, see:" >&2; tail -5 "$log" >&2; exit 1; }
+  sed -n 's/.*translated [0-9]* lines in [0-9.]* s (\([0-9.]*\) sentences\/s.*/\1/p' "$log"
+}
+
 attention_run() {  # build case -> median ms
   "$1/nmt" bench-attention --case "$2" --threads "$threads" |
     sed -n 's/^nmt-bench-result ms_median=\([0-9.]*\).*/\1/p'
@@ -83,6 +103,14 @@ for ((r = 1; r <= repeats; ++r)); do
       done
     done
   done
+  if [ -n "$checkpoint" ]; then
+    for beam in 1 4; do
+      for i in $(order $r); do
+        echo "compare_builds: repeat $r/$repeats: translate, beam $beam, ${builds[$i]}" >&2
+        echo "translate beam $beam sentences/s,$i,$r,$(decode_run "${builds[$i]}" $beam "$i$r")" >>"$rows"
+      done
+    done
+  fi
   for c in "${cases[@]}"; do
     for i in $(order $r); do
       echo "compare_builds: repeat $r/$repeats: attention $c, ${builds[$i]}" >&2
@@ -93,6 +121,14 @@ for ((r = 1; r <= repeats; ++r)); do
   done
 done
 
+if [ -n "$checkpoint" ]; then
+  for beam in 1 4; do
+    outs=("$work"/decode.$beam.*.out)
+    for f in "${outs[@]}"; do
+      cmp -s "$f" "${outs[0]}" || { echo "compare_builds: the builds translate differently (beam $beam): $f" >&2; exit 1; }
+    done
+  done
+fi
 python3 - "$rows" "${builds[0]}" "${builds[1]}" "$minutes" "$repeats" "$threads" <<'PY' | tee ${out:+"$out"}
 import csv, statistics, sys
 rows, a, b, minutes, repeats, threads = sys.argv[1:]

@@ -296,6 +296,30 @@ TEST(Decode, LengthLimitsArePerSentence) {
   }
 }
 
+// An empty source gives an empty output, in every mode, and leaves its
+// batch-mates' translations as they are alone.
+TEST(Decode, EmptySourcesGiveEmptyOutputs) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  for (const int64_t beam : {0, 3}) {
+    for (const bool cache : {true, false}) {
+      SCOPED_TRACE("beam " + std::to_string(beam) + (cache ? ", cache" : ", no cache"));
+      DecodeOptions opts;
+      opts.beam = beam;
+      opts.use_cache = cache;
+      const std::vector<std::vector<int64_t>> with_empty{{}, t.sources[0], {}, t.sources[1]};
+      const auto got = decode(model, with_empty, opts, torch::kCPU);
+      const auto alone = decode(model, {t.sources[0], t.sources[1]}, opts, torch::kCPU);
+      ASSERT_EQ(got.size(), 4u);
+      EXPECT_TRUE(got[0].empty() && got[2].empty());
+      EXPECT_EQ(got[1], alone[0]);
+      EXPECT_EQ(got[3], alone[1]);
+      EXPECT_FALSE(alone[0].empty());
+      EXPECT_EQ(decode(model, {{}}, opts, torch::kCPU), std::vector<std::vector<int64_t>>{{}});
+    }
+  }
+}
+
 TEST(Decode, BeamOneIsGreedyAndBeamsEndProperly) {
   const Trained& t = trained();
   Transformer model = t.model;

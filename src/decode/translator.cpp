@@ -71,53 +71,6 @@ class StepModel {
 // copies the caches, so not for every single row.
 bool worth_compacting(size_t finished, size_t rows) { return finished > 0 && finished * 8 >= rows; }
 
-// owed: empty, or by sentence the sentinel ids its translation must carry.
-std::vector<std::vector<int64_t>> greedy(StepModel& step, const std::vector<int64_t>& limits,
-                                         const PlaceholderConstraint& constraint,
-                                         const std::vector<std::vector<int64_t>>& owed,
-                                         const c10::Device& device) {
-  const int64_t n = static_cast<int64_t>(limits.size());
-  const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
-  std::vector<std::vector<int64_t>> out(n);
-  std::vector<int64_t> sentence(n);  // the sentence of each row
-  std::iota(sentence.begin(), sentence.end(), 0);
-  std::vector<char> finished(n, 0);  // by row
-  size_t finished_rows = 0;
-  torch::Tensor tokens = torch::full({n}, kStartId, long_opts);  // [rows]
-  while (finished_rows < sentence.size()) {
-    torch::Tensor logits = step.next(tokens);  // [rows, V]
-    if (!owed.empty()) {
-      std::vector<PlaceholderConstraint::Row> rows(sentence.size());
-      for (size_t r = 0; r < sentence.size(); ++r)
-        if (!finished[r]) rows[r] = {&owed[sentence[r]], &out[sentence[r]], limits[sentence[r]]};
-      constraint.apply(logits, rows);
-    }
-    // Only the argmax is needed: no softmax over the vocabulary.
-    tokens = logits.argmax(-1);  // [rows]
-    const torch::Tensor ids_cpu = tokens.to(torch::kCPU);
-    const int64_t* ids = ids_cpu.data_ptr<int64_t>();
-    for (size_t r = 0; r < sentence.size(); ++r) {
-      if (finished[r]) continue;
-      std::vector<int64_t>& hyp = out[sentence[r]];
-      if (ids[r] != kEndId) hyp.push_back(ids[r]);
-      if (ids[r] == kEndId || static_cast<int64_t>(hyp.size()) >= limits[sentence[r]])
-        finished[r] = 1, ++finished_rows;
-    }
-    if (finished_rows == sentence.size() || !worth_compacting(finished_rows, sentence.size())) continue;
-    std::vector<int64_t> keep;
-    std::vector<int64_t> kept_sentence;
-    for (size_t r = 0; r < sentence.size(); ++r)
-      if (!finished[r]) keep.push_back(static_cast<int64_t>(r)), kept_sentence.push_back(sentence[r]);
-    const torch::Tensor index = torch::tensor(keep, torch::kLong).to(device);
-    step.reorder(index);
-    tokens = tokens.index_select(0, index);
-    sentence = std::move(kept_sentence);
-    finished.assign(sentence.size(), 0);
-    finished_rows = 0;
-  }
-  return out;
-}
-
 double length_norm(double alpha, size_t len) {
   return alpha == 0.0 ? 1.0 : std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha);
 }
@@ -303,27 +256,49 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const DecodeOptions& options, const c10::Device& device,
                                          const std::vector<std::vector<int64_t>>& owed) {
   torch::NoGradGuard no_grad;
-  const int64_t n = static_cast<int64_t>(sources.size());
-  if (n == 0) return {};
   if (!owed.empty() && owed.size() != sources.size())
     throw std::invalid_argument("decode: owed sentinels for " + std::to_string(owed.size()) + " of " +
-                                std::to_string(n) + " sources");
+                                std::to_string(sources.size()) + " sources");
+  // Empty sources give empty outputs; the others are decoded together.
+  std::vector<std::vector<int64_t>> out(sources.size());
+  std::vector<std::vector<int64_t>> todo, todo_owed;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (sources[i].empty()) continue;
+    todo.push_back(sources[i]), index.push_back(i);
+    if (!owed.empty()) todo_owed.push_back(owed[i]);
+  }
+  if (todo.empty()) return out;
+  if (options.beam <= 0 && options.use_cache) {
+    // Greedy search has one loop, the running batch's (ContinuousGreedy): a
+    // fixed batch is a running batch that every sentence joins at once.
+    ContinuousGreedy stream(model, options, device);
+    std::vector<uint64_t> tickets(todo.size());
+    std::iota(tickets.begin(), tickets.end(), 0);
+    stream.add(todo, tickets, todo_owed);
+    while (stream.rows() > 0)
+      for (auto& [ticket, ids] : stream.step()) out[index[ticket]] = std::move(ids);
+    return out;
+  }
   const PlaceholderConstraint constraint(options.sentinel_ids);
   // Without sentinel ids, or with none owed and none to forbid, nothing to do.
   const std::vector<std::vector<int64_t>> none;
-  const auto& quota = constraint.active() ? owed : none;
-  auto [src, src_len] = make_source_batch(sources);
+  const auto& quota = constraint.active() ? todo_owed : none;
+  auto [src, src_len] = make_source_batch(todo);
   src = src.to(device), src_len = src_len.to(device);
   const torch::Tensor memory = model->encode(src, src_len);  // [N, S, C]
   const int64_t limit = std::min(options.max_len, model->options().max_positions() - 1);
-  std::vector<int64_t> limits(n);
-  for (int64_t i = 0; i < n; ++i)
-    limits[i] = std::min(limit, target_limit(options, static_cast<int64_t>(sources[i].size())));
+  std::vector<int64_t> limits(todo.size());
+  for (size_t i = 0; i < todo.size(); ++i)
+    limits[i] = std::min(limit, target_limit(options, static_cast<int64_t>(todo[i].size())));
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   StepModel step(model, memory, src_len, options.use_cache, longest);
-  if (options.beam <= 0) return greedy(step, limits, constraint, quota, device);
-  return beam_search(step, limits, options.beam, options.length_penalty, options.beam_early_stop, constraint, quota,
-                     device);
+  // Beam search, and greedy search without the cache (the prefix recomputed
+  // every step, kept to check the cache against): one beam is greedy.
+  const auto hyps = beam_search(step, limits, std::max<int64_t>(1, options.beam), options.length_penalty,
+                                options.beam_early_stop, constraint, quota, device);
+  for (size_t i = 0; i < hyps.size(); ++i) out[index[i]] = hyps[i];
+  return out;
 }
 
 int64_t fit_source(std::vector<int64_t>& ids, const Transformer& model) {

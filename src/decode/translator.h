@@ -1,5 +1,7 @@
 // Decoding: greedy or beam search, with cached keys/values (or full
-// recomputation of the prefix, kept for comparison), batched.
+// recomputation of the prefix, kept for comparison), batched. One greedy loop
+// (decode/continuous_greedy.h) and one beam search (K = 1 for greedy search
+// without the cache).
 #pragma once
 
 #include <torch/nn.h>
@@ -24,6 +26,9 @@ DecodeOptions decode_options(const Config& config, const Tokenizer* target = nul
 // and <end>. Each result depends only on its own source, not on what else is
 // in the batch. Empty sources give empty outputs. owed: empty, or for each
 // source the sentinel ids its translation must carry (SourceText::owed).
+// Greedy search with the cache runs as a running batch that every sentence
+// joins at once (ContinuousGreedy); beam search and greedy search without
+// the cache (beam search with one beam) as a fixed batch.
 std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const std::vector<std::vector<int64_t>>& sources,
                                          const DecodeOptions& options, const c10::Device& device,
