@@ -416,6 +416,8 @@ CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
   return cmd;
 }
 
+// About 130 lines, most of them the report (text or JSON) of what the
+// ranking (eval/po_rank.h) and the placeholder check (eval/po_check.h) found.
 int run_check_po(const CheckPoArgs& args) {
   install_interrupt_handlers();
   const data::PoCatalog catalog = data::read_po(args.file);

@@ -82,7 +82,8 @@ double length_norm(double alpha, size_t len) {
 // its beams have ended (or reached its length limit); the length penalty
 // only picks among them at the end, so an early, unlikely <end> cannot crowd
 // out a better hypothesis still being written. Finished sentences leave the
-// batch.
+// batch. (One function of about 130 lines: the steps share the per-row
+// bookkeeping, which helpers would have to pass around whole.)
 std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector<int64_t>& limits,
                                               int64_t k, double alpha, bool early_stop,
                                               const PlaceholderConstraint& constraint,

@@ -80,15 +80,9 @@ std::string translate_answer(const Sentences& result, bool attention, const std:
   return out + "}";
 }
 
-}  // namespace
-
-int run_server(TranslationService& service, Metrics& metrics, const ServerOptions& options) {
-  Batcher batcher(
-      options.batching, [&](const std::vector<const Job*>& jobs) { return service.run_batch(jobs); },
-      [&] { return service.make_stream(); });
-  httplib::Server server;
-  std::atomic<bool> draining{false};
-  std::atomic<uint64_t> failures{0};  // numbers the 500s, so that a log line can be found
+// What every answer carries, and who may call (serve/access.h), before any
+// route runs.
+void guard(httplib::Server& server, const AccessPolicy& access) {
   // On every answer: no MIME sniffing, no referrer leaking the page's
   // address, and the explorer allowed only its own files (no inline code, no
   // framing by another site).
@@ -97,20 +91,68 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
                               {"Content-Security-Policy",
                                "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "
                                "frame-ancestors 'none'"}});
-  // Who may call, before any route runs (serve/access.h).
-  server.set_pre_routing_handler([&options](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Refusal> refused = check_host(req.get_header_value("Host"), options.access);
+  server.set_pre_routing_handler([&access](const httplib::Request& req, httplib::Response& res) {
+    std::optional<Refusal> refused = check_host(req.get_header_value("Host"), access);
     if (!refused)
       refused = check_origin(req.has_header("Origin"), req.get_header_value("Origin"), req.get_header_value("Host"),
-                             options.access);
+                             access);
     if (!refused && needs_key(req.path)) {
-      refused = check_api_key(req.get_header_value("Authorization"), options.access);
+      refused = check_api_key(req.get_header_value("Authorization"), access);
       if (refused) res.set_header("WWW-Authenticate", "Bearer");
     }
     if (!refused) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, refused->status, refused->message);
     return httplib::Server::HandlerResponse::Handled;
   });
+}
+
+// Everything no route answers: 405 on a known path with another method, 404
+// elsewhere, httplib's own errors in our JSON shape; and every answer counted.
+void answer_the_rest(httplib::Server& server, Metrics& metrics) {
+  const auto fallback = [](const httplib::Request& req, httplib::Response& res) {
+    const auto it = route_methods().find(req.path);
+    if (it == route_methods().end()) return send_error(res, 404, "no such path: " + req.path);
+    res.set_header("Allow", it->second);
+    send_error(res, 405, req.method + " " + req.path + ": method not allowed (allowed: " + it->second + ")");
+  };
+  server.Get(".*", fallback);
+  server.Post(".*", fallback);
+  server.Put(".*", fallback);
+  server.Patch(".*", fallback);
+  server.Delete(".*", fallback);
+  server.Options(".*", fallback);
+  // Errors httplib answers itself (413 for a body over the limit, 400 for a
+  // malformed request line) get the same JSON shape as ours.
+  server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
+    if (res.status == 413)
+      message = "body: larger than the limit (--max-body-bytes)";
+    else if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
+      message = "body: a POST needs a Content-Length (or chunked encoding) and a JSON body";
+    send_error(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  server.set_logger([&metrics](const httplib::Request& req, const httplib::Response& res) {
+    metrics.request(route_label(req.path), res.status);
+  });
+}
+
+}  // namespace
+
+// One function for the server's whole lifetime (about 130 lines): its routes
+// capture the batcher, the draining flag and the listening socket, which
+// live here; the parts that need none of them are guard() and
+// answer_the_rest().
+int run_server(TranslationService& service, Metrics& metrics, const ServerOptions& options) {
+  Batcher batcher(
+      options.batching, [&](const std::vector<const Job*>& jobs) { return service.run_batch(jobs); },
+      [&] { return service.make_stream(); });
+  httplib::Server server;
+  std::atomic<bool> draining{false};
+  std::atomic<uint64_t> failures{0};  // numbers the 500s, so that a log line can be found
+  guard(server, options.access);
   server.new_task_queue = [threads = options.connection_threads] {
     return new httplib::ThreadPool(static_cast<size_t>(threads));
   };
@@ -178,35 +220,7 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
       res.set_content(reinterpret_cast<const char*>(a.data), a.size, a.content_type.c_str());
       res.set_header("Cache-Control", "no-cache");
     });
-  // Everything else: 405 on a known path with another method, else 404.
-  const auto fallback = [](const httplib::Request& req, httplib::Response& res) {
-    const auto it = route_methods().find(req.path);
-    if (it == route_methods().end()) return send_error(res, 404, "no such path: " + req.path);
-    res.set_header("Allow", it->second);
-    send_error(res, 405, req.method + " " + req.path + ": method not allowed (allowed: " + it->second + ")");
-  };
-  server.Get(".*", fallback);
-  server.Post(".*", fallback);
-  server.Put(".*", fallback);
-  server.Patch(".*", fallback);
-  server.Delete(".*", fallback);
-  server.Options(".*", fallback);
-  // Errors httplib answers itself (413 for a body over the limit, 400 for a
-  // malformed request line) get the same JSON shape as ours.
-  server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
-    if (res.status == 413)
-      message = "body: larger than the limit (--max-body-bytes)";
-    else if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
-      message = "body: a POST needs a Content-Length (or chunked encoding) and a JSON body";
-    send_error(res, res.status, message);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  server.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
-    metrics.request(route_label(req.path), res.status);
-  });
+  answer_the_rest(server, metrics);
 
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind
   // the same port and silently take half the connections: address reuse

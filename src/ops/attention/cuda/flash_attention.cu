@@ -111,6 +111,10 @@ __device__ __forceinline__ void store4(float* row, int d, int head_dim, const fl
 // Forward.
 // grid.x = B * H * n_qblocks (query block fastest, so blocks resident at the
 // same time share one head's K/V in L2); block = Tr::kThreads.
+// Long, on purpose: the passes below share the accumulators and row
+// statistics held in registers from the first key tile to the epilogue; as
+// separate functions they would pass them all by reference and read out of
+// order. Each pass is narrated where it starts.
 // ---------------------------------------------------------------------------
 template <int kD>
 __global__ void __launch_bounds__(FwdTraits<kD>::kThreads, FwdTraits<kD>::kMinBlocksPerSm)
@@ -130,32 +134,20 @@ __global__ void __launch_bounds__(FwdTraits<kD>::kThreads, FwdTraits<kD>::kMinBl
   float* v_s = smem + Tr::kSmemV;  // v_s: [kBc][kStride]
   float* p_s = smem + Tr::kSmemP;  // p_s: [kBr][kPStride]
 
-  const int64_t bh = blockIdx.x / n_qblocks;
-  int qb = static_cast<int>(blockIdx.x % n_qblocks);
-  if (p.causal) qb = n_qblocks - 1 - qb;  // longest (most key blocks) first: better tail
-  const int64_t b = bh / p.heads;
-  const int64_t h = bh % p.heads;
+  const flash::BlockPlace at = flash::block_place(p, n_qblocks, /*longest_first=*/p.causal);
+  const int64_t bh = at.bh, b = at.b, h = at.h;
   const int tq = static_cast<int>(p.q_len);
-  const int tk = static_cast<int>(p.k_len);
   const int head_dim = static_cast<int>(p.head_dim);
   const bool causal = p.causal;
-  const int q0 = qb * kBr;
+  const int q0 = at.block * kBr;
 
   // This head's q: [Tq, D], k / v: [Tk, D]; row strides p.{q,k,v}_stride_t.
   const float* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
   const float* k_head = p.k + b * p.k_stride_b + h * p.k_stride_h;
   const float* v_head = p.v + b * p.v_stride_b + h * p.v_stride_h;
 
-  int key_len = tk;
-  if (p.key_lengths != nullptr) {
-    const int64_t len = p.key_lengths[b];
-    key_len = len < 0 ? 0 : (len < tk ? static_cast<int>(len) : tk);
-  }
-  // Keys this query block can see: [0, kv_end). Under causal masking the last
-  // row of the block (or of the sequence) sees keys up to its own index.
-  int kv_end = key_len;
-  if (causal) kv_end = min(kv_end, min(q0 + kBr, tq));
-  const int n_kblocks = (kv_end + kBc - 1) / kBc;
+  const int key_len = flash::key_length(p, b);
+  const int n_kblocks = (flash::visible_keys(key_len, causal, q0, kBr, tq) + kBc - 1) / kBc;
 
   const int tid = threadIdx.x;
   const int rg = tid / Tr::kColGroups;  // row group
@@ -307,6 +299,10 @@ __global__ void flash_backward_prep_kernel(const float* o, const float* d_o, flo
 // Thread patches: S / dP and the dQ partial use query rows Tr::row_of(rg, t)
 // (as in the forward); dK / dV use key rows Tr::key_row_of(rg, r) and
 // head-dim columns Tr::dcol_of(cg, e).
+// Long, on purpose: the passes below share the accumulators and row
+// statistics held in registers from the first key tile to the epilogue; as
+// separate functions they would pass them all by reference and read out of
+// order. Each pass is narrated where it starts.
 // ---------------------------------------------------------------------------
 template <int kD>
 __global__ void __launch_bounds__(BwdTraits<kD>::kThreads, BwdTraits<kD>::kMinBlocksPerSm)
@@ -330,15 +326,14 @@ __global__ void __launch_bounds__(BwdTraits<kD>::kThreads, BwdTraits<kD>::kMinBl
   float* p_s = smem + Tr::kSmemP;    // p_s: [kBr][kPStride]
   float* ds_s = smem + Tr::kSmemDS;  // ds_s: [kBr][kPStride], scale * dS
 
-  const int64_t bh = blockIdx.x / n_kblocks;
-  const int kb = static_cast<int>(blockIdx.x % n_kblocks);  // low kb = most queries: first
-  const int64_t b = bh / p.heads;
-  const int64_t h = bh % p.heads;
+  // Low kb = most queries: first.
+  const flash::BlockPlace at = flash::block_place(p, n_kblocks, /*longest_first=*/false);
+  const int64_t bh = at.bh, b = at.b, h = at.h;
   const int tq = static_cast<int>(p.q_len);
   const int tk = static_cast<int>(p.k_len);
   const int head_dim = static_cast<int>(p.head_dim);
   const bool causal = p.causal;
-  const int k0 = kb * kBc;
+  const int k0 = at.block * kBc;
 
   // This head's q: [Tq, D], k / v: [Tk, D]; row strides p.{q,k,v}_stride_t.
   const float* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
@@ -349,11 +344,7 @@ __global__ void __launch_bounds__(BwdTraits<kD>::kThreads, BwdTraits<kD>::kMinBl
   const float* delta_head = delta + bh * tq;          // [Tq]
   float* dq_head = dq_accum + bh * tq * head_dim;     // [Tq, D] contiguous
 
-  int key_len = tk;
-  if (p.key_lengths != nullptr) {
-    const int64_t len = p.key_lengths[b];
-    key_len = len < 0 ? 0 : (len < tk ? static_cast<int>(len) : tk);
-  }
+  const int key_len = flash::key_length(p, b);
 
   const int tid = threadIdx.x;
   const int rg = tid / Tr::kColGroups;

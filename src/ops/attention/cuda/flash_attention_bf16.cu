@@ -54,6 +54,10 @@ using Traits = flash::FlashFwdMmaTraits<kD, flash::kTargetArch>;
 
 // ---------------------------------------------------------------------------
 // The kernel. grid.x = B * H * n_qblocks (query block fastest); block = 128.
+// Long, on purpose: the passes below share the accumulators and row
+// statistics held in registers from the first key tile to the epilogue; as
+// separate functions they would pass them all by reference and read out of
+// order. Each pass is narrated where it starts.
 // ---------------------------------------------------------------------------
 template <int kD>
 __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
@@ -70,30 +74,20 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   bf16* k_s = smem + Tr::kSmemK;  // k_s: [kBc][kStride]
   bf16* v_s = smem + Tr::kSmemV;  // v_s: [kBc][kStride]
 
-  const int64_t bh = blockIdx.x / n_qblocks;
-  int qb = static_cast<int>(blockIdx.x % n_qblocks);
-  if (p.causal) qb = n_qblocks - 1 - qb;  // longest (most key blocks) first: better tail
-  const int64_t b = bh / p.heads;
-  const int64_t h = bh % p.heads;
+  const flash::BlockPlace at = flash::block_place(p, n_qblocks, /*longest_first=*/p.causal);
+  const int64_t bh = at.bh, b = at.b, h = at.h;
   const int tq = static_cast<int>(p.q_len);
-  const int tk = static_cast<int>(p.k_len);
   const int head_dim = static_cast<int>(p.head_dim);
   const bool causal = p.causal;
-  const int q0 = qb * kBr;
+  const int q0 = at.block * kBr;
 
   // This head's q: [Tq, D], k / v: [Tk, D]; row strides p.{q,k,v}_stride_t.
   const bf16* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
   const bf16* k_head = p.k + b * p.k_stride_b + h * p.k_stride_h;
   const bf16* v_head = p.v + b * p.v_stride_b + h * p.v_stride_h;
 
-  int key_len = tk;
-  if (p.key_lengths != nullptr) {
-    const int64_t len = p.key_lengths[b];
-    key_len = len < 0 ? 0 : (len < tk ? static_cast<int>(len) : tk);
-  }
-  int kv_end = key_len;
-  if (causal) kv_end = min(kv_end, min(q0 + kBr, tq));
-  const int n_kblocks = (kv_end + kBc - 1) / kBc;
+  const int key_len = flash::key_length(p, b);
+  const int n_kblocks = (flash::visible_keys(key_len, causal, q0, kBr, tq) + kBc - 1) / kBc;
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;

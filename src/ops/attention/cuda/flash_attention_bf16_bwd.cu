@@ -94,14 +94,6 @@ __global__ void __launch_bounds__(kDeltaWarps * 32)
   }
 }
 
-// Keys of batch row b that are not padding.
-__device__ __forceinline__ int key_length_of(const Params& p, int64_t b) {
-  const int tk = static_cast<int>(p.k_len);
-  if (p.key_lengths == nullptr) return tk;
-  const int64_t len = p.key_lengths[b];
-  return len < 0 ? 0 : (len < tk ? static_cast<int>(len) : tk);
-}
-
 // One row of a gradient patch, rows g + 8r of the warp's m-tile, stored as
 // bf16 pairs (times `scale`): acc[n][2r + c] is column 8n + 2t + c.
 template <int kOutTiles>
@@ -216,6 +208,10 @@ __global__ void flash_backward_dq_convert_bf16_kernel(const Params p, const floa
 
 // ---------------------------------------------------------------------------
 // step 2: dK, dV. grid.x = B * H * n_kblocks (key block fastest); block = 128.
+// Long, on purpose: the passes below share the accumulators and row
+// statistics held in registers from the first key tile to the epilogue; as
+// separate functions they would pass them all by reference and read out of
+// order. Each pass is narrated where it starts.
 // ---------------------------------------------------------------------------
 template <int kD>
 __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
@@ -236,16 +232,14 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   // stats: [2 buffers][lse (log2-scaled), delta][kBq]
   float* stats = reinterpret_cast<float*>(reinterpret_cast<char*>(smem_u4) + Tr::kSmemStatsOffsetBytes);
 
-  const int64_t bh = blockIdx.x / n_kblocks;
-  const int kb = static_cast<int>(blockIdx.x % n_kblocks);
-  const int64_t b = bh / p.heads;
-  const int64_t h = bh % p.heads;
+  const flash::BlockPlace at = flash::block_place(p, n_kblocks, /*longest_first=*/false);
+  const int64_t bh = at.bh, b = at.b, h = at.h;
   const int tq = static_cast<int>(p.q_len);
   const int tk = static_cast<int>(p.k_len);
   const int head_dim = static_cast<int>(p.head_dim);
   const bool causal = p.causal;
-  const int k0 = kb * Tr::kBlockRows;
-  const int key_len = key_length_of(p, b);
+  const int k0 = at.block * Tr::kBlockRows;
+  const int key_len = flash::key_length(p, b);
 
   // This head's q / dO: [Tq, D], k / v: [Tk, D], lse / delta: [Tq].
   const bf16* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
@@ -379,6 +373,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
 
 // ---------------------------------------------------------------------------
 // step 3: dQ. grid.x = B * H * n_qblocks (query block fastest); block = 128.
+// (Long for the same reason as step 2.)
 // ---------------------------------------------------------------------------
 template <int kD>
 __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
@@ -396,19 +391,14 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   bf16* k_s = smem + Tr::kSmemStreamA;  // k_s: [2][kBk][kStride]
   bf16* v_s = smem + Tr::kSmemStreamB;  // v_s: [2][kBk][kStride]
 
-  const int64_t bh = blockIdx.x / n_qblocks;
-  int qb = static_cast<int>(blockIdx.x % n_qblocks);
-  if (p.causal) qb = n_qblocks - 1 - qb;  // longest (most key tiles) first: better tail
-  const int64_t b = bh / p.heads;
-  const int64_t h = bh % p.heads;
+  const flash::BlockPlace at = flash::block_place(p, n_qblocks, /*longest_first=*/p.causal);
+  const int64_t bh = at.bh, b = at.b, h = at.h;
   const int tq = static_cast<int>(p.q_len);
   const int head_dim = static_cast<int>(p.head_dim);
   const bool causal = p.causal;
-  const int q0 = qb * Tr::kBlockRows;
-  const int key_len = key_length_of(p, b);
-  int kv_end = key_len;
-  if (causal) kv_end = min(kv_end, min(q0 + Tr::kBlockRows, tq));
-  const int n_steps = (kv_end + kBk - 1) / kBk;
+  const int q0 = at.block * Tr::kBlockRows;
+  const int key_len = flash::key_length(p, b);
+  const int n_steps = (flash::visible_keys(key_len, causal, q0, Tr::kBlockRows, tq) + kBk - 1) / kBk;
 
   const bf16* q_head = p.q + b * p.q_stride_b + h * p.q_stride_h;
   const bf16* k_head = p.k + b * p.k_stride_b + h * p.k_stride_h;

@@ -107,6 +107,43 @@ NMT_FLASH_UNROLL
 // Register helpers.
 // ---------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------
+// Where a block works: the same in every flash kernel, float32 and bf16.
+// ---------------------------------------------------------------------------
+// A block of a launch with grid.x = B * H * n_blocks, its own block index
+// fastest (so blocks resident together share one head's K and V in L2): its
+// (batch, head) and block. Causal query-block launches ask for the longest
+// blocks (the most keys) first, for a shorter tail.
+struct BlockPlace {
+  int64_t bh, b, h;
+  int block;
+};
+template <class Params>
+__device__ __forceinline__ BlockPlace block_place(const Params& p, int n_blocks, bool longest_first) {
+  BlockPlace w;
+  w.bh = blockIdx.x / n_blocks;
+  w.block = static_cast<int>(blockIdx.x % n_blocks);
+  if (longest_first) w.block = n_blocks - 1 - w.block;
+  w.b = w.bh / p.heads;
+  w.h = w.bh % p.heads;
+  return w;
+}
+
+// Batch row b's keys that are not padding: key_lengths[b] clamped to [0, Tk].
+template <class Params>
+__device__ __forceinline__ int key_length(const Params& p, int64_t b) {
+  const int tk = static_cast<int>(p.k_len);
+  if (p.key_lengths == nullptr) return tk;
+  const int64_t len = p.key_lengths[b];
+  return len < 0 ? 0 : (len < tk ? static_cast<int>(len) : tk);
+}
+
+// Keys [0, end) that some row of the query block [q0, q0 + rows) sees: under
+// the causal mask its last row (or the sequence's) sees keys up to itself.
+__device__ __forceinline__ int visible_keys(int key_len, bool causal, int q0, int rows, int tq) {
+  return causal ? min(key_len, min(q0 + rows, tq)) : key_len;
+}
+
 NMT_FLASH_HD float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
 NMT_FLASH_HD float get(const float4 v, int c) {
