@@ -281,7 +281,7 @@ int run_translate(const TranslateArgs& args) {
     }
     std::vector<std::vector<int64_t>> hyps = decode_lines(s.ck.model, sources, opts, s.device);
     for (size_t i = 0; i < lines.size(); ++i) {
-      const std::string l = sources[i].ids.empty() ? "" : sources[i].text.finish(s.ck.tgt_tok->decode(hyps[i]));
+      const std::string l = finish_translation(sources[i], hyps[i], *s.ck.tgt_tok);
       if (args.output.empty()) std::cout << l << '\n';
       else output += l + '\n';
     }

@@ -354,9 +354,12 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   }
   const std::vector<std::vector<int64_t>> hyps = decode_lines(model, prepared, options, device);
   std::vector<std::string> result(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i)
-    if (!prepared[i].ids.empty()) result[i] = prepared[i].text.finish(tgt_tok.decode(hyps[i]));
+  for (size_t i = 0; i < lines.size(); ++i) result[i] = finish_translation(prepared[i], hyps[i], tgt_tok);
   return result;
+}
+
+std::string finish_translation(const PreparedLine& line, const std::vector<int64_t>& hyp, const Tokenizer& tgt_tok) {
+  return line.ids.empty() ? std::string() : line.text.finish(tgt_tok.decode(hyp));
 }
 
 std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::vector<PreparedLine>& lines,

@@ -64,6 +64,10 @@ PreparedLine prepare_line(const std::string& line, const Tokenizer& src_tok, con
 std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::vector<PreparedLine>& lines,
                                                const DecodeOptions& options, const c10::Device& device);
 
+// The finished text of line's translation, from the ids decoding gave it:
+// detokenized, placeholders restored; "" for a line with no source tokens.
+std::string finish_translation(const PreparedLine& line, const std::vector<int64_t>& hyp, const Tokenizer& tgt_tok);
+
 // prepare_line, decode_lines and the finished text of each translation
 // (detokenized, placeholders restored): output i translates line i. An empty
 // line gives an empty line. Over-long sources are cut and, when `cuts` is

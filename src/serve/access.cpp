@@ -96,6 +96,13 @@ std::optional<Refusal> check_api_key(const std::string& authorization, const Acc
   return std::nullopt;
 }
 
+std::optional<Refusal> check_json_body(const std::string& content_type, const std::string& path) {
+  std::string type = content_type.substr(0, content_type.find(';'));
+  type.erase(type.find_last_not_of(" \t") + 1);
+  if (lower(type) == "application/json") return std::nullopt;
+  return Refusal{415, "Content-Type: '" + content_type + "'; POST " + path + " takes application/json"};
+}
+
 std::vector<std::string> read_api_keys(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError("--api-key-file: cannot read " + path);

@@ -45,6 +45,10 @@ std::optional<Refusal> check_host(const std::string& host_header, const AccessPo
 std::optional<Refusal> check_origin(bool has_origin, const std::string& origin, const std::string& host_header,
                                     const AccessPolicy& policy);
 std::optional<Refusal> check_api_key(const std::string& authorization, const AccessPolicy& policy);
+// A POST to `path` must say its body is JSON ("application/json", any
+// parameters): a form or text/plain body is what another site's page can
+// send without the browser asking first (no CORS preflight). 415 otherwise.
+std::optional<Refusal> check_json_body(const std::string& content_type, const std::string& path);
 
 // Keys from a file, one a line (blank lines and lines starting with # are
 // skipped). InputError naming the file when it cannot be read or holds none,

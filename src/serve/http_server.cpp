@@ -5,9 +5,7 @@
 
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -36,13 +34,6 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
 // /healthz and the explorer's static files (which hold no data).
 bool needs_key(const std::string& path) { return path.rfind("/v1/", 0) == 0 || path == "/metrics"; }
 
-// Whether a Content-Type header says JSON ("application/json", any parameters).
-bool is_json(const std::string& content_type) {
-  std::string type = content_type.substr(0, content_type.find(';'));
-  type.erase(type.find_last_not_of(" \t") + 1);
-  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
-  return type == kJson;
-}
 
 // The routes and the methods each answers, for 404 versus 405 (with Allow).
 const std::map<std::string, std::string>& route_methods() {
@@ -170,11 +161,8 @@ int run_server(TranslationService& service, Metrics& metrics, const ServerOption
         res.set_header("Retry-After", "1");
         throw RequestError(503, "the service is shutting down");
       }
-      // A form or text/plain body is what a cross-site page can send without
-      // asking (no CORS preflight): JSON only.
-      if (!is_json(req.get_header_value("Content-Type")))
-        throw RequestError(415, "Content-Type: '" + req.get_header_value("Content-Type") +
-                                    "'; POST " + kTranslatePath + " takes application/json");
+      if (const auto refused = check_json_body(req.get_header_value("Content-Type"), kTranslatePath))
+        throw RequestError(refused->status, refused->message);
       const TranslateRequest request = parse_translate_request(req.body, options.limits);
       Job job = service.make_job(request);
       const std::vector<size_t> cut = job.cut;

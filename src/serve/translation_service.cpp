@@ -194,7 +194,7 @@ std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make
 SentenceResult TranslationService::finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp,
                                                    bool attention) const {
   SentenceResult r;
-  if (!line.ids.empty()) r.translation = line.text.finish(m_.tgt_tok->decode(hyp));
+  r.translation = finish_translation(line, hyp, *m_.tgt_tok);
   if (attention) r.attention_json = attention_json(line.ids, hyp);
   return r;
 }
