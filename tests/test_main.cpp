@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   // NMT_CPU_ISA names a kernel copy to test (ctest kernels.ops_*): one this
   // CPU cannot run is skipped (77), not failed; machines differ.
   if (const char* want = std::getenv("NMT_CPU_ISA")) {
-    for (nmt::CpuIsa isa : {nmt::CpuIsa::kGeneric, nmt::CpuIsa::kAvx2, nmt::CpuIsa::kAvx512}) {
+    for (nmt::CpuIsa isa : nmt::kAllCpuIsas) {
       if (std::string(want) == nmt::isa_name(isa) && isa > nmt::best_cpu_isa()) {
         std::printf("SKIP: NMT_CPU_ISA=%s, but this CPU's best is %s\n", want, nmt::isa_name(nmt::best_cpu_isa()));
         return 77;

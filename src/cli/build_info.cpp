@@ -27,7 +27,7 @@ std::string build_info() {
   s << "CUDA: off (" << (archs.empty() ? "no CUDA compiler" : "kernels compiled for sm " + archs + ", but LibTorch has no CUDA")
     << "); NCCL: off\n";
 #endif
-  s << "CPU kernels: up to avx512; this CPU: " << isa_name(best_cpu_isa())
+  s << "CPU kernels: up to avx512vnni; this CPU: " << isa_name(best_cpu_isa())
     << (cpu_has_fast_bf16() ? ", fast bf16" : ", no fast bf16") << "\n";
   return s.str();
 }

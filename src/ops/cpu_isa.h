@@ -11,6 +11,7 @@
 #define NMT_FOR_EACH_KERNEL_ISA(M) M(generic) M(avx2) M(avx512)
 #define NMT_CPU_DISPATCH(fn, ...)                                     \
   switch (::nmt::kernel_isa()) {                                      \
+    case ::nmt::CpuIsa::kAvx512Vnni:                                  \
     case ::nmt::CpuIsa::kAvx512: return avx512::fn(__VA_ARGS__);      \
     case ::nmt::CpuIsa::kAvx2: return avx2::fn(__VA_ARGS__);          \
     case ::nmt::CpuIsa::kGeneric: break;                              \

@@ -34,6 +34,7 @@ CpuFeatures detect() {
   f.avx512dq = os_avx512 && (b & (1u << 17));
   f.avx512bw = os_avx512 && (b & (1u << 30));
   f.avx512vl = os_avx512 && (b & (1u << 31));
+  f.avx512_vnni = os_avx512 && (c & (1u << 11));
   f.amx_bf16 = os_amx && (d & (1u << 22));
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512_bf16 = os_avx512 && (a1 & (1u << 5));
@@ -42,7 +43,8 @@ CpuFeatures detect() {
 }
 
 CpuIsa best_isa(const CpuFeatures& f) {
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx2 && f.fma) return CpuIsa::kAvx512;
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx2 && f.fma)
+    return f.avx512_vnni ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx512;
   if (f.avx2 && f.fma) return CpuIsa::kAvx2;
   return CpuIsa::kGeneric;
 }
@@ -52,14 +54,14 @@ CpuIsa choose_isa() {
   const char* env = std::getenv("NMT_CPU_ISA");
   if (!env || !*env) return best;
   const std::string want(env);
-  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : kAllCpuIsas) {
     if (want != isa_name(isa)) continue;
     if (isa > best)
       throw InputError("NMT_CPU_ISA: " + want + " is not supported by this CPU (best: " +
                        isa_name(best) + ")");
     return isa;
   }
-  throw InputError("NMT_CPU_ISA: '" + want + "' is not one of: generic | avx2 | avx512");
+  throw InputError("NMT_CPU_ISA: '" + want + "' is not one of: generic | avx2 | avx512 | avx512vnni");
 }
 
 }  // namespace
@@ -81,6 +83,7 @@ const char* isa_name(CpuIsa isa) {
     case CpuIsa::kGeneric: return "generic";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Vnni: return "avx512vnni";
   }
   return "?";
 }

@@ -1,0 +1,110 @@
+#include "ops/linear/packed_linear.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/linear/cpu/packed_matmul_cpu.h"
+#include "ops/linear/cpu/rows_matmul_cpu.h"
+#include "util/cpu_features.h"
+
+namespace nmt::ops {
+
+const char* compute_type_name(ComputeType type) {
+  switch (type) {
+    case ComputeType::kFloat32: return "float32";
+    case ComputeType::kBf16: return "bf16";
+    case ComputeType::kInt8: return "int8";
+  }
+  return "?";
+}
+
+std::optional<ComputeType> parse_compute_type(const std::string& name) {
+  for (ComputeType t : {ComputeType::kFloat32, ComputeType::kBf16, ComputeType::kInt8})
+    if (name == compute_type_name(t)) return t;
+  return std::nullopt;
+}
+
+std::string compute_type_choices() { return "float32 | bf16 | int8 | auto"; }
+
+std::optional<ComputeType> resolve_compute_type(const std::string& name) {
+  if (name == "auto") return kernel_isa() >= CpuIsa::kAvx2 ? ComputeType::kInt8 : ComputeType::kFloat32;
+  return parse_compute_type(name);
+}
+
+PackedLinear::PackedLinear(ComputeType type, const float* w, const float* bias, int64_t in, int64_t out)
+    : type_(type), in_(in), out_(out) {
+  if (type == ComputeType::kFloat32) {
+    w_ = w, bias_ = bias;
+    return;
+  }
+  const int64_t padded_out = cpu::panels(out) * cpu::kPanel;
+  padded_bias_.assign(static_cast<size_t>(padded_out), 0.0f);
+  if (bias) std::copy(bias, bias + out, padded_bias_.begin());
+  // Element (k, n) of w goes to panel n / kPanel, group k / G, column
+  // n % kPanel, slot k % G (G k side by side: the layout's innermost).
+  const auto packed_index = [&](int64_t k, int64_t n, int64_t group) {
+    const int64_t g = cpu::groups(in, group);
+    return ((n / cpu::kPanel * g + k / group) * cpu::kPanel + n % cpu::kPanel) * group + k % group;
+  };
+  if (type == ComputeType::kBf16) {
+    w_bf16_.assign(static_cast<size_t>(padded_out * cpu::groups(in, cpu::kBf16Group) * cpu::kBf16Group), bf16{0});
+    for (int64_t k = 0; k < in; ++k)
+      for (int64_t n = 0; n < out; ++n) w_bf16_[packed_index(k, n, cpu::kBf16Group)] = to_bf16(w[k * out + n]);
+    return;
+  }
+  // int8: each output column's own scale, max |w| / 127, so its largest
+  // weight is ±127 and none is -128 (the AVX2 kernel relies on that).
+  w_int8_.assign(static_cast<size_t>(padded_out * cpu::groups(in, cpu::kInt8Group) * cpu::kInt8Group), 0);
+  scale_.assign(static_cast<size_t>(padded_out), 0.0f);
+  sum_.assign(static_cast<size_t>(padded_out), 0);
+  for (int64_t n = 0; n < out; ++n) {
+    float amax = 0.0f;
+    for (int64_t k = 0; k < in; ++k) amax = std::max(amax, std::fabs(w[k * out + n]));
+    scale_[n] = amax / 127.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t k = 0; k < in; ++k) {
+      const auto q = static_cast<int8_t>(std::clamp(std::nearbyint(w[k * out + n] * inv), -127.0f, 127.0f));
+      w_int8_[packed_index(k, n, cpu::kInt8Group)] = q;
+      sum_[n] += q;
+    }
+  }
+}
+
+void PackedLinear::forward(const float* x, int64_t rows, int64_t x_stride, float* y) const {
+  if (rows <= 0) return;
+  switch (type_) {
+    case ComputeType::kFloat32: {
+      cpu::RowsMatmulParams m{};
+      m.x = x, m.w = w_, m.bias = bias_, m.y = y;
+      m.rows = rows, m.in = in_, m.out = out_, m.x_stride = x_stride;
+      cpu::rows_matmul(m);
+      return;
+    }
+    case ComputeType::kBf16: {
+      cpu::Bf16MatmulParams m{};
+      m.x = x, m.w = w_bf16_.data(), m.bias = padded_bias_.data(), m.y = y;
+      m.rows = rows, m.in = in_, m.out = out_, m.x_stride = x_stride;
+      cpu::bf16_matmul(m);
+      return;
+    }
+    case ComputeType::kInt8: {
+      cpu::Int8MatmulParams m{};
+      m.x = x, m.w = w_int8_.data(), m.w_scale = scale_.data(), m.w_sum = sum_.data();
+      m.bias = padded_bias_.data(), m.y = y;
+      m.rows = rows, m.in = in_, m.out = out_, m.x_stride = x_stride;
+      cpu::int8_matmul(m);
+      return;
+    }
+  }
+}
+
+int64_t PackedLinear::weight_bytes() const {
+  switch (type_) {
+    case ComputeType::kFloat32: return in_ * out_ * static_cast<int64_t>(sizeof(float));
+    case ComputeType::kBf16: return static_cast<int64_t>(w_bf16_.size() * sizeof(bf16));
+    case ComputeType::kInt8: return static_cast<int64_t>(w_int8_.size());
+  }
+  return 0;
+}
+
+}  // namespace nmt::ops
