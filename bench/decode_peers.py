@@ -1,11 +1,14 @@
-"""Decoding side by side: `nmt translate` (float32) against CTranslate2 on the
-same model exported with `nmt export --format ctranslate2` (float32 and int8),
-CPU, the same threads, greedy and beam 4, batch 32 and batch 1.
+"""Decoding side by side: `nmt translate` (--compute-type float32, bf16 and
+int8) against CTranslate2 on the same model exported with `nmt export
+--format ctranslate2` (float32 and int8), CPU, the same threads, greedy and
+beam 4, batch 32 and batch 1.
 
 For each case: sentences/s and target tokens/s (median of --repeats runs,
 each timed around tokenize + translate + detokenize, model load excluded:
 nmt by its own "translated N lines in S s" log line), BLEU and chrF2 against
-the references (sacreBLEU), the ratio nmt / CTranslate2, and the share of
+the references (sacreBLEU), the ratio nmt / CTranslate2 in the same compute
+type (nmt float32 over CTranslate2 float32, nmt int8 over CTranslate2 int8),
+and the share of
 lines nmt float32 and CTranslate2 float32 translate identically, with every
 differing line listed in the report's appendix.
 
@@ -64,7 +67,7 @@ def pieces_out(lines):
     return sum(len(tgt_sp.encode(l)) for l in lines)
 
 
-def run_nmt(lines, beam, batch):
+def run_nmt(lines, beam, batch, compute_type):
     inp = os.path.join(tmp, "in.zh")
     out = os.path.join(tmp, "out.en")
     open(inp, "w", encoding="utf-8").write("".join(l + "\n" for l in lines))
@@ -73,7 +76,8 @@ def run_nmt(lines, beam, batch):
         p = subprocess.run([args.nmt, "translate", "--checkpoint", args.checkpoint, "--input", inp,
                             "--output", out, "--beam", str(beam if beam > 1 else 0), "--batch-size", str(batch),
                             "--max-len", str(args.max_len), "--max-len-factor", "0",
-                            "--threads", str(args.threads)], capture_output=True, text=True, check=True)
+                            "--threads", str(args.threads), "--compute-type", compute_type],
+                           capture_output=True, text=True, check=True)
         times.append(float(re.search(r"translated \d+ lines in ([0-9.]+) s", p.stderr).group(1)))
     return [l.rstrip("\n") for l in open(out, encoding="utf-8")], statistics.median(times)
 
@@ -109,7 +113,8 @@ rows, diffs = [], []
 for label, beam, batch, n in cases:
     lines, refs = src_all[:n], ref_all[:n]
     results = {}
-    results["nmt float32"] = run_nmt(lines, beam, batch)
+    for ct in ("float32", "bf16", "int8"):
+        results[f"nmt {ct}"] = run_nmt(lines, beam, batch, ct)
     for ct in ("float32", "int8"):
         settings = [(1, args.threads)]
         if args.threads > 1:
@@ -132,20 +137,20 @@ for label, beam, batch, n in cases:
             "setting": r[2] if len(r) > 2 else f"--threads {args.threads}",
             "sent_s": n / sec, "tok_s": pieces_out(out) / sec,
             "bleu": sacrebleu.corpus_bleu(out, [refs]).score, "chrf": sacrebleu.corpus_chrf(out, [refs]).score,
-            "same": same / n if name != "nmt float32" and name.endswith("float32") else None,
-            "ratio": (n / base[1]) / (n / sec) if name != "nmt float32" else None,
+            "same": same / n if name == "CTranslate2 float32" else None,
+            # nmt in the same compute type over this row
+            "ratio": results["nmt " + name.split()[-1]][1] ** -1 / sec ** -1 if name.startswith("CTranslate2") else None,
         })
-    print(f"{label} batch {batch}: nmt {n / base[1]:.1f} sentences/s, "
-          + ", ".join(f"{k} {n / v[1]:.1f}" for k, v in results.items() if k != "nmt float32")
-          + f"; identical to CTranslate2 float32: {same}/{n}", flush=True)
+    print(f"{label} batch {batch}: " + ", ".join(f"{k} {n / v[1]:.1f}" for k, v in results.items())
+          + f" sentences/s; nmt float32 identical to CTranslate2 float32: {same}/{n}", flush=True)
 
 with open(args.out_md, "w", encoding="utf-8") as f:
     f.write("# Decoding: nmt against CTranslate2 on the same model\n\n")
     f.write(f"Command: `bench/bench_decode_peers.sh {args.checkpoint}` "
             f"(threads {args.threads}, median of {args.repeats} runs, max length {args.max_len}, "
             f"no length penalty; ctranslate2 {ctranslate2.__version__}, sacrebleu {sacrebleu.__version__}).\n")
-    f.write("Ratio: nmt's sentences/s over the row's; above 1 means nmt is faster.\n\n")
-    f.write("| case | system | setting | sentences/s | tokens/s | BLEU | chrF2 | nmt ÷ this | identical to nmt |\n")
+    f.write("Ratio: the sentences/s of nmt in the row's compute type over the row's; above 1 means nmt is faster.\n\n")
+    f.write("| case | system | setting | sentences/s | tokens/s | BLEU | chrF2 | nmt ÷ this | identical to nmt float32 |\n")
     f.write("|---|---|---|--:|--:|--:|--:|--:|--:|\n")
     for r in rows:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}×"

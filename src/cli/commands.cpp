@@ -29,6 +29,7 @@
 #include "eval/po_rank.h"
 #include "export/ctranslate2_export.h"
 #include "ops/attention/attention.h"
+#include "ops/linear/packed_linear.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/translation_service.h"
@@ -50,6 +51,7 @@ std::vector<std::string> runtime_assignments(const RuntimeFlags& flags) {
   if (flags.attention) a.push_back("attention.backend=" + *flags.attention);
   if (flags.device) a.push_back("attention.device=" + *flags.device);
   if (flags.threads) a.push_back("train.threads=" + std::to_string(*flags.threads));
+  if (flags.compute_type) a.push_back("decode.compute_type=" + *flags.compute_type);
   return a;
 }
 
@@ -60,6 +62,24 @@ struct OpenCheckpoint {
   LoadedCheckpoint ck;
   c10::Device device{c10::kCPU};
 };
+
+// decode.compute_type (the flag already folded in) for the device: on the
+// CPU the model's dense layers are packed for it once; on a GPU bf16 is the
+// model's bf16 matrix multiplies and int8 is refused. Returns what runs.
+std::string prepare_compute_type(OpenCheckpoint& s, const std::string& what) {
+  const std::string& name = s.ck.cfg.decode.compute_type;
+  const std::optional<ops::ComputeType> type = ops::resolve_compute_type(name);
+  if (!type) throw InputError(what + ": '" + name + "' is not one of: " + ops::compute_type_choices());
+  if (!s.device.is_cpu()) {
+    if (*type == ops::ComputeType::kInt8 && name != "auto")
+      throw InputError(what + ": int8 runs on the CPU only (device " + s.device.str() + "); use float32 or bf16");
+    const bool bf16 = *type == ops::ComputeType::kBf16;
+    s.ck.model->set_matmul_dtype(bf16 ? at::kBFloat16 : at::kFloat);
+    return bf16 ? "bf16" : "float32";
+  }
+  s.ck.model->prepare_decoding(*type);
+  return ops::compute_type_name(*type) + std::string(name == "auto" ? " (auto)" : "");
+}
 
 OpenCheckpoint open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
   OpenCheckpoint s;
@@ -76,9 +96,10 @@ OpenCheckpoint open_checkpoint(const std::string& dir, const RuntimeFlags& flags
   s.ck.model->set_attention_backend(flags.attention ? backend
                                                     : ops::parse_backend(s.ck.cfg.attention.backend));
   const int64_t threads = set_threads(s.ck.cfg.train.threads);
-  spdlog::info("checkpoint {} (step {}), device {}, {} threads, attention '{}'", s.ck.dir,
-               s.ck.state.step, s.device.str(), threads,
-               ops::backend_name(s.ck.model->attention_backend()));
+  const std::string compute = prepare_compute_type(s, flags.compute_type ? "--compute-type" : "decode.compute_type");
+  spdlog::info("checkpoint {} (step {}), device {}, {} threads, attention '{}', compute type {}", s.ck.dir,
+               s.ck.state.step, s.device.str(), threads, ops::backend_name(s.ck.model->attention_backend()),
+               compute);
   return s;
 }
 
@@ -252,6 +273,7 @@ CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args) {
   cmd->add_option("--attention-head", args.map_head, "head of the heatmap, from 0 (default: mean over heads)");
   add_decode_flags(cmd, args.decode);
   add_runtime_flags(cmd, args.runtime);
+  add_compute_type_flag(cmd, args.runtime);
   return cmd;
 }
 
@@ -348,6 +370,7 @@ CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args) {
   cmd->add_option("--output", args.output, "also write the translations here");
   add_decode_flags(cmd, args.decode);
   add_runtime_flags(cmd, args.runtime);
+  add_compute_type_flag(cmd, args.runtime);
   return cmd;
 }
 
@@ -413,6 +436,7 @@ CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
                 "translations keep verbatim (hints are no faults: they never change the exit code)");
   add_decode_flags(cmd, args.decode);
   add_runtime_flags(cmd, args.runtime);
+  add_compute_type_flag(cmd, args.runtime);
   return cmd;
 }
 
@@ -615,6 +639,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
                   "require 'Authorization: Bearer KEY' on /v1/* and /metrics, KEY one of this file's lines");
   add_length_flags(cmd, args.decode);  // the beam comes with each request
   add_runtime_flags(cmd, args.runtime);
+  add_compute_type_flag(cmd, args.runtime);
   return cmd;
 }
 

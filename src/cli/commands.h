@@ -19,6 +19,7 @@ struct RuntimeFlags {
   std::optional<std::string> attention;  // --attention torch|naive|flash
   std::optional<std::string> device;     // --device cpu|cuda|auto
   std::optional<int64_t> threads;        // --threads N (0 = all cores)
+  std::optional<std::string> compute_type;  // --compute-type float32|bf16|int8|auto (decoding commands)
 };
 
 struct TrainArgs {

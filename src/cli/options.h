@@ -55,6 +55,14 @@ inline void add_runtime_flags(CLI::App* sub, RuntimeFlags& f) {
   sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")->check(int_range(0, 256));
 }
 
+// The dense layers' arithmetic when decoding: translate, evaluate, check-po, serve.
+inline void add_compute_type_flag(CLI::App* sub, RuntimeFlags& f) {
+  sub->add_option("--compute-type", f.compute_type,
+                  "dense layers in float32 | bf16 | int8 | auto (int8 where the CPU has AVX2 or AVX-512 VNNI); "
+                  "default: the config's decode.compute_type")
+      ->check(CLI::IsMember({"float32", "bf16", "int8", "auto"}));
+}
+
 // The length limits and the length penalty: translate, evaluate and serve.
 inline void add_length_flags(CLI::App* sub, DecodeFlags& f) {
   sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(int_range(1, 4096));

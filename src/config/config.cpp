@@ -209,6 +209,7 @@ const std::vector<Field>& fields() {
       int_field("decode.batch_size", NMT_REF(decode.batch_size), 1, 100000),
       double_field("decode.max_len_factor", NMT_REF(decode.max_len_factor), 0, 1000),
       bool_field("decode.placeholder_constraint", NMT_REF(decode.placeholder_constraint)),
+      string_field("decode.compute_type", NMT_REF(decode.compute_type), {"float32", "bf16", "int8", "auto"}),
   };
   return table;
 }

@@ -98,6 +98,11 @@ struct DecodeConfig {
   // placeholder of its source exactly as often as the source has it
   // (decode/placeholder_constraint.h). false: the model alone decides.
   bool placeholder_constraint = true;
+  // The dense layers' arithmetic when translating on the CPU: float32 as
+  // trained, bf16, int8 (weights per output column, activations per row),
+  // or auto (int8 where the CPU has AVX2 or AVX-512 VNNI, else float32).
+  // On a GPU: float32 or bf16 (auto: float32). --compute-type wins.
+  std::string compute_type = "float32";
 };
 
 struct Config {

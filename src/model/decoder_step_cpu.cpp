@@ -9,7 +9,6 @@
 #include "ops/attention/cpu/attention_cpu.h"
 #include "ops/embedding/cpu/embedding_cpu.h"
 #include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
-#include "ops/linear/cpu/rows_matmul_cpu.h"
 
 namespace nmt {
 
@@ -39,13 +38,8 @@ Buffers carve(float* w, int64_t B, int64_t C, int64_t H, int64_t F, int64_t max_
   return b;
 }
 
-// y: [B, out] = x: [B, in] · w: [in, out] + bias
-void matmul(const float* x, int64_t rows, int64_t in, const float* w, const float* bias, int64_t out, float* y) {
-  ops::cpu::RowsMatmulParams m{};
-  m.x = x, m.w = w, m.bias = bias, m.y = y;
-  m.rows = rows, m.in = in, m.out = out, m.x_stride = in;
-  ops::cpu::rows_matmul(m);
-}
+// y: [B, out] = x: [B, in] · w + bias
+void matmul(const float* x, int64_t rows, const ops::PackedLinear& w, float* y) { w.forward(x, rows, w.in(), y); }
 
 // x += y (when y is given), h = LayerNorm(x) with weight g and bias b.
 void add_norm(float* x, const float* y, const float* g, const float* b, const DecoderStepParams& p,
@@ -115,31 +109,31 @@ void decoder_step_cpu(const DecoderStepParams& p) {
   for (const DecoderStepLayer& l : p.layers) {
     // pass 2: masked self-attention over the cache, after appending this
     // position's keys and values.
-    matmul(buf.h, B, C, l.qkv_w, l.qkv_b, 3 * C, buf.qkv);
+    matmul(buf.h, B, *l.qkv, buf.qkv);
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(l.self_kv + b * l.self_kv_stride_b + p.positions[b] * 2 * C, buf.qkv + b * 3 * C + C,
                   sizeof(float) * 2 * C);
     attend(buf.qkv, 3 * C, l.self_kv, l.self_kv_stride_b, k_len, p.key_lengths, p, buf);
-    matmul(buf.attn, B, C, l.self_out_w, l.self_out_b, C, buf.tmp);
+    matmul(buf.attn, B, *l.self_out, buf.tmp);
     add_norm(buf.x, buf.tmp, l.norm2_w, l.norm2_b, p, buf);
     // pass 3: cross-attention to the encoder output (keys/values projected
     // once per decode).
-    matmul(buf.h, B, C, l.q_w, l.q_b, C, buf.q);
+    matmul(buf.h, B, *l.q, buf.q);
     attend(buf.q, C, l.cross_kv, l.cross_kv_stride_b, p.src_len, p.src_lengths, p, buf);
-    matmul(buf.attn, B, C, l.cross_out_w, l.cross_out_b, C, buf.tmp);
+    matmul(buf.attn, B, *l.cross_out, buf.tmp);
     add_norm(buf.x, buf.tmp, l.norm3_w, l.norm3_b, p, buf);
     // pass 4: feed-forward, bias and ReLU fused after the first product
     // (in place: element-wise).
-    matmul(buf.h, B, C, l.ff1_w, nullptr, p.ff_dim, buf.ff);
+    matmul(buf.h, B, *l.ff1, buf.ff);
     ops::cpu::BiasReluDropoutParams<float, float> r{};
     r.h = buf.ff, r.bias = l.ff1_b, r.out = buf.ff, r.rows = B, r.channels = p.ff_dim, r.positions = 1;
     ops::cpu::bias_relu_dropout_forward(r);
-    matmul(buf.ff, B, p.ff_dim, l.ff2_w, l.ff2_b, C, buf.tmp);
+    matmul(buf.ff, B, *l.ff2, buf.tmp);
     add_norm(buf.x, buf.tmp, l.next_w, l.next_b, p, buf);
   }
 
   // pass 5: logits from the final norm.
-  matmul(buf.h, B, C, p.out_w, p.out_b, p.vocab, p.logits);
+  matmul(buf.h, B, *p.output, p.logits);
 }
 
 }  // namespace nmt

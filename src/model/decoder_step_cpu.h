@@ -1,9 +1,11 @@
-// One incremental decoding step of the whole decoder, on the CPU in float32,
-// as a single plain C++ routine over raw pointers. It runs the same kernels
-// as the op-by-op path of TransformerImpl::decode_step (ops/*/cpu: the
-// embedding, add_layer_norm, rows_matmul, bias_relu and the attention row
-// kernel) in the same order, so its logits are the same bits; what it leaves
-// out is LibTorch between them. A step is about 15 ops per layer, each of
+// One incremental decoding step of the whole decoder, on the CPU, as a
+// single plain C++ routine over raw pointers. In float32 it runs the same
+// kernels as the op-by-op path of TransformerImpl::decode_step (ops/*/cpu:
+// the embedding, add_layer_norm, rows_matmul, bias_relu and the attention
+// row kernel) in the same order, so its logits are the same bits; what it
+// leaves out is LibTorch between them. Its dense layers may also be bf16 or
+// int8 (ops/linear/packed_linear.h: --compute-type); attention, LayerNorm
+// and the residual stream stay float32. A step is about 15 ops per layer, each of
 // which there costs a dispatch, an output allocation and a few views: with
 // 32 rows on one core that was a quarter of the decoding time.
 // No LibTorch here; model/transformer.cpp fills the parameters.
@@ -12,16 +14,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/linear/packed_linear.h"
+
 namespace nmt {
 
-// One decoder layer: weights [in, out] row-major, biases [out].
+// One decoder layer: dense layers (weights [in, out] with their biases) and
+// LayerNorm weights [C].
 struct DecoderStepLayer {
-  const float *qkv_w, *qkv_b;            // [C, 3C], [3C]: self-attention q | k | v
-  const float *self_out_w, *self_out_b;  // [C, C], [C]
-  const float *q_w, *q_b;                // [C, C], [C]: cross-attention query
-  const float *cross_out_w, *cross_out_b;
-  const float *ff1_w, *ff1_b;            // [C, F], [F]
-  const float *ff2_w, *ff2_b;            // [F, C], [C]
+  const ops::PackedLinear* qkv;        // C -> 3C: self-attention q | k | v
+  const ops::PackedLinear* self_out;   // C -> C
+  const ops::PackedLinear* q;          // C -> C: cross-attention query
+  const ops::PackedLinear* cross_out;  // C -> C
+  const ops::PackedLinear* ff1;        // C -> F, without its bias (ff1_b, fused with the ReLU)
+  const float* ff1_b;                  // [F]
+  const ops::PackedLinear* ff2;        // F -> C
   const float *norm2_w, *norm2_b;        // before cross-attention
   const float *norm3_w, *norm3_b;        // before the feed-forward block
   const float *next_w, *next_b;          // the next layer's norm1, or the decoder's final norm
@@ -51,8 +57,7 @@ struct DecoderStepParams {
   const float *norm1_w, *norm1_b;  // the first layer's norm1
   double eps;                      // every LayerNorm's epsilon
   std::vector<DecoderStepLayer> layers;
-  const float* out_w;  // out_w: [C, V], the output projection laid out for rows_matmul
-  const float* out_b;  // out_b: [V], or null
+  const ops::PackedLinear* output;  // C -> V, the output projection
   bool naive_attention = false;  // the naive kernel (else flash's row kernel)
   float* workspace;    // decoder_step_workspace_floats(rows, ...) floats
   int64_t* key_lengths;  // key_lengths: [B] scratch

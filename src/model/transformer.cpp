@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/decoder_step_cpu.h"
+#include "model/encoder_cpu.h"
 #include "ops/activation/bias_relu_dropout.h"
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
@@ -341,6 +342,9 @@ Stream TransformerImpl::embed(const at::Tensor& ids, const nn::Embedding& table,
 }
 
 at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_lengths, AttentionMaps* record) {
+  if (record == nullptr && src.device().is_cpu() && src.dim() == 2)
+    if (const InferenceWeights* w = inference(); w != nullptr && fused_cpu_applies())
+      return fused_encode(src, src_lengths, *w);
   Stream s = embed(src, src_embed, 0, 0, encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < encoder_layers->size(); ++i)
     s = encoder_layers->ptr<EncoderLayerImpl>(i)->forward(
@@ -422,30 +426,111 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
                                              int64_t max_len, bool output_table) {
   DecoderCache cache;
   cache.src_lengths = src_lengths;
-  if (output_table) cache.output_weight_t = step_output_table();
+  // Prepared weights hold the output projection laid out for the step.
+  const InferenceWeights* w = inference();
+  if (output_table && w == nullptr) cache.output_weight_t = step_output_table();
+  const bool packed = w != nullptr && fused_cpu_applies() && memory.device().is_cpu() &&
+                      memory.scalar_type() == at::kFloat && memory.dim() == 3;
+  const at::Tensor rows = packed ? memory.contiguous() : at::Tensor();
   const int64_t c = options_.d_model();
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
-    cache.layers.push_back({at::empty({memory.size(0), max_len, 2 * c}, memory.options()),
-                            layer->cross_attn->project_memory(memory)});
+    at::Tensor kv;
+    if (packed) {
+      kv = at::empty({memory.size(0), memory.size(1), 2 * c}, memory.options());
+      w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), rows.size(0) * rows.size(1), c, kv.data_ptr<float>());
+    } else {
+      kv = layer->cross_attn->project_memory(memory);
+    }
+    cache.layers.push_back({at::empty({memory.size(0), max_len, 2 * c}, memory.options()), kv});
   }
   return cache;
 }
 
+void TransformerImpl::prepare_decoding(ops::ComputeType type) {
+  inference_ = std::make_shared<const InferenceWeights>(
+      pack_inference_weights(params_, type, output_compute_type(type)));
+}
+
+ops::ComputeType TransformerImpl::compute_type() const {
+  const InferenceWeights* w = inference();
+  return w ? w->type : ops::ComputeType::kFloat32;
+}
+
+const InferenceWeights* TransformerImpl::inference() const {
+  if (!inference_ || params_.empty() || params_.front().tensor.data_ptr() != inference_->packed_from) return nullptr;
+  return inference_.get();
+}
+
+bool TransformerImpl::fused_cpu_applies() const {
+  if (at::GradMode::is_enabled()) return false;
+  if (runtime_.backend != ops::AttentionBackend::kTorch) return true;
+  const InferenceWeights* w = inference();
+  return w != nullptr && w->type != ops::ComputeType::kFloat32;
+}
+
+at::Tensor TransformerImpl::fused_encode(const at::Tensor& src, const at::Tensor& src_lengths,
+                                         const InferenceWeights& w) {
+  const int64_t batch = src.size(0), length = src.size(1), c = options_.d_model(), vocab = options_.src_vocab();
+  TORCH_CHECK(length <= options_.max_positions(), "sequence of ", length, " tokens exceeds model.max_positions ",
+              options_.max_positions());
+  const at::Tensor ids = src.to(at::kLong).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    TORCH_CHECK(id[i] >= 0 && id[i] < vocab, "encode: token ", id[i], " is outside the vocabulary of ", vocab);
+  const at::Tensor lengths = src_lengths.to(at::kLong).contiguous();
+  const at::Tensor table = positions_.to(at::kFloat).contiguous();
+  EncoderCpuParams p;
+  p.batch = batch, p.length = length, p.channels = c, p.heads = options_.heads(), p.ff_dim = options_.ff_dim();
+  p.vocab = vocab, p.tokens = id, p.src_lengths = lengths.data_ptr<int64_t>();
+  p.position_table = table.data_ptr<float>();
+  p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
+  p.eps = encoder_norm->options.eps();
+  p.naive_attention = runtime_.backend == ops::AttentionBackend::kNaive;
+  p.layers.assign(w.encoder.size(), EncoderLayerCpu{});
+  for (size_t i = 0; i < w.encoder.size(); ++i) {
+    EncoderLayerCpu& l = p.layers[i];
+    l.qkv = &w.encoder[i].qkv, l.out = &w.encoder[i].out, l.ff1 = &w.encoder[i].ff1, l.ff2 = &w.encoder[i].ff2;
+  }
+  // The norms and ff1's bias from the parameter table, by role: layer i's
+  // "next" norm is layer i + 1's norm1, or the encoder's final norm.
+  for (const ParamEntry& e : params_) {
+    if (e.stack != ParamStack::kEncoder) continue;
+    const float* ptr = e.tensor.data_ptr<float>();
+    const bool wt = e.part == ParamPart::kWeight;
+    if (e.role == ParamRole::kEmbedding) {
+      p.embedding = ptr;
+    } else if (e.role == ParamRole::kFinalNorm) {
+      (wt ? p.layers.back().next_w : p.layers.back().next_b) = ptr;
+    } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
+      (wt ? p.norm1_w : p.norm1_b) = ptr;
+    } else if (e.role == ParamRole::kNorm1) {
+      EncoderLayerCpu& before = p.layers[static_cast<size_t>(e.layer - 1)];
+      (wt ? before.next_w : before.next_b) = ptr;
+    } else if (e.role == ParamRole::kNorm2) {
+      (wt ? p.layers[static_cast<size_t>(e.layer)].norm2_w : p.layers[static_cast<size_t>(e.layer)].norm2_b) = ptr;
+    } else if (e.role == ParamRole::kFf1 && !wt) {
+      p.layers[static_cast<size_t>(e.layer)].ff1_b = ptr;
+    }
+  }
+  const at::Tensor workspace =
+      at::empty({encoder_cpu_workspace_floats(batch, length, c, p.heads, p.ff_dim, p.naive_attention)}, at::kFloat);
+  p.workspace = workspace.data_ptr<float>();
+  at::Tensor memory = at::empty({batch, length, c}, at::kFloat);
+  p.memory = memory.data_ptr<float>();
+  encoder_cpu(p);
+  return memory;
+}
+
 namespace {
 
-// Where the fused step wants a decoder layer's weight of this role (the
-// norms that cross layers are placed by the caller); nullptr for roles the
-// step takes elsewhere (cross-attention keys/values: from the cache).
+// Where the fused step wants a decoder layer's norm weights and ff1's bias
+// (the norms that cross layers are placed by the caller); nullptr for the
+// rest (dense layers: from the packed weights).
 const float** step_weight_slot(DecoderStepLayer& d, ParamRole role, ParamPart part) {
   const bool w = part == ParamPart::kWeight;
   switch (role) {
-    case ParamRole::kSelfQkv: return w ? &d.qkv_w : &d.qkv_b;
-    case ParamRole::kSelfOut: return w ? &d.self_out_w : &d.self_out_b;
-    case ParamRole::kCrossQ: return w ? &d.q_w : &d.q_b;
-    case ParamRole::kCrossOut: return w ? &d.cross_out_w : &d.cross_out_b;
-    case ParamRole::kFf1: return w ? &d.ff1_w : &d.ff1_b;
-    case ParamRole::kFf2: return w ? &d.ff2_w : &d.ff2_b;
+    case ParamRole::kFf1: return w ? nullptr : &d.ff1_b;  // the weight is a dense layer's
     case ParamRole::kNorm2: return w ? &d.norm2_w : &d.norm2_b;
     case ParamRole::kNorm3: return w ? &d.norm3_w : &d.norm3_b;
     default: return nullptr;
@@ -455,8 +540,8 @@ const float** step_weight_slot(DecoderStepLayer& d, ParamRole role, ParamPart pa
 }  // namespace
 
 bool TransformerImpl::fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const {
-  if (!runtime_.fused_decode_step || at::GradMode::is_enabled() || runtime_.backend == ops::AttentionBackend::kTorch ||
-      runtime_.matmul_dtype != at::kFloat || !cache.output_weight_t.defined() || !tokens.device().is_cpu() ||
+  if (!runtime_.fused_decode_step || !fused_cpu_applies() || runtime_.matmul_dtype != at::kFloat ||
+      (inference() == nullptr && !cache.output_weight_t.defined()) || !tokens.device().is_cpu() ||
       tokens.dim() != 1 || tgt_embed->weight.scalar_type() != at::kFloat)
     return false;
   const double eps = decoder_norm->options.eps();
@@ -496,15 +581,30 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   // "next" norm is layer i + 1's norm1, or the decoder's final norm.
   const int64_t layers = static_cast<int64_t>(decoder_layers->size());
   p.layers.assign(static_cast<size_t>(layers), DecoderStepLayer{});
-  p.out_b = nullptr;  // tied embeddings: no output bias
+  // The dense layers: packed by prepare_decoding, else float32 views of the
+  // parameters made here (pointers only) and cache.output_weight_t.
+  const InferenceWeights* packed = inference();
+  InferenceWeights views;
+  if (packed == nullptr) {
+    views = pack_inference_weights(params_, ops::ComputeType::kFloat32, ops::ComputeType::kFloat32,
+                                   /*with_output=*/false);
+    const ParamEntry* out_b = find_param(params_, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kBias);
+    views.output = ops::PackedLinear(ops::ComputeType::kFloat32, cache.output_weight_t.data_ptr<float>(),
+                                     out_b ? out_b->tensor.data_ptr<float>() : nullptr, c, vocab);
+  }
+  const InferenceWeights& dense = packed ? *packed : views;
+  for (int64_t i = 0; i < layers; ++i) {
+    DecoderStepLayer& d = p.layers[static_cast<size_t>(i)];
+    const DecoderLayerWeights& l = dense.decoder[static_cast<size_t>(i)];
+    d.qkv = &l.qkv, d.self_out = &l.self_out, d.q = &l.q, d.cross_out = &l.cross_out, d.ff1 = &l.ff1, d.ff2 = &l.ff2;
+  }
+  p.output = &dense.output;
   for (const ParamEntry& e : params_) {
-    if (e.stack != ParamStack::kDecoder && e.stack != ParamStack::kOutput) continue;
+    if (e.stack != ParamStack::kDecoder) continue;
     const float* ptr = e.tensor.data_ptr<float>();
     const bool w = e.part == ParamPart::kWeight;
     if (e.role == ParamRole::kFinalNorm) {
       (w ? p.layers.back().next_w : p.layers.back().next_b) = ptr;
-    } else if (e.role == ParamRole::kOutProj) {
-      if (!w) p.out_b = ptr;  // the weight is cache.output_weight_t, laid out for the step
     } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
       (w ? p.norm1_w : p.norm1_b) = ptr;
     } else if (e.role == ParamRole::kNorm1) {
@@ -522,7 +622,6 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
     d.self_kv_stride_b = lc.self_kv.stride(0);
     d.cross_kv_stride_b = lc.cross_kv.stride(0);
   }
-  p.out_w = cache.output_weight_t.data_ptr<float>();
   p.naive_attention = runtime_.backend == ops::AttentionBackend::kNaive;
   const int64_t floats = decoder_step_workspace_floats(rows, c, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
   if (!cache.step_workspace.defined() || cache.step_workspace.numel() < floats)

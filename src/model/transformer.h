@@ -15,8 +15,10 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
 #include <vector>
 
+#include "model/inference_weights.h"
 #include "model/parameter_table.h"
 #include "ops/attention/attention.h"
 #include "ops/random/dropout.h"
@@ -284,6 +286,16 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   AttentionMaps attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,
                                const at::Tensor& tgt_in, const at::Tensor& tgt_lengths);
 
+  // Readies the model for decoding on the CPU in `type`: its dense layers
+  // packed once (model/inference_weights.h). Encoding then runs as one
+  // routine (model/encoder_cpu.h) and the cross-attention keys/values and
+  // every decoder step read the packed layers. bf16 and int8 run attention
+  // with our kernels (flash unless the backend is naive): the torch backend
+  // has no such path. Call it once the weights are final and on the CPU
+  // (again after they change); no call keeps the float32 op-by-op encoder.
+  void prepare_decoding(ops::ComputeType type);
+  // The compute type decoding runs in (float32 unless prepared otherwise).
+  ops::ComputeType compute_type() const;
   void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
   ops::AttentionBackend attention_backend() const { return runtime_.backend; }
   void set_disable_causal_mask(bool disable) { runtime_.disable_causal_mask = disable; }
@@ -317,6 +329,14 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // max_position. The fused CPU routine where it applies, else op by op.
   at::Tensor step(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
                   DecoderCache& cache);
+  // The packed weights where prepare_decoding made them and the parameters
+  // are still where they were packed from; else nullptr.
+  const InferenceWeights* inference() const;
+  // Whether the fused CPU routines may run: no gradient, one of our attention
+  // kernels (or a packed compute type, which brings its own).
+  bool fused_cpu_applies() const;
+  // src: [B, S] ids on the CPU -> memory [B, S, C], by encoder_cpu.
+  at::Tensor fused_encode(const at::Tensor& src, const at::Tensor& src_lengths, const InferenceWeights& w);
 
   TransformerOptions options_;
   ModelRuntime runtime_;
@@ -324,6 +344,7 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // parameter_table(*this), made once in reset(): the fused step's weights
   // by role (the entries hold the parameters, whose data may move).
   std::vector<ParamEntry> params_;
+  std::shared_ptr<const InferenceWeights> inference_;  // prepare_decoding's
 };
 TORCH_MODULE(Transformer);
 

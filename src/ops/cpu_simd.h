@@ -97,9 +97,11 @@ using Vec = typename Simd<T>::Vec;
 template <typename T>
 inline constexpr int kLanes = Simd<T>::kLanes;
 
+// x - 0 is x for every x (-0 included), so this compiles to a broadcast
+// alone; Vec<T>{} + x needed an add first (-0 + 0 is +0).
 template <typename T>
 inline Vec<T> vec_set1(T x) {
-  return Vec<T>{} + x;
+  return x - Vec<T>{};
 }
 
 // Pointers given to these two must be aligned to the vector size (all our

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -42,19 +43,40 @@ bool worth_threads(int64_t rows, int64_t in, int64_t out) {
 // ---------------------------------------------------------------- int8
 
 // x's rows as int8, k zero-padded to `stride`: qx = round(x / x_scale),
-// x_scale = max|x| / 127 (0 for a row of zeros, whose qx are all 0).
-// Scalar and in k order in every ISA copy, so every kernel sees the same
-// integers.
+// x_scale = max|x| / 127 (0 for a row of zeros, whose qx are all 0). Adding
+// and subtracting 1.5 · 2^23 rounds to nearest even (|x / x_scale| <= 127);
+// the same float operations in every ISA copy, so every kernel sees the
+// same integers. A row with a non-finite value gets qx = 0 and a NaN scale:
+// its outputs are NaN, as float32's would be.
 void quantize_rows(const Int8MatmulParams& p, int64_t stride, int8_t* q, float* scale) {
+  constexpr int L = kLanes<float>;
+  using Bits = typename detail::Simd<float>::Bits;
+  using Ints = typename detail::Simd<float>::Mask;  // int32 lanes
+  typedef int8_t Bytes __attribute__((vector_size(L)));
+  constexpr float kMagic = 12582912.0f;
   for (int64_t m = 0; m < p.rows; ++m) {
     const float* x = p.x + m * p.x_stride;
-    float amax = 0.0f;
-    for (int64_t k = 0; k < p.in; ++k) amax = std::max(amax, std::fabs(x[k]));
-    scale[m] = amax / 127.0f;
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    Vec<float> vmax{}, vzero{};  // vzero: Σ x · 0, NaN once any x is NaN or infinite
+    int64_t k = 0;
+    for (; k + L <= p.in; k += L) {
+      const Vec<float> v = vec_loadu(x + k);
+      const Vec<float> a = detail::bit_cast<Vec<float>>(detail::bit_cast<Bits>(v) & 0x7fffffffu);
+      vmax = a > vmax ? a : vmax;
+      vzero += v * 0.0f;
+    }
+    float amax = detail::vec_hmax(vmax), zero = detail::vec_sum(vzero);
+    for (; k < p.in; ++k) amax = std::max(amax, std::fabs(x[k])), zero += x[k] * 0.0f;
+    const bool finite = zero == 0.0f;
+    scale[m] = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
     int8_t* row = q + m * stride;
-    for (int64_t k = 0; k < p.in; ++k)
-      row[k] = static_cast<int8_t>(std::clamp(std::nearbyint(x[k] * inv), -127.0f, 127.0f));
+    k = 0;
+    for (; k + L <= p.in; k += L) {
+      const Vec<float> r = (vec_loadu(x + k) * inv + kMagic) - kMagic;
+      const Bytes b = __builtin_convertvector(__builtin_convertvector(r, Ints), Bytes);
+      std::memcpy(row + k, &b, sizeof b);
+    }
+    for (; k < p.in; ++k) row[k] = static_cast<int8_t>(static_cast<int32_t>((x[k] * inv + kMagic) - kMagic));
     std::fill(row + p.in, row + stride, int8_t{0});
   }
 }
@@ -82,25 +104,27 @@ constexpr int32_t kInt8Shift = 128;
 #pragma GCC target("avx512vnni")
 template <int R>
 void int8_tile(const uint8_t* qx, int64_t stride, const int8_t* w, int64_t kq, int32_t (*sums)[kPanel]) {
-  __m512i acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
+  // Accumulators as GCC vectors, not __m512i: an array of __m512i stays in
+  // memory (a store per instruction), these stay in 24 registers.
+  typedef int32_t Acc __attribute__((vector_size(64)));
+  Acc acc[R][4] = {};
   for (int64_t g = 0; g < kq; ++g) {
     const int8_t* wg = w + g * kPanel * kInt8Group;
     const __m512i w0 = _mm512_loadu_si512(wg), w1 = _mm512_loadu_si512(wg + 64);
     const __m512i w2 = _mm512_loadu_si512(wg + 128), w3 = _mm512_loadu_si512(wg + 192);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       int32_t four;
       std::memcpy(&four, qx + r * stride + g * kInt8Group, sizeof four);
       const __m512i xb = _mm512_set1_epi32(four);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], xb, w0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], xb, w1);
-      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], xb, w2);
-      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], xb, w3);
+      acc[r][0] = (Acc)_mm512_dpbusd_epi32((__m512i)acc[r][0], xb, w0);
+      acc[r][1] = (Acc)_mm512_dpbusd_epi32((__m512i)acc[r][1], xb, w1);
+      acc[r][2] = (Acc)_mm512_dpbusd_epi32((__m512i)acc[r][2], xb, w2);
+      acc[r][3] = (Acc)_mm512_dpbusd_epi32((__m512i)acc[r][3], xb, w3);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_si512(sums[r] + 16 * v, acc[r][v]);
+    for (int v = 0; v < 4; ++v) std::memcpy(sums[r] + 16 * v, &acc[r][v], sizeof acc[r][v]);
 }
 #pragma GCC pop_options
 // vpdpbusd reads x as unsigned: qx + 128, the same bits as qx ^ 0x80.
@@ -117,28 +141,28 @@ constexpr int32_t kInt8Shift = 0;
 template <int R>
 void int8_tile(const uint8_t* qx, int64_t stride, const int8_t* w, int64_t kq, int32_t (*sums)[kPanel]) {
   const __m256i ones = _mm256_set1_epi16(1);
+  typedef int32_t Acc __attribute__((vector_size(32)));  // in registers (see the VNNI tile)
   for (int half = 0; half < 2; ++half) {
-    __m256i acc[R][4];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_si256();
+    Acc acc[R][4] = {};
     for (int64_t g = 0; g < kq; ++g) {
       const int8_t* wg = w + g * kPanel * kInt8Group + half * 128;
       __m256i wv[4];
       for (int v = 0; v < 4; ++v) wv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         int32_t four;
         std::memcpy(&four, qx + r * stride + g * kInt8Group, sizeof four);
         const __m256i xb = _mm256_set1_epi32(four);
         const __m256i ax = _mm256_abs_epi8(xb);
+#pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
           const __m256i pairs = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[v], xb));
-          acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(pairs, ones));
+          acc[r][v] += (Acc)_mm256_madd_epi16(pairs, ones);
         }
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int v = 0; v < 4; ++v)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums[r] + half * 32 + 8 * v), acc[r][v]);
+      for (int v = 0; v < 4; ++v) std::memcpy(sums[r] + half * 32 + 8 * v, &acc[r][v], sizeof acc[r][v]);
   }
 }
 void to_unsigned(int8_t*, int64_t) {}
@@ -239,22 +263,23 @@ void bf16_tile_widened(const bf16* qx, int64_t stride, const bf16* w, int64_t kh
 // AVX512-BF16: vdpbf16ps takes a pair of k per float lane, as packed.
 template <int R>
 void bf16_tile_dpbf16(const bf16* qx, int64_t stride, const bf16* w, int64_t kh, float (*out)[kPanel]) {
-  __m512 acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
+  typedef float Acc __attribute__((vector_size(64)));  // in registers (see the VNNI tile)
+  Acc acc[R][4] = {};
   for (int64_t g = 0; g < kh; ++g) {
     const bf16* wg = w + g * kPanel * kBf16Group;
     __m512bh wv[4];
     for (int v = 0; v < 4; ++v) wv[v] = (__m512bh)_mm512_loadu_si512(wg + 32 * v);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       int32_t pair;
       std::memcpy(&pair, qx + r * stride + 2 * g, sizeof pair);
       const __m512bh xb = (__m512bh)_mm512_set1_epi32(pair);
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xb, wv[v]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[r][v] = (Acc)_mm512_dpbf16_ps((__m512)acc[r][v], xb, wv[v]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out[r] + 16 * v, acc[r][v]);
+    for (int v = 0; v < 4; ++v) std::memcpy(out[r] + 16 * v, &acc[r][v], sizeof acc[r][v]);
 }
 #endif
 

@@ -1,0 +1,112 @@
+#include "model/encoder_cpu.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "ops/activation/cpu/bias_relu_dropout_cpu.h"
+#include "ops/attention/attention_params.h"
+#include "ops/attention/cpu/attention_cpu.h"
+#include "ops/embedding/cpu/embedding_cpu.h"
+#include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
+
+namespace nmt {
+
+namespace {
+
+// The encoder's scratch, carved out of one buffer; N = B · S rows.
+struct Buffers {
+  float* x;      // x: [N, C], the residual stream
+  float* h;      // h: [N, C], its LayerNorm
+  float* qkv;    // qkv: [N, 3C]
+  float* attn;   // attn: [N, C]
+  float* tmp;    // tmp: [N, C]
+  float* ff;     // ff: [N, F]
+  float* lse;    // lse: [B, H, S]
+  float* probs;  // probs: [B, H, S, S] (naive attention only)
+  float* mean;   // mean, rstd: [N] (LayerNorm statistics, unused here)
+  float* rstd;
+};
+
+Buffers carve(float* w, int64_t B, int64_t S, int64_t C, int64_t H, int64_t F, bool naive) {
+  Buffers b{};
+  const int64_t N = B * S;
+  const auto take = [&w](int64_t n) { float* p = w; w += n; return p; };
+  b.x = take(N * C), b.h = take(N * C), b.qkv = take(N * 3 * C), b.attn = take(N * C), b.tmp = take(N * C);
+  b.ff = take(N * F), b.lse = take(B * H * S), b.probs = naive ? take(B * H * S * S) : nullptr;
+  b.mean = take(N), b.rstd = take(N);
+  return b;
+}
+
+// x += y (when y is given), h = LayerNorm(x) with weight g and bias b.
+void add_norm(float* x, const float* y, const float* g, const float* b, int64_t rows, const EncoderCpuParams& p,
+              const Buffers& buf) {
+  ops::cpu::AddLayerNormForwardParams<float, float> n{};
+  n.x = x, n.y = y, n.gamma = g, n.beta = b;
+  n.s = y ? x : nullptr;  // in place: each element of x is read before its sum is written
+  n.n = buf.h, n.mean = buf.mean, n.rstd = buf.rstd;
+  n.rows = rows, n.channels = p.channels, n.positions = 1, n.eps = p.eps;
+  ops::cpu::add_layer_norm_forward(n);
+}
+
+// Every position of every sentence attends to its sentence's first
+// src_lengths[b] positions. qkv: [B, S, 3C] (heads D apart in each third);
+// attn: [B, S, C].
+void attend(const EncoderCpuParams& p, const Buffers& buf) {
+  const int64_t S = p.length, C = p.channels, D = C / p.heads;
+  ops::AttentionForwardParams<float> a{};
+  a.q = buf.qkv, a.k = buf.qkv + C, a.v = buf.qkv + 2 * C, a.o = buf.attn, a.lse = buf.lse, a.probs = buf.probs;
+  a.key_lengths = p.src_lengths;
+  a.q_stride_b = a.k_stride_b = a.v_stride_b = S * 3 * C;
+  a.q_stride_h = a.k_stride_h = a.v_stride_h = D;
+  a.q_stride_t = a.k_stride_t = a.v_stride_t = 3 * C;
+  a.o_stride_b = S * C, a.o_stride_h = D, a.o_stride_t = C;
+  a.batch = p.batch, a.heads = p.heads, a.q_len = S, a.k_len = S, a.head_dim = D;
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  a.causal = false;
+  if (p.naive_attention) {
+    ops::cpu::naive_attention_forward(a);
+  } else {
+    ops::cpu::flash_attention_forward(a);
+  }
+}
+
+}  // namespace
+
+int64_t encoder_cpu_workspace_floats(int64_t batch, int64_t length, int64_t channels, int64_t heads,
+                                     int64_t ff_dim, bool naive_attention) {
+  const int64_t N = batch * length;
+  return N * (7 * channels + ff_dim + 2) + batch * heads * length * (1 + (naive_attention ? length : 0));
+}
+
+void encoder_cpu(const EncoderCpuParams& p) {
+  const int64_t B = p.batch, S = p.length, C = p.channels, N = B * S;
+  if (N == 0) return;
+  const Buffers buf = carve(p.workspace, B, S, C, p.heads, p.ff_dim, p.naive_attention);
+
+  // pass 1: x = embedding * sqrt(C) + position; h = norm1(x) of the first layer.
+  ops::cpu::EmbeddingParams<float> e{};
+  e.ids = p.tokens, e.table = p.embedding, e.positions = p.position_table, e.out = buf.x;
+  e.batch = B, e.length = S, e.channels = C, e.vocab = p.vocab, e.position_offset = 0;
+  e.scale = p.embed_scale;
+  ops::cpu::embedding_forward(e);
+  add_norm(buf.x, nullptr, p.norm1_w, p.norm1_b, N, p, buf);
+
+  for (const EncoderLayerCpu& l : p.layers) {
+    // pass 2: self-attention over the sentence's own tokens, its output
+    // projection, the residual add and the feed-forward block's norm.
+    l.qkv->forward(buf.h, N, C, buf.qkv);
+    attend(p, buf);
+    l.out->forward(buf.attn, N, C, buf.tmp);
+    add_norm(buf.x, buf.tmp, l.norm2_w, l.norm2_b, N, p, buf);
+    // pass 3: feed-forward, bias and ReLU fused after the first product.
+    l.ff1->forward(buf.h, N, C, buf.ff);
+    ops::cpu::BiasReluDropoutParams<float, float> r{};
+    r.h = buf.ff, r.bias = l.ff1_b, r.out = buf.ff, r.rows = N, r.channels = p.ff_dim, r.positions = 1;
+    ops::cpu::bias_relu_dropout_forward(r);
+    l.ff2->forward(buf.ff, N, p.ff_dim, buf.tmp);
+    add_norm(buf.x, buf.tmp, l.next_w, l.next_b, N, p, buf);
+  }
+  std::memcpy(p.memory, buf.h, sizeof(float) * N * C);
+}
+
+}  // namespace nmt

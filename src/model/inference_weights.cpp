@@ -1,0 +1,90 @@
+#include "model/inference_weights.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace nmt {
+
+ops::ComputeType output_compute_type(ops::ComputeType type) { return type; }
+
+namespace {
+
+// Where a dense layer of (stack, role) goes; nullptr for none.
+ops::PackedLinear* slot(InferenceWeights& w, const ParamEntry& e) {
+  const auto i = static_cast<size_t>(e.layer);
+  if (e.stack == ParamStack::kEncoder && e.layer >= 0 && i < w.encoder.size()) {
+    EncoderLayerWeights& l = w.encoder[i];
+    switch (e.role) {
+      case ParamRole::kSelfQkv: return &l.qkv;
+      case ParamRole::kSelfOut: return &l.out;
+      case ParamRole::kFf1: return &l.ff1;
+      case ParamRole::kFf2: return &l.ff2;
+      default: return nullptr;
+    }
+  }
+  if (e.stack == ParamStack::kDecoder && e.layer >= 0 && i < w.decoder.size()) {
+    DecoderLayerWeights& l = w.decoder[i];
+    switch (e.role) {
+      case ParamRole::kSelfQkv: return &l.qkv;
+      case ParamRole::kSelfOut: return &l.self_out;
+      case ParamRole::kCrossQ: return &l.q;
+      case ParamRole::kCrossKv: return &l.cross_kv;
+      case ParamRole::kCrossOut: return &l.cross_out;
+      case ParamRole::kFf1: return &l.ff1;
+      case ParamRole::kFf2: return &l.ff2;
+      default: return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+const float* float_data(const ParamEntry& e) {
+  if (!e.tensor.device().is_cpu() || e.tensor.scalar_type() != at::kFloat || !e.tensor.is_contiguous())
+    throw std::invalid_argument("packing " + e.name + " for decoding: expected contiguous float32 on the CPU");
+  return e.tensor.data_ptr<float>();
+}
+
+}  // namespace
+
+InferenceWeights pack_inference_weights(const std::vector<ParamEntry>& table, ops::ComputeType type,
+                                        ops::ComputeType output_type, bool with_output) {
+  InferenceWeights w;
+  w.type = type, w.output_type = output_type;
+  int64_t encoder_layers = 0, decoder_layers = 0;
+  for (const ParamEntry& e : table) {
+    if (e.stack == ParamStack::kEncoder) encoder_layers = std::max(encoder_layers, e.layer + 1);
+    if (e.stack == ParamStack::kDecoder) decoder_layers = std::max(decoder_layers, e.layer + 1);
+  }
+  w.encoder.resize(static_cast<size_t>(encoder_layers));
+  w.decoder.resize(static_cast<size_t>(decoder_layers));
+  const ParamEntry* embedding = nullptr;
+  const ParamEntry* out_weight = nullptr;
+  const ParamEntry* out_bias = nullptr;
+  for (const ParamEntry& e : table) {
+    if (!table.empty() && w.packed_from == nullptr) w.packed_from = e.tensor.data_ptr();
+    if (e.stack == ParamStack::kDecoder && e.role == ParamRole::kEmbedding) embedding = &e;
+    if (e.role == ParamRole::kOutProj) (e.part == ParamPart::kWeight ? out_weight : out_bias) = &e;
+    if (!is_dense(e.role) || e.part != ParamPart::kWeight) continue;
+    ops::PackedLinear* s = slot(w, e);
+    if (s == nullptr) continue;
+    const ParamEntry* bias = find_param(table, e.stack, e.layer, e.role, ParamPart::kBias);
+    // ff1's bias is added by the ReLU kernel that follows it.
+    const float* b = bias && e.role != ParamRole::kFf1 ? float_data(*bias) : nullptr;
+    *s = ops::PackedLinear(type, float_data(e), b, e.tensor.size(0), e.tensor.size(1));
+  }
+  if (!with_output) return w;
+  // The output projection: its own weight, else the target embedding
+  // (tied), [V, C] either way; the layers read it as [C, V].
+  const ParamEntry* table_entry = out_weight ? out_weight : embedding;
+  if (table_entry == nullptr) throw std::invalid_argument("packing for decoding: the model has no output projection");
+  const float* t = float_data(*table_entry);
+  const int64_t vocab = table_entry->tensor.size(0), c = table_entry->tensor.size(1);
+  w.output_table.resize(static_cast<size_t>(vocab * c));
+  for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t k = 0; k < c; ++k) w.output_table[static_cast<size_t>(k * vocab + v)] = t[v * c + k];
+  w.output = ops::PackedLinear(output_type, w.output_table.data(), out_bias ? float_data(*out_bias) : nullptr, c, vocab);
+  return w;
+}
+
+}  // namespace nmt

@@ -1,0 +1,47 @@
+// The dense layers decoding reads on the CPU, packed once in the compute
+// type chosen for decoding (--compute-type, ops/linear/packed_linear.h), by
+// role from the parameter table. TransformerImpl::prepare_decoding makes
+// them; the fused encoder (model/encoder_cpu.h), the cross-attention
+// keys/values and the fused decoder step (model/decoder_step_cpu.h) read
+// them. float32 layers point at the parameters themselves; bf16 and int8
+// ones are copies, so a model whose weights change afterwards (training)
+// must be prepared again.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/parameter_table.h"
+#include "ops/linear/packed_linear.h"
+
+namespace nmt {
+
+struct EncoderLayerWeights {
+  ops::PackedLinear qkv, out, ff1, ff2;  // ff1 without its bias (fused with the ReLU)
+};
+
+struct DecoderLayerWeights {
+  ops::PackedLinear qkv, self_out, q, cross_kv, cross_out, ff1, ff2;
+};
+
+struct InferenceWeights {
+  ops::ComputeType type = ops::ComputeType::kFloat32;         // the layers'
+  ops::ComputeType output_type = ops::ComputeType::kFloat32;  // the output projection's
+  std::vector<EncoderLayerWeights> encoder;
+  std::vector<DecoderLayerWeights> decoder;
+  std::vector<float> output_table;  // [C, V]: the output projection transposed (float32 reads it)
+  ops::PackedLinear output;         // C -> V, with the output bias of an untied model
+  const void* packed_from = nullptr;  // the first parameter's data when packed (a moved model must repack)
+};
+
+// Which compute type the output projection gets when the layers get `type`:
+// int8 layers keep a bf16 output projection (see the definition for why).
+ops::ComputeType output_compute_type(ops::ComputeType type);
+
+// table: parameter_table(model), float32 on the CPU. Throws std::invalid_argument otherwise.
+// with_output = false leaves the output projection out (float32 views of the
+// layers alone cost nothing; the transposed output table does).
+InferenceWeights pack_inference_weights(const std::vector<ParamEntry>& table, ops::ComputeType type,
+                                        ops::ComputeType output_type, bool with_output = true);
+
+}  // namespace nmt
