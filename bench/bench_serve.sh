@@ -3,9 +3,9 @@
 # sentences in the same run.
 #
 # Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--sentences N]
-#          [--requests R] [--threads N] [--soak-minutes M] [--out DIR]
+#          [--requests R] [--threads N] [--soak-minutes M] [--compute-type T] [--out DIR]
 #   defaults: data/real/test.zh, 500 sentences, 2000 requests per level,
-#   2 threads, no soak, docs/bench
+#   2 threads, no soak, the checkpoint's decode.compute_type, docs/bench
 #
 # 1. Offline: nmt translate --batch-size 32 over the sentences (sentences/s
 #    from its log, model loading left out); its output is what every answer
@@ -28,7 +28,7 @@
 # Writes OUT/serve.md and OUT/serve.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-checkpoint="" lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench
+checkpoint="" lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench compute=()
 while (($#)); do
   case $1 in
     --checkpoint) checkpoint=$2; shift 2 ;;
@@ -37,6 +37,7 @@ while (($#)); do
     --requests) requests=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --soak-minutes) soak=$2; shift 2 ;;
+    --compute-type) compute=(--compute-type "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_serve: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -57,14 +58,14 @@ head -n "$sentences" "$lines" >"$work/lines.zh"
 n=$(wc -l <"$work/lines.zh")
 
 echo "bench_serve: offline nmt translate over $n sentences" >&2
-"$nmt" translate --checkpoint "$checkpoint" --input "$work/lines.zh" --output "$work/offline.en" --threads "$threads" \
+"$nmt" translate --checkpoint "$checkpoint" --input "$work/lines.zh" --output "$work/offline.en" --threads "$threads" "${compute[@]}" \
   --batch-size 32 2>"$work/offline.log"
 offline=$(sed -n 's/.*translated [0-9]* lines in \([0-9.]*\) s (\([0-9.]*\) sentences\/s.*/\2/p' "$work/offline.log")
 
 # start_server MODE: nmt serve --batching MODE in the background; sets server and port.
 start_server() {
   rm -f "$work/port"
-  "$nmt" serve --checkpoint "$checkpoint" --port 0 --port-file "$work/port" --threads "$threads" \
+  "$nmt" serve --checkpoint "$checkpoint" --port 0 --port-file "$work/port" --threads "$threads" "${compute[@]}" \
     --max-queue 4096 --batching "$1" >"$work/serve-$1.log" 2>&1 &
   server=$!
   for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
@@ -109,14 +110,15 @@ print(json.dumps({"soak_minutes": minutes, "rss_mb": samples, "requests": sum(r[
 PY
 fi
 cp "$work/serve.jsonl" "$out/serve.jsonl"
-$python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" >"$out/serve.md" <<'PY'
+$python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" "${compute[1]:-the checkpoint's}" >"$out/serve.md" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 offline, n, threads, ckpt, requests = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+compute = sys.argv[7]
 load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous"]
 static = [r for r in rows if "concurrency" in r and r["batching"] == "static"]
 print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {n} sentences of the test set, {threads} threads, "
-      f"checkpoint `{ckpt}`; closed-loop clients on loopback, one sentence per request, {requests} requests "
+      f"checkpoint `{ckpt}`, compute type {compute}; closed-loop clients on loopback, one sentence per request, {requests} requests "
       f"per level going round the sentences.\n")
 print(f"Offline `nmt translate --batch-size 32`: **{offline:.1f} sentences/s**.\n")
 print("| batching | concurrency | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | server translate p50 / p99 ms | statuses | failures | load generator CPU s / run s |")

@@ -4,7 +4,8 @@ int8) against CTranslate2 on the same model exported with `nmt export
 beam 4, batch 32 and batch 1.
 
 For each case: sentences/s and target tokens/s (median of --repeats runs,
-each timed around tokenize + translate + detokenize, model load excluded:
+interleaved across the systems, each timed around tokenize + translate +
+detokenize, model load excluded:
 nmt by its own "translated N lines in S s" log line), BLEU and chrF2 against
 the references (sacreBLEU), the ratio nmt / CTranslate2 in the same compute
 type (nmt float32 over CTranslate2 float32, nmt int8 over CTranslate2 int8),
@@ -68,63 +69,61 @@ def pieces_out(lines):
 
 
 def run_nmt(lines, beam, batch, compute_type):
+    """One timed run: (translations, seconds)."""
     inp = os.path.join(tmp, "in.zh")
     out = os.path.join(tmp, "out.en")
     open(inp, "w", encoding="utf-8").write("".join(l + "\n" for l in lines))
-    times = []
-    for _ in range(args.repeats):
-        p = subprocess.run([args.nmt, "translate", "--checkpoint", args.checkpoint, "--input", inp,
-                            "--output", out, "--beam", str(beam if beam > 1 else 0), "--batch-size", str(batch),
-                            "--max-len", str(args.max_len), "--max-len-factor", "0",
-                            "--threads", str(args.threads), "--compute-type", compute_type],
-                           capture_output=True, text=True, check=True)
-        times.append(float(re.search(r"translated \d+ lines in ([0-9.]+) s", p.stderr).group(1)))
-    return [l.rstrip("\n") for l in open(out, encoding="utf-8")], statistics.median(times)
-
-
-current = {}
-
-
-def translator(compute_type, inter, intra):
-    # One translator alive at a time: an idle one's thread pools would share
-    # the cores with the one being timed.
-    key = (compute_type, inter, intra)
-    if key not in current:
-        current.clear()
-        current[key] = ctranslate2.Translator(args.export_dir, device="cpu", compute_type=compute_type,
-                                              inter_threads=inter, intra_threads=intra)
-    return current[key]
+    p = subprocess.run([args.nmt, "translate", "--checkpoint", args.checkpoint, "--input", inp,
+                        "--output", out, "--beam", str(beam if beam > 1 else 0), "--batch-size", str(batch),
+                        "--max-len", str(args.max_len), "--max-len-factor", "0",
+                        "--threads", str(args.threads), "--compute-type", compute_type],
+                       capture_output=True, text=True, check=True)
+    sec = float(re.search(r"translated \d+ lines in ([0-9.]+) s", p.stderr).group(1))
+    return [l.rstrip("\n") for l in open(out, encoding="utf-8")], sec
 
 
 def run_ct2(lines, beam, batch, compute_type, inter, intra):
-    t = translator(compute_type, inter, intra)
-    times, out = [], None
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        toks = [src_sp.encode(l, out_type=str) for l in lines]
-        res = t.translate_batch(toks, beam_size=beam, max_batch_size=batch, batch_type="examples",
-                                max_decoding_length=args.max_len, length_penalty=0)
-        out = [tgt_sp.decode([p for p in r.hypotheses[0] if p not in specials]) for r in res]
-        times.append(time.perf_counter() - t0)
-    return out, statistics.median(times)
+    """One timed run (model load excluded; one translator alive at a time,
+    so an idle one's thread pools never share the cores with the one timed)."""
+    t = ctranslate2.Translator(args.export_dir, device="cpu", compute_type=compute_type,
+                               inter_threads=inter, intra_threads=intra)
+    t0 = time.perf_counter()
+    toks = [src_sp.encode(l, out_type=str) for l in lines]
+    res = t.translate_batch(toks, beam_size=beam, max_batch_size=batch, batch_type="examples",
+                            max_decoding_length=args.max_len, length_penalty=0)
+    out = [tgt_sp.decode([p for p in r.hypotheses[0] if p not in specials]) for r in res]
+    sec = time.perf_counter() - t0
+    del t
+    return out, sec
 
+
+# The systems of a case, each (name, setting, run(lines, beam, batch)).
+systems = [(f"nmt {ct}", f"--threads {args.threads}", lambda l, b, n, ct=ct: run_nmt(l, b, n, ct))
+           for ct in ("float32", "bf16", "int8")]
+ct2_settings = [(1, args.threads)] + ([(args.threads, 1)] if args.threads > 1 else [])
+for ct in ("float32", "int8"):
+    for inter, intra in ct2_settings:
+        systems.append((f"CTranslate2 {ct}", f"inter {inter} × intra {intra}",
+                        lambda l, b, n, ct=ct, i=inter, j=intra: run_ct2(l, b, n, ct, i, j)))
 
 rows, diffs = [], []
 for label, beam, batch, n in cases:
     lines, refs = src_all[:n], ref_all[:n]
+    # Repeats interleaved (every system once, then again): a slow spell of
+    # the machine falls on all of them, not on one system's runs.
+    times = {i: [] for i in range(len(systems))}
+    outs = {}
+    for _ in range(args.repeats):
+        for i, (_, _, run) in enumerate(systems):
+            out, sec = run(lines, beam, batch)
+            outs[i] = out
+            times[i].append(sec)
+    # Per system, its median; for CTranslate2 the faster of its settings.
     results = {}
-    for ct in ("float32", "bf16", "int8"):
-        results[f"nmt {ct}"] = run_nmt(lines, beam, batch, ct)
-    for ct in ("float32", "int8"):
-        settings = [(1, args.threads)]
-        if args.threads > 1:
-            settings.append((args.threads, 1))
-        best = None
-        for inter, intra in settings:
-            out, sec = run_ct2(lines, beam, batch, ct, inter, intra)
-            if best is None or sec < best[1]:
-                best = (out, sec, f"inter {inter} × intra {intra}")
-        results[f"CTranslate2 {ct}"] = best
+    for i, (name, setting, _) in enumerate(systems):
+        sec = statistics.median(times[i])
+        if name not in results or sec < results[name][1]:
+            results[name] = (outs[i], sec, setting)
     base = results["nmt float32"]
     same = sum(a == b for a, b in zip(base[0], results["CTranslate2 float32"][0]))
     for i, (a, b) in enumerate(zip(base[0], results["CTranslate2 float32"][0])):
@@ -133,13 +132,12 @@ for label, beam, batch, n in cases:
     for name, r in results.items():
         out, sec = r[0], r[1]
         rows.append({
-            "case": f"{label}, batch {batch} ({n} lines)", "system": name,
-            "setting": r[2] if len(r) > 2 else f"--threads {args.threads}",
+            "case": f"{label}, batch {batch} ({n} lines)", "system": name, "setting": r[2],
             "sent_s": n / sec, "tok_s": pieces_out(out) / sec,
             "bleu": sacrebleu.corpus_bleu(out, [refs]).score, "chrf": sacrebleu.corpus_chrf(out, [refs]).score,
             "same": same / n if name == "CTranslate2 float32" else None,
             # nmt in the same compute type over this row
-            "ratio": results["nmt " + name.split()[-1]][1] ** -1 / sec ** -1 if name.startswith("CTranslate2") else None,
+            "ratio": sec / results["nmt " + name.split()[-1]][1] if name.startswith("CTranslate2") else None,
         })
     print(f"{label} batch {batch}: " + ", ".join(f"{k} {n / v[1]:.1f}" for k, v in results.items())
           + f" sentences/s; nmt float32 identical to CTranslate2 float32: {same}/{n}", flush=True)

@@ -186,6 +186,70 @@ TEST(Decode, FusedStepGivesTheOpByOpLogits) {
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
+// Decoding in each compute type (prepare_decoding): the fused encoder and
+// step near the op-by-op float32 path, each within its type's tolerance, and
+// the learnt sentences translated as well as in float32 (the toy test's
+// exact matches unchanged), greedy and beam. ctest also runs this under
+// every lower NMT_CPU_ISA (kernels.ops_*): int8 on the AVX2 and plain C++
+// kernels.
+TEST(Decode, ComputeTypesStayNearFloat32) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  torch::NoGradGuard no_grad;
+  model->set_attention_backend(ops::AttentionBackend::kFlash);
+  auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
+  const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
+  // The reference: float32, op by op (no prepared weights).
+  model->unprepare_decoding();
+  const auto memory = model->encode(src, len);
+  DecoderCache plain = model->start_decoding(memory, len, 9);
+  std::vector<torch::Tensor> logits;
+  for (int64_t i = 0; i < 9; ++i) logits.push_back(model->decode_step(tgt.select(1, i), plain));
+  const auto count_exact = [&](const std::vector<std::vector<int64_t>>& out) {
+    int n = 0;
+    for (size_t i = 0; i < out.size(); ++i) n += t.en->decode(out[i]) == t.tgt_text[i];
+    return n;
+  };
+  DecodeOptions greedy, beam;
+  beam.beam = 3;
+  const int exact_greedy = count_exact(decode(model, t.sources, greedy, torch::kCPU));
+  const int exact_beam = count_exact(decode(model, t.sources, beam, torch::kCPU));
+  EXPECT_GE(exact_greedy, 55);
+  // Error relative to the largest magnitude: float32 differs only in
+  // summation order; bf16 keeps 8 bits of mantissa, int8 7 bits per value.
+  const std::vector<std::pair<ops::ComputeType, double>> types = {
+      {ops::ComputeType::kFloat32, 1e-5}, {ops::ComputeType::kBf16, 3e-2}, {ops::ComputeType::kInt8, 3e-2}};
+  const auto relative = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+  };
+  for (const auto& [type, tolerance] : types) {
+    SCOPED_TRACE(ops::compute_type_name(type));
+    model->prepare_decoding(type);
+    ASSERT_TRUE(model->decoding_prepared());
+    EXPECT_EQ(model->compute_type(), type);
+    const auto m = model->encode(src, len);
+    EXPECT_LT(relative(m, memory), tolerance) << "encoder output";
+    DecoderCache cache = model->start_decoding(m, len, 9);
+    ASSERT_TRUE(model->fused_step_applies(tgt.select(1, 0), cache));
+    double worst = 0;
+    for (int64_t i = 0; i < 9; ++i) worst = std::max(worst, relative(model->decode_step(tgt.select(1, i), cache), logits[i]));
+    EXPECT_LT(worst, tolerance) << "logits";
+    if (type != ops::ComputeType::kFloat32) EXPECT_GT(worst, 1e-5) << "as close as float32: not " << ops::compute_type_name(type) << "?";
+    EXPECT_EQ(count_exact(decode(model, t.sources, greedy, torch::kCPU)), exact_greedy) << "greedy";
+    EXPECT_EQ(count_exact(decode(model, t.sources, beam, torch::kCPU)), exact_beam) << "beam 3";
+  }
+  // The torch backend has no packed path of its own: bf16 and int8 bring
+  // our attention kernel, float32 stays op by op.
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+  model->prepare_decoding(ops::ComputeType::kInt8);
+  DecoderCache cache = model->start_decoding(model->encode(src, len), len, 9);
+  EXPECT_TRUE(model->fused_step_applies(tgt.select(1, 0), cache));
+  model->prepare_decoding(ops::ComputeType::kFloat32);
+  cache = model->start_decoding(model->encode(src, len), len, 9);
+  EXPECT_FALSE(model->fused_step_applies(tgt.select(1, 0), cache));
+  model->unprepare_decoding();
+}
+
 // Ending a sentence once no live beam can beat its best ended one gives the
 // translation that waiting for every beam gives, with and without a length
 // penalty.

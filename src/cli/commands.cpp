@@ -35,6 +35,7 @@
 #include "serve/translation_service.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
+#include "util/cpu_features.h"
 #include "util/device.h"
 #include "util/interrupt.h"
 #include "util/utf8.h"
@@ -78,7 +79,8 @@ std::string prepare_compute_type(OpenCheckpoint& s, const std::string& what) {
     return bf16 ? "bf16" : "float32";
   }
   s.ck.model->prepare_decoding(*type);
-  return ops::compute_type_name(*type) + std::string(name == "auto" ? " (auto)" : "");
+  return ops::compute_type_name(*type) + std::string(name == "auto" ? " (auto)" : "") + ", CPU kernels " +
+         isa_name(kernel_isa());
 }
 
 OpenCheckpoint open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {

@@ -14,7 +14,7 @@ ContinuousGreedy::ContinuousGreedy(Transformer& model, DecodeOptions options, c1
   // Limits as decode() sets them; a row feeds its <start> and every token it
   // produces before the last.
   capacity_ = std::min(options_.max_len, model_->options().max_positions() - 1);
-  output_table_ = model_->step_output_table();
+  if (!model_->decoding_prepared()) output_table_ = model_->step_output_table();
 }
 
 void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, const std::vector<uint64_t>& tickets,
@@ -51,6 +51,8 @@ void ContinuousGreedy::reserve(int64_t slots, int64_t positions, int64_t src, in
   const int64_t have_positions = slots_.empty() ? 0 : slots_[0].self_kv.size(1);
   const int64_t have_src = slots_.empty() ? 0 : slots_[0].cross_kv.size(1);
   if (slots <= have_slots && positions <= have_positions && src <= have_src) return;
+  slots = std::max(slots, planned_rows_);
+  src = std::min(std::max(src, planned_src_), model_->options().max_positions());
   const auto grow = [](int64_t have, int64_t need, int64_t most) {
     return need <= have ? have : std::min(std::max(need, 2 * have), std::max(need, most));
   };

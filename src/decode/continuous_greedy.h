@@ -36,6 +36,11 @@ class ContinuousGreedy {
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> step();
   int64_t rows() const { return static_cast<int64_t>(rows_.size()); }
   int64_t source_tokens() const { return source_tokens_; }
+  // The most rows and the longest source this batch will hold, when the
+  // caller knows them (decode_lines feeds lines shortest first): the slots
+  // are then made that size once, instead of growing (a copy of every row in
+  // use and fresh zeroed memory each time) as longer sources arrive.
+  void plan(int64_t rows, int64_t longest_source) { planned_rows_ = rows, planned_src_ = longest_source; }
 
  private:
   struct Row {
@@ -55,6 +60,7 @@ class ContinuousGreedy {
   void remove(int64_t r);
 
   Transformer model_;
+  int64_t planned_rows_ = 0, planned_src_ = 0;  // plan()'s
   DecodeOptions options_;
   PlaceholderConstraint constraint_;
   c10::Device device_;

@@ -402,6 +402,7 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
   std::atomic<size_t> next_line{0};
   const auto run_stream = [&] {
     ContinuousGreedy stream(model, options, device);
+    stream.plan(static_cast<int64_t>(batch), order.empty() ? 0 : static_cast<int64_t>(lines[order.back()].ids.size()));
     const size_t refill = std::max<size_t>(1, batch / 4);
     for (bool more = true;;) {
       // Each step is a safe point; the last sentences of a long input can

@@ -294,8 +294,13 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // has no such path. Call it once the weights are final and on the CPU
   // (again after they change); no call keeps the float32 op-by-op encoder.
   void prepare_decoding(ops::ComputeType type);
+  // Drops prepare_decoding's weights: float32, op by op again.
+  void unprepare_decoding() { inference_.reset(); }
   // The compute type decoding runs in (float32 unless prepared otherwise).
   ops::ComputeType compute_type() const;
+  // Whether prepare_decoding's weights are in use (they hold the output
+  // projection laid out for the step: no DecoderCache::output_weight_t needed).
+  bool decoding_prepared() const { return inference() != nullptr; }
   void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
   ops::AttentionBackend attention_backend() const { return runtime_.backend; }
   void set_disable_causal_mask(bool disable) { runtime_.disable_causal_mask = disable; }

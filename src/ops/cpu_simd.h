@@ -192,6 +192,23 @@ inline ElementOf<V> vec_sum(V v) {
   return s;
 }
 
+// The same sum as a tree of halves (a few shuffles and adds instead of a
+// chain of one add per lane); a different order, so different low bits:
+// used where that order is the kernel's own (the attention row kernel).
+template <typename V>
+inline ElementOf<V> vec_sum_tree(V v) {
+  using T = ElementOf<V>;
+  if constexpr (sizeof(V) == sizeof(T)) {
+    return v[0];
+  } else {
+    typedef T Half __attribute__((vector_size(sizeof(V) / 2)));
+    Half lo, hi;
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+    return vec_sum_tree(lo + hi);
+  }
+}
+
 template <typename V>
 inline ElementOf<V> vec_hmax(V v) {
   ElementOf<V> m = v[0];

@@ -410,7 +410,7 @@ void forward_query_row(const AttentionForwardParams<T>& p, int64_t b, int64_t h,
       acc1 += vec_loadu(q + d + L) * vec_loadu(k_j + d + L);
     }
     if (d < Dv) acc0 += vec_loadu(q + d) * vec_loadu(k_j + d), d += L;
-    T dot = detail::vec_sum(acc0 + acc1);
+    T dot = detail::vec_sum_tree(acc0 + acc1);
     for (; d < D; ++d) dot += q[d] * k_j[d];
     s[j] = dot * q_scale;
     m = std::max(m, s[j]);
