@@ -186,6 +186,26 @@ TEST(Decode, FusedStepGivesTheOpByOpLogits) {
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
+// Greedy's argmax picks what torch.argmax picks: the first of equal
+// maxima, a NaN above everything; random rows, ties and NaN rows.
+TEST(Decode, ArgmaxRowsAsTorch) {
+  torch::manual_seed(3);
+  auto x = torch::randn({7, 6000});
+  x[1].fill_(0.5);                                     // all equal: index 0
+  x[2][10] = 9, x[2][4000] = 9;                        // a tie: the first
+  x[3][123] = std::numeric_limits<float>::quiet_NaN();  // NaN wins
+  x[4][0] = std::numeric_limits<float>::quiet_NaN();
+  x[5][5999] = 100;                                    // the last column
+  x[6] = -std::numeric_limits<float>::infinity();
+  const auto want = x.argmax(-1);
+  const std::vector<int64_t> got = argmax_rows(x);
+  ASSERT_EQ(got.size(), 7u);
+  for (int64_t r = 0; r < 7; ++r) EXPECT_EQ(got[r], want[r].item<int64_t>()) << "row " << r;
+  // Strided rows (a view) and one column.
+  EXPECT_EQ(argmax_rows(x.narrow(1, 100, 50))[5], x.narrow(1, 100, 50).argmax(-1)[5].item<int64_t>());
+  EXPECT_EQ(argmax_rows(torch::ones({2, 1})), (std::vector<int64_t>{0, 0}));
+}
+
 // Decoding in each compute type (prepare_decoding): the fused encoder and
 // step near the op-by-op float32 path, each within its type's tolerance, and
 // the learnt sentences translated as well as in float32 (the toy test's

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "data/dataset.h"
@@ -43,6 +44,39 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
   reserve(rows(), positions, width, first, added.layers[0].cross_kv.options());
   for (size_t l = 0; l < slots_.size(); ++l)
     slots_[l].cross_kv.narrow(0, first, n).narrow(1, 0, width).copy_(added.layers[l].cross_kv);
+}
+
+namespace {
+
+// The index of the largest value in x[0, n) (the first of equal ones; the
+// first NaN if there is one), as torch.argmax picks it.
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  float value = x[0];
+  if (std::isnan(value)) return 0;
+  for (int64_t j = 1; j < n; ++j)
+    if (!(x[j] <= value)) {  // larger, or NaN
+      if (std::isnan(x[j])) return j;
+      value = x[j], best = j;
+    }
+  return best;
+}
+
+}  // namespace
+
+std::vector<int64_t> argmax_rows(const torch::Tensor& logits) {
+  // A plain loop on the CPU: LibTorch's reduction cost more than the
+  // output projection's share of a step at batch 32.
+  if (logits.device().is_cpu() && logits.scalar_type() == torch::kFloat && logits.dim() == 2 && logits.size(1) > 0) {
+    const torch::Tensor x = logits.contiguous();
+    const float* p = x.data_ptr<float>();
+    const int64_t rows = x.size(0), n = x.size(1);
+    std::vector<int64_t> out(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) out[static_cast<size_t>(r)] = argmax(p + r * n, n);
+    return out;
+  }
+  const torch::Tensor ids = logits.argmax(-1).to(torch::kCPU, torch::kLong).contiguous();
+  return std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
 }
 
 void ContinuousGreedy::reserve(int64_t slots, int64_t positions, int64_t src, int64_t in_use,
@@ -116,8 +150,7 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousGreedy::step() 
   for (int64_t r = 0; r < n; ++r)
     if (rows_[r].constrained) constrained[r] = {&rows_[r].owed, &rows_[r].out, rows_[r].limit}, any = true;
   if (any) constraint_.apply(logits, constrained);
-  const torch::Tensor ids = logits.argmax(-1).to(torch::kCPU);
-  const int64_t* next = ids.data_ptr<int64_t>();
+  const std::vector<int64_t> next = argmax_rows(logits);
   std::vector<int64_t> ended;
   for (int64_t r = 0; r < n; ++r) {
     Row& row = rows_[r];

@@ -20,6 +20,10 @@
 
 namespace nmt {
 
+// logits: [B, V] -> the argmax of each row (as torch.argmax: the first of
+// equal values, NaN above all).
+std::vector<int64_t> argmax_rows(const at::Tensor& logits);
+
 class ContinuousGreedy {
  public:
   // options: max_len and max_len_factor bound each sentence's length (beam is
