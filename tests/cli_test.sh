@@ -91,6 +91,23 @@ expect 2 "edited/state.yaml: content differs from the manifest's checksum" -- "$
 cp -r "$tmp/run/last" "$tmp/nomanifest"; rm "$tmp/nomanifest/manifest.txt"
 expect 2 "not a checkpoint|manifest.txt: missing" -- "$nmt" translate --checkpoint "$tmp/nomanifest"
 
+# ---- --compute-type: bad values in one line; int8 on a CPU without VNNI
+# (NMT_CPU_ISA lowers it) runs the AVX2 and plain C++ kernels and says so.
+expect 2 "--compute-type: int4 not in" -- "$nmt" translate --checkpoint "$tmp/run" --compute-type int4
+expect 2 "decode.compute_type: 'fp8' is not one of" -- "$nmt" train --config "$tmp/tiny.yaml" --set decode.compute_type=fp8
+for isa in generic avx2; do
+  if [ "$isa" = avx2 ] && ! grep -qw avx2 /proc/cpuinfo; then continue; fi
+  if NMT_CPU_ISA=$isa "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/a.zh" --output "$tmp/int8_$isa.en" \
+       --compute-type int8 2>"$tmp/int8_$isa.log" &&
+     [ "$(wc -l <"$tmp/int8_$isa.en")" -eq 100 ] &&
+     grep -q "compute type int8, CPU kernels $isa" "$tmp/int8_$isa.log"; then ok
+  else bad "--compute-type int8 with NMT_CPU_ISA=$isa: $(tail -2 "$tmp/int8_$isa.log")"; fi
+done
+for ct in bf16 auto; do
+  if "$nmt" evaluate --checkpoint "$tmp/run" --src "$tmp/a.zh" --ref "$tmp/a.zh" --compute-type $ct >/dev/null 2>"$tmp/ct.log" &&
+     grep -q "compute type" "$tmp/ct.log"; then ok; else bad "evaluate --compute-type $ct: $(tail -2 "$tmp/ct.log")"; fi
+done
+
 # ---- A source longer than the model reads (256 tokens): cut to its first 256
 # and translated, with a warning naming the line, in every entry point
 # (translate, its attention map, evaluate; check-po and the service have
