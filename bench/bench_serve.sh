@@ -110,7 +110,9 @@ print(json.dumps({"soak_minutes": minutes, "rss_mb": samples, "requests": sum(r[
 PY
 fi
 cp "$work/serve.jsonl" "$out/serve.jsonl"
-$python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" "${compute[1]:-the checkpoint's}" >"$out/serve.md" <<'PY'
+compute_name="as its config says"
+[ ${#compute[@]} -eq 0 ] || compute_name=${compute[1]}
+$python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" "$compute_name" >"$out/serve.md" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 offline, n, threads, ckpt, requests = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
