@@ -135,7 +135,7 @@ for label, beam, batch, n in cases:
             "case": f"{label}, batch {batch} ({n} lines)", "system": name, "setting": r[2],
             "sent_s": n / sec, "tok_s": pieces_out(out) / sec,
             "bleu": sacrebleu.corpus_bleu(out, [refs]).score, "chrf": sacrebleu.corpus_chrf(out, [refs]).score,
-            "same": same / n if name == "CTranslate2 float32" else None,
+            "same": f"{same}/{n}" if name == "CTranslate2 float32" else None,
             # nmt in the same compute type over this row
             "ratio": sec / results["nmt " + name.split()[-1]][1] if name.startswith("CTranslate2") else None,
         })
@@ -148,11 +148,11 @@ with open(args.out_md, "w", encoding="utf-8") as f:
             f"(threads {args.threads}, median of {args.repeats} runs, max length {args.max_len}, "
             f"no length penalty; ctranslate2 {ctranslate2.__version__}, sacrebleu {sacrebleu.__version__}).\n")
     f.write("Ratio: the sentences/s of nmt in the row's compute type over the row's; above 1 means nmt is faster.\n\n")
-    f.write("| case | system | setting | sentences/s | tokens/s | BLEU | chrF2 | nmt ÷ this | identical to nmt float32 |\n")
+    f.write("| case | system | setting | sentences/s | tokens/s | BLEU | chrF2 | nmt ÷ this | lines identical to nmt float32 |\n")
     f.write("|---|---|---|--:|--:|--:|--:|--:|--:|\n")
     for r in rows:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}×"
-        same = "" if r["same"] is None else f"{100 * r['same']:.1f}%"
+        same = "" if r["same"] is None else r["same"]
         f.write(f"| {r['case']} | {r['system']} | {r['setting']} | {r['sent_s']:.1f} | {r['tok_s']:,.0f} | "
                 f"{r['bleu']:.2f} | {r['chrf']:.2f} | {ratio} | {same} |\n")
     f.write(f"\n## Lines where nmt float32 and CTranslate2 float32 differ ({len(diffs)})\n\n")

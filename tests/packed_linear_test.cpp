@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -150,6 +151,29 @@ TEST(PackedMatmul, ARowDoesNotDependOnItsCompany) {
           << compute_type_name(type) << ", row " << r << " (" << isa_name(kernel_isa()) << ")";
     }
   }
+}
+
+// A row holding a non-finite value gives NaN outputs (as float32's product
+// would give non-finite ones), a row of zeros gives the bias, and neither
+// touches its neighbours.
+TEST(PackedMatmul, Int8NonFiniteAndZeroRows) {
+  const int64_t in = 40, out = 70;
+  std::vector<float> w(in * out), bias(out), x(3 * in);
+  for (int64_t i = 0; i < in * out; ++i) w[i] = std::sin(0.37f * static_cast<float>(i));
+  for (int64_t n = 0; n < out; ++n) bias[n] = 0.25f * static_cast<float>(n % 5);
+  for (int64_t k = 0; k < in; ++k) x[k] = std::cos(0.11f * static_cast<float>(k)), x[2 * in + k] = x[k];
+  x[in + 7] = std::numeric_limits<float>::infinity();  // row 1: inf; row 2 = row 0
+  const PackedLinear layer(ComputeType::kInt8, w.data(), bias.data(), in, out);
+  std::vector<float> y(3 * out);
+  layer.forward(x.data(), 3, in, y.data());
+  for (int64_t n = 0; n < out; ++n) {
+    EXPECT_TRUE(std::isnan(y[out + n])) << "column " << n;
+    EXPECT_EQ(y[n], y[2 * out + n]) << "column " << n;
+    EXPECT_TRUE(std::isfinite(y[n]));
+  }
+  std::vector<float> zeros(in, 0.0f), z(out);
+  layer.forward(zeros.data(), 1, in, z.data());
+  for (int64_t n = 0; n < out; ++n) EXPECT_EQ(z[n], bias[n]) << "column " << n;
 }
 
 TEST(PackedMatmul, ComputeTypeNames) {
