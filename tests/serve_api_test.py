@@ -271,14 +271,15 @@ for what, flags, needle in [
     check(bad_start.returncode == 2 and needle in bad_start.stderr,
           f"{what}: exit {bad_start.returncode}, {bad_start.stderr.strip()[-150:]!r} (want 2 naming {needle})")
 
-# 4. A full queue answers 503 with Retry-After instead of growing.
+# 4. A full queue answers 503 with Retry-After instead of growing. Beam
+# requests, which wait --max-delay-ms for company (greedy ones start at once).
 slow = Server("queue", "--max-queue", "4", "--max-delay-ms", "1500", "--max-batch-tokens", "100000")
 codes = []
 retry = []
 
 
 def queued(i):
-    s, h, _ = slow.request("POST", "/v1/translate", {"text": [lines[i % len(lines)]]})
+    s, h, _ = slow.request("POST", "/v1/translate", {"text": [lines[i % len(lines)]], "beam": 2})
     codes.append(s)
     if s == 503:
         retry.append(h.get("Retry-After"))

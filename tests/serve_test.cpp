@@ -279,6 +279,21 @@ TEST(Batcher, ShortGreedyJobsJoinARunningStreamAndLeaveBeforeLongOnes) {
   EXPECT_TRUE(fake.batches.empty());  // greedy jobs never go to the batch runner
 }
 
+// A lone greedy request bound for a stream does not wait out the delay:
+// later ones join it between steps anyway. A beam request still waits.
+TEST(Batcher, ALoneGreedyJobStartsAtOnceABeamJobWaits) {
+  FakeRunner fake;
+  FakeStreams streams;
+  BatchPolicy policy;
+  policy.max_delay_ms = 1000;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); }, fake_streams(streams));
+  const JobResult greedy = b.submit(job({"alone"}, 2)).get();
+  EXPECT_LT(greedy.queue_seconds, 0.5) << "a lone greedy job waited for company";
+  EXPECT_EQ(greedy.sentences[0].translation, "S(alone)");
+  const JobResult beam = b.submit(job({"beam"}, 2, 4)).get();
+  EXPECT_GE(beam.queue_seconds, 0.95) << "a beam job should wait for company";
+}
+
 TEST(Batcher, NewcomersJoinOnlyWithinTheTokenBudget) {
   FakeRunner fake;
   FakeStreams streams;

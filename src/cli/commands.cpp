@@ -614,7 +614,8 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
                   "source tokens merged into one batch (a larger request goes alone)")
       ->check(int_range(1, 1 << 20));
   cmd->add_option("--max-delay-ms", args.max_delay_ms,
-                  "how long the oldest waiting request waits for others to join its batch")
+                  "how long the oldest waiting beam request (any request with --batching static) waits for "
+                  "others to join its batch; greedy requests start at once and are joined between steps")
       ->check(int_range(0, 60000));
   cmd->add_option("--max-queue", args.max_queue, "sentences waiting; beyond it requests get 503")
       ->check(int_range(1, 1 << 20));

@@ -140,8 +140,12 @@ void Batcher::run() {
         wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping, and nothing left to finish
         // Wait for company until the budget is full or the oldest job's delay is up
-        // (at once when stopping: nothing more is coming).
-        const auto deadline = queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
+        // (at once when stopping: nothing more is coming). A greedy job bound
+        // for a stream starts at once: whoever comes later joins it between two
+        // steps, so waiting would only add the delay to a lone request.
+        const bool joins_stream = stream && queue_.front()->job.beam == 0;
+        const auto deadline = joins_stream ? Clock::now()
+                                           : queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
         wake_.wait_until(lock, deadline, [&] {
           if (stopping_ || queue_.empty()) return true;
           int64_t tokens = 0;

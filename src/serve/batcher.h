@@ -38,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 struct BatchPolicy {
   int64_t max_batch_tokens = 2048;  // source tokens in one batch (a larger request goes alone)
-  int64_t max_delay_ms = 5;         // the oldest request waits at most this for company
+  int64_t max_delay_ms = 5;         // the oldest request of a whole batch (beam, or static batching) waits at most this for company
   int64_t max_queue = 256;          // sentences waiting; beyond it submit() refuses
   int64_t workers = 1;              // batches translated at once
   bool continuous = true;           // greedy jobs join running streams (when a StepStream factory is given)
