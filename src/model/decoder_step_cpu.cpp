@@ -4,11 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/fused_cpu_blocks.h"
 #include "ops/activation/cpu/bias_relu_dropout_cpu.h"
-#include "ops/attention/attention_params.h"
-#include "ops/attention/cpu/attention_cpu.h"
 #include "ops/embedding/cpu/embedding_cpu.h"
-#include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
 
 namespace nmt {
 
@@ -44,12 +42,7 @@ void matmul(const float* x, int64_t rows, const ops::PackedLinear& w, float* y) 
 // x += y (when y is given), h = LayerNorm(x) with weight g and bias b.
 void add_norm(float* x, const float* y, const float* g, const float* b, const DecoderStepParams& p,
               const Buffers& buf) {
-  ops::cpu::AddLayerNormForwardParams<float, float> n{};
-  n.x = x, n.y = y, n.gamma = g, n.beta = b;
-  n.s = y ? x : nullptr;  // in place: each element of x is read before its sum is written
-  n.n = buf.h, n.mean = buf.mean, n.rstd = buf.rstd;
-  n.rows = p.rows, n.channels = p.channels, n.positions = 1, n.eps = p.eps;
-  ops::cpu::add_layer_norm_forward(n);
+  fused::add_norm(x, y, g, b, buf.h, buf.mean, buf.rstd, p.rows, p.channels, p.eps);
 }
 
 // One query row per batch row against its keys.
@@ -68,11 +61,7 @@ void attend(const float* q, int64_t q_stride_b, const float* kv, int64_t kv_stri
   a.batch = p.rows, a.heads = p.heads, a.q_len = 1, a.k_len = k_len, a.head_dim = D;
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   a.causal = false;
-  if (p.naive_attention) {
-    ops::cpu::naive_attention_forward(a);
-  } else {
-    ops::cpu::flash_attention_forward(a);
-  }
+  fused::attention(a, p.naive_attention);
 }
 
 }  // namespace

@@ -3,11 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/fused_cpu_blocks.h"
 #include "ops/activation/cpu/bias_relu_dropout_cpu.h"
-#include "ops/attention/attention_params.h"
-#include "ops/attention/cpu/attention_cpu.h"
 #include "ops/embedding/cpu/embedding_cpu.h"
-#include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
 
 namespace nmt {
 
@@ -40,12 +38,7 @@ Buffers carve(float* w, int64_t B, int64_t S, int64_t C, int64_t H, int64_t F, b
 // x += y (when y is given), h = LayerNorm(x) with weight g and bias b.
 void add_norm(float* x, const float* y, const float* g, const float* b, int64_t rows, const EncoderCpuParams& p,
               const Buffers& buf) {
-  ops::cpu::AddLayerNormForwardParams<float, float> n{};
-  n.x = x, n.y = y, n.gamma = g, n.beta = b;
-  n.s = y ? x : nullptr;  // in place: each element of x is read before its sum is written
-  n.n = buf.h, n.mean = buf.mean, n.rstd = buf.rstd;
-  n.rows = rows, n.channels = p.channels, n.positions = 1, n.eps = p.eps;
-  ops::cpu::add_layer_norm_forward(n);
+  fused::add_norm(x, y, g, b, buf.h, buf.mean, buf.rstd, rows, p.channels, p.eps);
 }
 
 // Every position of every sentence attends to its sentence's first
@@ -63,11 +56,7 @@ void attend(const EncoderCpuParams& p, const Buffers& buf) {
   a.batch = p.batch, a.heads = p.heads, a.q_len = S, a.k_len = S, a.head_dim = D;
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   a.causal = false;
-  if (p.naive_attention) {
-    ops::cpu::naive_attention_forward(a);
-  } else {
-    ops::cpu::flash_attention_forward(a);
-  }
+  fused::attention(a, p.naive_attention);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "model/decoder_step_cpu.h"
 #include "model/encoder_cpu.h"
@@ -447,6 +448,49 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
   return cache;
 }
 
+namespace {
+
+// Where a fused routine's layer wants its LayerNorm weights and ff1's bias
+// (norm1 and the final norm cross layers: place_norms puts those); nullptr
+// for the rest (the dense layers come packed, model/inference_weights.h).
+template <typename Layer>
+const float** norm_slot(Layer& l, ParamRole role, ParamPart part) {
+  const bool w = part == ParamPart::kWeight;
+  switch (role) {
+    case ParamRole::kFf1: return w ? nullptr : &l.ff1_b;
+    case ParamRole::kNorm2: return w ? &l.norm2_w : &l.norm2_b;
+    case ParamRole::kNorm3:
+      if constexpr (std::is_same_v<Layer, DecoderStepLayer>) return w ? &l.norm3_w : &l.norm3_b;
+      return nullptr;
+    default: return nullptr;
+  }
+}
+
+// One stack's LayerNorm weights and ff1 biases from the parameter table, by
+// role: layer 0's norm1 to first_w / first_b; layer i's "next" norm is layer
+// i + 1's norm1, or the stack's final norm.
+template <typename Layer>
+void place_norms(const std::vector<ParamEntry>& table, ParamStack stack, std::vector<Layer>& layers,
+                 const float*& first_w, const float*& first_b) {
+  for (const ParamEntry& e : table) {
+    if (e.stack != stack) continue;
+    const float* ptr = e.tensor.data_ptr<float>();
+    const bool w = e.part == ParamPart::kWeight;
+    if (e.role == ParamRole::kFinalNorm) {
+      (w ? layers.back().next_w : layers.back().next_b) = ptr;
+    } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
+      (w ? first_w : first_b) = ptr;
+    } else if (e.role == ParamRole::kNorm1) {
+      Layer& before = layers[static_cast<size_t>(e.layer - 1)];
+      (w ? before.next_w : before.next_b) = ptr;
+    } else if (e.layer >= 0) {
+      if (const float** slot = norm_slot(layers[static_cast<size_t>(e.layer)], e.role, e.part)) *slot = ptr;
+    }
+  }
+}
+
+}  // namespace
+
 void TransformerImpl::prepare_decoding(ops::ComputeType type) {
   inference_ = std::make_shared<const InferenceWeights>(
       pack_inference_weights(params_, type, output_compute_type(type)));
@@ -457,9 +501,12 @@ ops::ComputeType TransformerImpl::compute_type() const {
   return w ? w->type : ops::ComputeType::kFloat32;
 }
 
+bool TransformerImpl::packed_from_params(const InferenceWeights* w) const {
+  return w != nullptr && !params_.empty() && params_.front().tensor.data_ptr() == w->packed_from;
+}
+
 const InferenceWeights* TransformerImpl::inference() const {
-  if (!inference_ || params_.empty() || params_.front().tensor.data_ptr() != inference_->packed_from) return nullptr;
-  return inference_.get();
+  return packed_from_params(inference_.get()) ? inference_.get() : nullptr;
 }
 
 bool TransformerImpl::fused_cpu_applies() const {
@@ -492,27 +539,9 @@ at::Tensor TransformerImpl::fused_encode(const at::Tensor& src, const at::Tensor
     EncoderLayerCpu& l = p.layers[i];
     l.qkv = &w.encoder[i].qkv, l.out = &w.encoder[i].out, l.ff1 = &w.encoder[i].ff1, l.ff2 = &w.encoder[i].ff2;
   }
-  // The norms and ff1's bias from the parameter table, by role: layer i's
-  // "next" norm is layer i + 1's norm1, or the encoder's final norm.
-  for (const ParamEntry& e : params_) {
-    if (e.stack != ParamStack::kEncoder) continue;
-    const float* ptr = e.tensor.data_ptr<float>();
-    const bool wt = e.part == ParamPart::kWeight;
-    if (e.role == ParamRole::kEmbedding) {
-      p.embedding = ptr;
-    } else if (e.role == ParamRole::kFinalNorm) {
-      (wt ? p.layers.back().next_w : p.layers.back().next_b) = ptr;
-    } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
-      (wt ? p.norm1_w : p.norm1_b) = ptr;
-    } else if (e.role == ParamRole::kNorm1) {
-      EncoderLayerCpu& before = p.layers[static_cast<size_t>(e.layer - 1)];
-      (wt ? before.next_w : before.next_b) = ptr;
-    } else if (e.role == ParamRole::kNorm2) {
-      (wt ? p.layers[static_cast<size_t>(e.layer)].norm2_w : p.layers[static_cast<size_t>(e.layer)].norm2_b) = ptr;
-    } else if (e.role == ParamRole::kFf1 && !wt) {
-      p.layers[static_cast<size_t>(e.layer)].ff1_b = ptr;
-    }
-  }
+  place_norms(params_, ParamStack::kEncoder, p.layers, p.norm1_w, p.norm1_b);
+  p.embedding = find_param(params_, ParamStack::kEncoder, -1, ParamRole::kEmbedding, ParamPart::kWeight)
+                    ->tensor.data_ptr<float>();
   const at::Tensor workspace =
       at::empty({encoder_cpu_workspace_floats(batch, length, c, p.heads, p.ff_dim, p.naive_attention)}, at::kFloat);
   p.workspace = workspace.data_ptr<float>();
@@ -521,23 +550,6 @@ at::Tensor TransformerImpl::fused_encode(const at::Tensor& src, const at::Tensor
   encoder_cpu(p);
   return memory;
 }
-
-namespace {
-
-// Where the fused step wants a decoder layer's norm weights and ff1's bias
-// (the norms that cross layers are placed by the caller); nullptr for the
-// rest (dense layers: from the packed weights).
-const float** step_weight_slot(DecoderStepLayer& d, ParamRole role, ParamPart part) {
-  const bool w = part == ParamPart::kWeight;
-  switch (role) {
-    case ParamRole::kFf1: return w ? nullptr : &d.ff1_b;  // the weight is a dense layer's
-    case ParamRole::kNorm2: return w ? &d.norm2_w : &d.norm2_b;
-    case ParamRole::kNorm3: return w ? &d.norm3_w : &d.norm3_b;
-    default: return nullptr;
-  }
-}
-
-}  // namespace
 
 bool TransformerImpl::fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const {
   if (!runtime_.fused_decode_step || !fused_cpu_applies() || runtime_.matmul_dtype != at::kFloat ||
@@ -577,45 +589,27 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   p.position_table = table.data_ptr<float>();
   p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
   p.eps = decoder_norm->options.eps();
-  // The decoder's weights from the parameter table, by role: layer i's
-  // "next" norm is layer i + 1's norm1, or the decoder's final norm.
   const int64_t layers = static_cast<int64_t>(decoder_layers->size());
   p.layers.assign(static_cast<size_t>(layers), DecoderStepLayer{});
   // The dense layers: packed by prepare_decoding, else float32 views of the
-  // parameters made here (pointers only) and cache.output_weight_t.
+  // parameters (pointers only, made once) and cache.output_weight_t.
   const InferenceWeights* packed = inference();
-  InferenceWeights views;
+  if (packed == nullptr && !packed_from_params(float32_views_.get()))
+    float32_views_ = std::make_shared<const InferenceWeights>(pack_inference_weights(
+        params_, ops::ComputeType::kFloat32, ops::ComputeType::kFloat32, /*with_output=*/false));
+  const InferenceWeights& dense = packed ? *packed : *float32_views_;
+  ops::PackedLinear table_output;
   if (packed == nullptr) {
-    views = pack_inference_weights(params_, ops::ComputeType::kFloat32, ops::ComputeType::kFloat32,
-                                   /*with_output=*/false);
     const ParamEntry* out_b = find_param(params_, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kBias);
-    views.output = ops::PackedLinear(ops::ComputeType::kFloat32, cache.output_weight_t.data_ptr<float>(),
+    table_output = ops::PackedLinear(ops::ComputeType::kFloat32, cache.output_weight_t.data_ptr<float>(),
                                      out_b ? out_b->tensor.data_ptr<float>() : nullptr, c, vocab);
   }
-  const InferenceWeights& dense = packed ? *packed : views;
+  p.output = packed ? &packed->output : &table_output;
+  place_norms(params_, ParamStack::kDecoder, p.layers, p.norm1_w, p.norm1_b);
   for (int64_t i = 0; i < layers; ++i) {
     DecoderStepLayer& d = p.layers[static_cast<size_t>(i)];
     const DecoderLayerWeights& l = dense.decoder[static_cast<size_t>(i)];
     d.qkv = &l.qkv, d.self_out = &l.self_out, d.q = &l.q, d.cross_out = &l.cross_out, d.ff1 = &l.ff1, d.ff2 = &l.ff2;
-  }
-  p.output = &dense.output;
-  for (const ParamEntry& e : params_) {
-    if (e.stack != ParamStack::kDecoder) continue;
-    const float* ptr = e.tensor.data_ptr<float>();
-    const bool w = e.part == ParamPart::kWeight;
-    if (e.role == ParamRole::kFinalNorm) {
-      (w ? p.layers.back().next_w : p.layers.back().next_b) = ptr;
-    } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
-      (w ? p.norm1_w : p.norm1_b) = ptr;
-    } else if (e.role == ParamRole::kNorm1) {
-      DecoderStepLayer& before = p.layers[static_cast<size_t>(e.layer - 1)];
-      (w ? before.next_w : before.next_b) = ptr;
-    } else if (e.layer >= 0) {
-      if (const float** slot = step_weight_slot(p.layers[static_cast<size_t>(e.layer)], e.role, e.part)) *slot = ptr;
-    }
-  }
-  for (int64_t i = 0; i < layers; ++i) {
-    DecoderStepLayer& d = p.layers[static_cast<size_t>(i)];
     const LayerCache& lc = cache.layers[static_cast<size_t>(i)];
     d.self_kv = lc.self_kv.data_ptr<float>();
     d.cross_kv = lc.cross_kv.data_ptr<float>();

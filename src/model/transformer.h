@@ -337,6 +337,8 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // The packed weights where prepare_decoding made them and the parameters
   // are still where they were packed from; else nullptr.
   const InferenceWeights* inference() const;
+  // Whether w was packed from the parameters as they are now (not moved or reloaded since).
+  bool packed_from_params(const InferenceWeights* w) const;
   // Whether the fused CPU routines may run: no gradient, one of our attention
   // kernels (or a packed compute type, which brings its own).
   bool fused_cpu_applies() const;
@@ -350,6 +352,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // by role (the entries hold the parameters, whose data may move).
   std::vector<ParamEntry> params_;
   std::shared_ptr<const InferenceWeights> inference_;  // prepare_decoding's
+  // Unprepared: float32 views of the dense layers for the fused step, made
+  // once instead of every step.
+  std::shared_ptr<const InferenceWeights> float32_views_;
 };
 TORCH_MODULE(Transformer);
 

@@ -1,0 +1,37 @@
+// The steps the fused CPU routines (model/encoder_cpu.h and
+// model/decoder_step_cpu.h) share, over raw pointers: the residual add with
+// the LayerNorm after it, and a call of the attention kernel the backend
+// names. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/attention/attention_params.h"
+#include "ops/attention/cpu/attention_cpu.h"
+#include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
+
+namespace nmt::fused {
+
+// x: [rows, C] += y (when y is given, in place: each element of x is read
+// before its sum is written); h: [rows, C] = LayerNorm(x) with weight g and
+// bias b. mean, rstd: [rows] scratch.
+inline void add_norm(float* x, const float* y, const float* g, const float* b, float* h, float* mean, float* rstd,
+                     int64_t rows, int64_t channels, double eps) {
+  ops::cpu::AddLayerNormForwardParams<float, float> n{};
+  n.x = x, n.y = y, n.gamma = g, n.beta = b;
+  n.s = y ? x : nullptr;
+  n.n = h, n.mean = mean, n.rstd = rstd;
+  n.rows = rows, n.channels = channels, n.positions = 1, n.eps = eps;
+  ops::cpu::add_layer_norm_forward(n);
+}
+
+// The naive kernel, or flash's.
+inline void attention(const ops::AttentionForwardParams<float>& a, bool naive) {
+  if (naive) {
+    ops::cpu::naive_attention_forward(a);
+  } else {
+    ops::cpu::flash_attention_forward(a);
+  }
+}
+
+}  // namespace nmt::fused
