@@ -366,12 +366,16 @@ void C10dGradientSync::fail(const std::string& what, const std::exception& e,
                             std::chrono::steady_clock::time_point since) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
   // Name the ranks that fell behind or vanished, from the steps they
-  // reported; a second at most, so the rank still exits soon after the
-  // timeout when the store is cut off too.
+  // reported. Another rank bounds these round trips by a few seconds, so it
+  // still exits soon after the timeout when the store is cut off too. Rank 0
+  // hosts the store in its own process and cannot be cut off from it, but a
+  // loaded host can keep the store's thread from answering within a second
+  // (seen once on a 2-core machine running other tests), so it waits longer.
   std::string ranks;
   try {
     c10d::Store& store = group_->store();
-    bound_round_trips(store, env_.rank, std::min<std::chrono::milliseconds>(env_.timeout, std::chrono::seconds(1)));
+    const std::chrono::milliseconds bound = env_.rank == 0 ? std::chrono::seconds(10) : std::chrono::seconds(3);
+    bound_round_trips(store, env_.rank, std::min<std::chrono::milliseconds>(env_.timeout, bound));
     for (int64_t r = 0; r < env_.world_size; ++r) {
       if (r == env_.rank) continue;
       const std::string key = "step/" + std::to_string(r);
@@ -379,8 +383,9 @@ void C10dGradientSync::fail(const std::string& what, const std::exception& e,
       if (store.check({key})) at = "at step " + string_of(store.get(key));
       ranks += (ranks.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " " + at);
     }
-  } catch (const std::exception&) {
-    ranks = "the rank 0 store is unreachable (rank 0 stopped or cut off?)";
+  } catch (const std::exception& store_error) {
+    std::string why = store_error.what();
+    ranks = "the rank 0 store is unreachable (rank 0 stopped or cut off?): " + why.substr(0, why.find('\n'));
   }
   std::string msg = e.what();
   msg = msg.substr(0, msg.find('\n'));
