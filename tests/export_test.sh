@@ -33,22 +33,47 @@ for tie in true false; do
   "$nmt" export --checkpoint "$tmp/run_$tie" --format ctranslate2 --output "$tmp/ct2_$tie" \
     >"$tmp/export_$tie.log" 2>&1 || bad "export (tie $tie): $(tail -2 "$tmp/export_$tie.log")"
 done
+# A placeholder-protected model, trained long enough (800 steps, seconds) on
+# messages with placeholders to place sentinels in its translations.
+/usr/bin/python3 - "$src/data/real" "$tmp" <<'PY'
+import sys
+d, out = sys.argv[1:3]
+for split, n in (("train", 3000), ("valid", 100), ("test", 100)):
+    zh = open(f"{d}/{split}.zh", encoding="utf-8").read().split("\n")
+    en = open(f"{d}/{split}.en", encoding="utf-8").read().split("\n")
+    pairs = [(a, b) for a, b in zip(zh, en) if "%" in a or "<" in a or "{" in a][:n]
+    for lang, column in (("zh", [a for a, _ in pairs]), ("en", [b for _, b in pairs])):
+        open(f"{out}/ph_{split}.{lang}", "w", encoding="utf-8").write("".join(l + "\n" for l in column))
+PY
+"$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/run_protected" \
+  --set tokenizer.protect_placeholders=true --set tokenizer.src_vocab_size=1500 --set tokenizer.tgt_vocab_size=1000 \
+  --set data.train_src="$tmp/ph_train.zh" --set data.train_tgt="$tmp/ph_train.en" \
+  --set data.valid_src="$tmp/ph_valid.zh" --set data.valid_tgt="$tmp/ph_valid.en" \
+  --set train.max_steps=800 --set train.warmup_steps=100 --set train.lr=0.003 >"$tmp/train_protected.log" 2>&1 ||
+  bad "train (protected): $(tail -2 "$tmp/train_protected.log")"
+"$nmt" export --checkpoint "$tmp/run_protected" --format ctranslate2 --output "$tmp/ct2_protected" \
+  >"$tmp/export_protected.log" 2>&1 || bad "export (protected): $(tail -2 "$tmp/export_protected.log")"
 
 if [ "$mode" = --roundtrip ]; then
-  head -100 "$src/data/toy/test.zh" >"$tmp/src.zh"
+  head -100 "$src/data/toy/test.zh" >"$tmp/src_true.zh"
+  cp "$tmp/src_true.zh" "$tmp/src_false.zh"
+  cp "$tmp/ph_test.zh" "$tmp/src_protected.zh"
   max_len=64
-  for tie in true false; do
+  for model in true false protected; do
+    extra=()
+    [ $model = protected ] && extra=(--no-placeholder-constraint)
     for beam in 0 4; do
-      "$nmt" translate --checkpoint "$tmp/run_$tie" --input "$tmp/src.zh" --output "$tmp/nmt_${tie}_$beam.en" \
+      "$nmt" translate --checkpoint "$tmp/run_$model" --input "$tmp/src_$model.zh" \
+        --output "$tmp/nmt_${model}_$beam.en" "${extra[@]}" \
         --beam $beam --max-len $max_len --max-len-factor 0 --threads 1 2>"$tmp/translate.log" ||
         bad "translate: $(tail -1 "$tmp/translate.log")"
     done
-    "$logprobs" "$tmp/run_$tie" "$tmp/src.zh" "$tmp/nmt_${tie}_0.en" >"$tmp/logp_$tie.txt" ||
+    "$logprobs" "$tmp/run_$model" "$tmp/src_$model.zh" "$tmp/nmt_${model}_0.en" >"$tmp/logp_$model.txt" ||
       bad "teacher_forced_logprobs failed"
-    echo "tied output embeddings: $tie"
-    if "$py" "$(dirname "$0")/ctranslate2_roundtrip.py" "$tmp/ct2_$tie" "$tmp/src.zh" \
-         "$tmp/nmt_${tie}_0.en" "$tmp/nmt_${tie}_4.en" $max_len "$tmp/logp_$tie.txt"; then ok
-    else bad "CTranslate2 translates the export (tie $tie) differently"; fi
+    if [ $model = protected ]; then echo "placeholder-protected model"; else echo "tied output embeddings: $model"; fi
+    if "$py" "$(dirname "$0")/ctranslate2_roundtrip.py" "$tmp/ct2_$model" "$tmp/src_$model.zh" \
+         "$tmp/nmt_${model}_0.en" "$tmp/nmt_${model}_4.en" $max_len "$tmp/logp_$model.txt"; then ok
+    else bad "CTranslate2 translates the export ($model) differently"; fi
   done
   echo "export round trip: $pass passed, $fail failed"
   [ "$fail" -eq 0 ]
@@ -76,6 +101,23 @@ PY
 grep -q "(1 aliased)" "$tmp/export_true.log" && ok || bad "tied export: $(tail -1 "$tmp/export_true.log")"
 grep -q "(0 aliased)" "$tmp/export_false.log" && ok || bad "untied export: $(tail -1 "$tmp/export_false.log")"
 grep -q '"decoder_start_token": "<start>"' "$tmp/ct2_true/config.json" && ok || bad "config.json: $(tr -d '\n' <"$tmp/ct2_true/config.json")"
+# A protected model's export carries its placeholder helper, and says so; another's does not.
+[ -s "$tmp/ct2_protected/placeholders.py" ] && grep -q '"placeholder_protection": true' "$tmp/ct2_protected/nmt_export.json" &&
+  ok || bad "protected export: $(ls "$tmp/ct2_protected" | tr '\n' ' ')"
+cmp -s "$tmp/ct2_protected/placeholders.py" "$src/src/export/placeholders.py" && ok || bad "placeholders.py differs from the source's"
+[ ! -e "$tmp/ct2_true/placeholders.py" ] && grep -q '"placeholder_protection": false' "$tmp/ct2_true/nmt_export.json" &&
+  ok || bad "unprotected export: $(ls "$tmp/ct2_true" | tr '\n' ' ')"
+# The helper masks and restores with the standard library alone.
+/usr/bin/python3 - "$tmp/ct2_protected" <<'PY' && ok || bad "placeholders.py as a module"
+import sys
+sys.path.insert(0, sys.argv[1])
+import placeholders as p
+m = p.mask("%2$s 的 %1$lu <b>")
+assert p.restore(p.sentinel(1) + " of " + p.sentinel(2) + p.sentinel(3), m) == "%lu of %s<b>", m
+assert p.missing(p.sentinel(2), m) == ["%1$lu", "<b>"], p.missing(p.sentinel(2), m)
+PY
+out=$(/usr/bin/python3 "$tmp/ct2_protected/placeholders.py" frobnicate 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $out == *"unknown command 'frobnicate'"* ]] && ok || bad "placeholders.py frobnicate: exit $rc: $out"
 
 # Bad input: exit 2, one line naming what is wrong, nothing left behind.
 expect2() {  # LABEL PATTERN ARGS...

@@ -3,7 +3,8 @@
 // loads the same weights (tests/ctranslate2_roundtrip.py against
 // CTranslate2's score_batch). Built on the inference library alone.
 // Usage: teacher_forced_logprobs CHECKPOINT SOURCES TARGETS
-// prints, per line pair, the log-probabilities of y1 .. yn <end> (decode/scorer.h).
+// prints, per line pair, the log-probabilities of y1 .. yn <end> (decode/scorer.h);
+// a placeholder-protected model scores the pair masked, as it was trained.
 #include <cstdio>
 #include <iostream>
 
@@ -22,7 +23,8 @@ int main(int argc, char** argv) {
     const auto sources = nmt::read_lines(argv[2]);
     const auto targets = nmt::read_lines(argv[3]);
     const auto logprobs =
-        nmt::score_pairs(ck.model, *ck.src_tok, *ck.tgt_tok, sources, targets, c10::Device(c10::kCPU));
+        nmt::score_pairs(ck.model, *ck.src_tok, *ck.tgt_tok, sources, targets, c10::Device(c10::kCPU),
+                         ck.cfg.tokenizer.protect_placeholders);
     for (const auto& row : logprobs) {
       for (size_t k = 0; k < row.size(); ++k) std::printf(k ? " %.6f" : "%.6f", row[k]);
       std::printf("\n");

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "export/export_assets.h"
 #include "model/parameter_table.h"
+#include "tokenizer/sentinels.h"
 #include "tokenizer/special_ids.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -232,7 +234,7 @@ std::string json_text(const nlohmann::json& j) {
 constexpr const char* kExportMarker = "nmt_export.json";
 constexpr const char* kExportFiles[] = {kExportMarker,           "model.bin",   "config.json",
                                         "source_vocabulary.json", "target_vocabulary.json",
-                                        "src.model",              "tgt.model"};
+                                        "src.model",              "tgt.model",   "placeholders.py"};
 
 bool is_export_file_name(const std::string& name) {
   for (const char* f : kExportFiles)
@@ -282,12 +284,19 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
   const fs::path parent = fs::absolute(output).parent_path();
   if (!fs::is_directory(parent, ec)) throw InputError(output + ": parent folder " + parent.string() + " does not exist");
 
-  // The model reads sentinels where placeholders were and writes them for the
-  // caller to restore (data/placeholder_mask.h); CTranslate2 does neither, so
-  // its translations would carry raw sentinels.
-  if (ck.cfg.tokenizer.protect_placeholders)
-    throw ExportError("tokenizer.protect_placeholders: this model was trained on placeholders masked as sentinel "
-                      "symbols, which CTranslate2 neither makes nor restores");
+  // A protected model reads sentinels where placeholders were and writes them
+  // for the caller to restore (data/placeholder_mask.h). CTranslate2 does
+  // neither, so placeholders.py goes along and does both as nmt does; the
+  // sentinels must then be tokens of both vocabularies, as the tokenizers of
+  // a protected model are trained to make them.
+  const bool protect = ck.cfg.tokenizer.protect_placeholders;
+  if (protect)
+    for (const auto& [tok, side] : {std::pair{ck.src_tok.get(), "source"}, std::pair{ck.tgt_tok.get(), "target"}})
+      for (int k = 1; k <= kMaxSentinels; ++k)
+        if (tok->piece_id(sentinel(k)) < 0)
+          throw ExportError(std::string("tokenizer.protect_placeholders: the ") + side + " tokenizer has no piece for "
+                            "sentinel " + std::to_string(k) + " of " + std::to_string(kMaxSentinels) +
+                            "; retrain the tokenizers with protection on");
   const TransformerImpl& m = *ck.model;
   // The positions the model adds, row t for position t (from 0), as a table.
   const at::Tensor positions = m.named_buffers(/*recurse=*/false)["positions"];
@@ -311,12 +320,15 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
       {"multi_query_attention", false},
   };
 
+  std::vector<std::string> files(std::begin(kExportFiles) + 1, std::end(kExportFiles));
+  if (!protect) files.pop_back();  // placeholders.py
   StagingFolder staged(output + ".export-tmp");
   // The marker first: a staging folder cut short is recognised as ours too.
   const nlohmann::json marker = {
       {"written_by", "nmt export"},
       {"format", "ctranslate2"},
-      {"files", std::vector<std::string>(std::begin(kExportFiles) + 1, std::end(kExportFiles))},
+      {"files", files},
+      {"placeholder_protection", protect},
       {"note", "nmt export --overwrite replaces this folder only while it holds nothing but these files"},
   };
   write_file_atomic(staged.path + "/" + kExportMarker, json_text(marker));
@@ -328,6 +340,8 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
   // CTranslate2 takes pieces in and gives pieces out: the tokenizers go along.
   write_file_atomic(staged.path + "/src.model", ck.src_model);
   write_file_atomic(staged.path + "/tgt.model", ck.tgt_model);
+  if (protect)
+    for (const EmbeddedFile& f : export_assets()) write_file_atomic(staged.path + f.path, f.text());
   throw_if_interrupted();
   check_output_folder(output, overwrite);  // again: the folder may have changed while the model was written
   replace_directory(staged.path, output);

@@ -2,18 +2,13 @@
 // service needs nothing beside it and nothing from the network.
 #pragma once
 
-#include <cstddef>
-#include <string>
 #include <vector>
+
+#include "util/embedded_file.h"
 
 namespace nmt::serve {
 
-struct WebAsset {
-  std::string path;          // "/", "/explorer.js", ...
-  std::string content_type;
-  const unsigned char* data;
-  size_t size;
-};
+using WebAsset = EmbeddedFile;
 
 // Generated at build time by cmake/embed_files.cmake.
 const std::vector<WebAsset>& web_assets();
