@@ -22,6 +22,7 @@ build_packages=(
   build-essential cmake ninja-build pkg-config ccache
   libtorch-dev libopenblas0-pthread libgloo-dev
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev nlohmann-json3-dev libcpp-httplib-dev
+  libmicrohttpd-dev zlib1g-dev
   python3
 )
 # What only the tests use.

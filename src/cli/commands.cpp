@@ -623,7 +623,24 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
       ->check(int_range(1, 1 << 16));
   cmd->add_option("--max-body-bytes", args.max_body_bytes, "request body size (413 beyond)")
       ->check(int_range(64, 1 << 30));
-  cmd->add_option("--connections", args.connections, "connections served at once")->check(int_range(1, 4096));
+  auto& c = args.connections;
+  cmd->add_option("--max-connections", c.max_connections,
+                  "connections open at once in all; beyond it a connection's request gets 503 with Retry-After")
+      ->check(int_range(1, 1 << 20));
+  cmd->add_option("--max-connections-per-client", c.max_per_client,
+                  "connections open at once from one client address (503 beyond)")
+      ->check(int_range(1, 1 << 20));
+  cmd->add_option("--header-timeout", c.header_seconds,
+                  "seconds for a request's headers, from the connection's start or its previous answer; a "
+                  "connection slower than that is closed")
+      ->check(int_range(1, 3600));
+  cmd->add_option("--body-timeout", c.body_seconds, "seconds for a request's body after its headers (closed beyond)")
+      ->check(int_range(1, 3600));
+  cmd->add_option("--idle-timeout", c.idle_seconds,
+                  "seconds a connection may stay silent (between requests, or mid-request) before it is closed")
+      ->check(int_range(1, 3600));
+  cmd->add_option("--http-threads", c.http_threads, "threads moving bytes on epoll (translation runs on --workers)")
+      ->check(int_range(1, 64));
   cmd->add_option("--workers", args.workers,
                   "batches translated side by side, each on one thread (default: one per --threads "
                   "on the CPU, 1 on CUDA)")
@@ -672,7 +689,7 @@ int run_serve(const ServeArgs& args) {
   options.port = static_cast<int>(args.port);
   options.port_file = args.port_file;
   options.max_body_bytes = args.max_body_bytes;
-  options.connection_threads = args.connections;
+  options.connections = args.connections;
   options.batching.max_batch_tokens = args.max_batch_tokens;
   options.batching.max_delay_ms = args.max_delay_ms;
   options.batching.max_queue = args.max_queue;

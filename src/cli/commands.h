@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "serve/http_server.h"
+
 namespace CLI {
 class App;
 }
@@ -119,7 +121,8 @@ struct ServeArgs {
   int64_t port = 8080;
   std::string port_file;
   int64_t max_batch_tokens = 1024, max_delay_ms = 10, max_queue = 512;
-  int64_t max_sentences = 64, max_body_bytes = 1 << 20, connections = 256;
+  int64_t max_sentences = 64, max_body_bytes = 1 << 20;
+  serve::ConnectionLimits connections;  // serve/http_server.h
   int64_t workers = 0;  // batches translated at once (0: one per thread on the CPU, 1 on CUDA)
   std::string batching = "continuous";  // greedy requests: continuous | static
   std::vector<std::string> allow_hosts, allow_origins;  // serve/access.h

@@ -96,6 +96,20 @@ std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_greedy(int64_t budg
   return taken;
 }
 
+void Batcher::Pending::answer(JobResult r) {
+  done.set_value(std::move(r));
+  if (job.on_done) job.on_done();
+}
+
+void Batcher::Pending::fail(const std::exception_ptr& failure) {
+  try {
+    done.set_exception(failure);
+  } catch (const std::future_error&) {  // already answered before the failure
+    return;
+  }
+  if (job.on_done) job.on_done();
+}
+
 void Batcher::run_batch(std::vector<std::unique_ptr<Pending>> batch) {
   std::vector<const Job*> jobs;
   for (const auto& p : batch) jobs.push_back(&p->job);
@@ -108,15 +122,12 @@ void Batcher::run_batch(std::vector<std::unique_ptr<Pending>> batch) {
       r.sentences = std::move(results.at(i));
       r.queue_seconds = std::chrono::duration<double>(start - batch[i]->job.arrived).count();
       r.batch_seconds = seconds;
-      batch[i]->done.set_value(std::move(r));
+      batch[i]->answer(std::move(r));
     }
   } catch (...) {
     const std::exception_ptr failure = std::current_exception();
     for (auto& p : batch) {
-      try {
-        p->done.set_exception(failure);
-      } catch (const std::future_error&) {  // already answered before the failure
-      }
+      p->fail(failure);
     }
   }
 }
@@ -170,7 +181,7 @@ void Batcher::run() {
         stream->add(p->job, ticket);
         running[ticket] = {std::move(p), now};
       } catch (...) {
-        p->done.set_exception(std::current_exception());
+        p->fail(std::current_exception());
       }
     }
     try {
@@ -181,13 +192,13 @@ void Batcher::run() {
         r.sentences = std::move(sentences);
         r.queue_seconds = std::chrono::duration<double>(it->second.joined - it->second.pending->job.arrived).count();
         r.batch_seconds = std::chrono::duration<double>(Clock::now() - it->second.joined).count();
-        it->second.pending->done.set_value(std::move(r));
+        it->second.pending->answer(std::move(r));
         running.erase(it);
       }
     } catch (...) {
       // A failed step fails every job in the stream; a fresh one takes over.
       const std::exception_ptr failure = std::current_exception();
-      for (auto& [ticket, r] : running) r.pending->done.set_exception(failure);
+      for (auto& [ticket, r] : running) r.pending->fail(failure);
       running.clear();
       stream = make_stream_();
     }

@@ -55,6 +55,10 @@ struct Job {
   int64_t beam = 0;             // 0 = greedy
   bool attention = false;
   Clock::time_point arrived;
+  // Called on the worker's thread right after the job's future became ready
+  // (answered or failed): an event-driven caller wakes up here instead of
+  // parking a thread on the future.
+  std::function<void()> on_done;
   int64_t total_tokens() const;
 };
 
@@ -116,6 +120,9 @@ class Batcher {
   struct Pending {
     Job job;
     std::promise<JobResult> done;
+    // Sets the future's value or failure, then tells the job's on_done.
+    void answer(JobResult r);
+    void fail(const std::exception_ptr& failure);
   };
   void run();
   // Under mutex_: the next batch, removed from the queue.

@@ -1,15 +1,28 @@
 #include "serve/http_server.h"
 
-#include <httplib.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
-
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
+#include <cstdarg>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <optional>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "serve/metrics.h"
 #include "serve/translation_service.h"
@@ -25,15 +38,9 @@ namespace {
 constexpr char kJson[] = "application/json";
 constexpr char kTranslatePath[] = "/v1/translate";
 
-void send_error(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  res.set_content(error_json(status, message), kJson);
-}
-
 // Routes that need the API key when the service has keys: everything but
 // /healthz and the explorer's static files (which hold no data).
 bool needs_key(const std::string& path) { return path.rfind("/v1/", 0) == 0 || path == "/metrics"; }
-
 
 // The routes and the methods each answers, for 404 versus 405 (with Allow).
 const std::map<std::string, std::string>& route_methods() {
@@ -50,9 +57,7 @@ const std::map<std::string, std::string>& route_methods() {
 
 // A metrics label for the path: a known route, or "other" (so that random
 // paths cannot grow the label set).
-std::string route_label(const std::string& path) {
-  return route_methods().count(path) ? path : "other";
-}
+std::string route_label(const std::string& path) { return route_methods().count(path) ? path : "other"; }
 
 // {"translations": [...], "attention": [...], "cut": [...]} (attention only
 // when asked, cut only when a text was longer than the model reads: the
@@ -71,198 +76,564 @@ std::string translate_answer(const Sentences& result, bool attention, const std:
   return out + "}";
 }
 
-// What every answer carries, and who may call (serve/access.h), before any
-// route runs.
-void guard(httplib::Server& server, const AccessPolicy& access) {
-  // On every answer: no MIME sniffing, no referrer leaking the page's
-  // address, and the explorer allowed only its own files (no inline code, no
-  // framing by another site).
-  server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
-                              {"Referrer-Policy", "no-referrer"},
-                              {"Content-Security-Policy",
-                               "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "
-                               "frame-ancestors 'none'"}});
-  server.set_pre_routing_handler([&access](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Refusal> refused = check_host(req.get_header_value("Host"), access);
-    if (!refused)
-      refused = check_origin(req.has_header("Origin"), req.get_header_value("Origin"), req.get_header_value("Host"),
-                             access);
-    if (!refused && needs_key(req.path)) {
-      refused = check_api_key(req.get_header_value("Authorization"), access);
-      if (refused) res.set_header("WWW-Authenticate", "Bearer");
-    }
-    if (!refused) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, refused->status, refused->message);
-    return httplib::Server::HandlerResponse::Handled;
-  });
+// An answer, before it becomes an MHD response.
+struct Reply {
+  int status = 200;
+  std::string body;
+  std::string type = kJson;
+  std::vector<std::pair<std::string, std::string>> headers;
+  const WebAsset* asset = nullptr;  // a static file: its bytes instead of body
+  bool close = false;               // Connection: close
+};
+
+Reply error_reply(int status, const std::string& message) {
+  Reply r;
+  r.status = status;
+  r.body = error_json(status, message);
+  return r;
 }
 
-// Everything no route answers: 405 on a known path with another method, 404
-// elsewhere, httplib's own errors in our JSON shape; and every answer counted.
-void answer_the_rest(httplib::Server& server, Metrics& metrics) {
-  const auto fallback = [](const httplib::Request& req, httplib::Response& res) {
-    const auto it = route_methods().find(req.path);
-    if (it == route_methods().end()) return send_error(res, 404, "no such path: " + req.path);
-    res.set_header("Allow", it->second);
-    send_error(res, 405, req.method + " " + req.path + ": method not allowed (allowed: " + it->second + ")");
+// gzip at level 1 (fast: a 600 KB attention answer in a few ms, about a
+// fifth of its size); empty when it does not pay.
+std::string gzip(const char* data, size_t size) {
+  z_stream z{};
+  if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
+  std::string out(deflateBound(&z, size), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+  z.avail_in = static_cast<uInt>(size);
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return rc == Z_STREAM_END && out.size() < size ? out : std::string();
+}
+
+// Whether an Accept-Encoding header takes gzip ("gzip", "*", not "gzip;q=0").
+bool accepts_gzip(const char* accept_encoding) {
+  if (!accept_encoding) return false;
+  std::string a(accept_encoding);
+  for (char& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  a.erase(std::remove(a.begin(), a.end(), ' '), a.end());
+  for (size_t at = 0; at < a.size();) {
+    const size_t end = std::min(a.find(',', at), a.size());
+    const std::string item = a.substr(at, end - at);
+    const size_t semi = item.find(';');
+    const std::string coding = item.substr(0, semi);
+    if (coding == "gzip" || coding == "*") {
+      const size_t q = item.find("q=", semi == std::string::npos ? item.size() : semi);
+      return q == std::string::npos || std::strtod(item.c_str() + q + 2, nullptr) > 0;
+    }
+    at = end + 1;
+  }
+  return false;
+}
+
+std::string client_address(const sockaddr* a) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (!a) return text;
+  if (a->sa_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, text, sizeof(text));
+  else if (a->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, text, sizeof(text));
+  return text;
+}
+
+// The listening socket, made here rather than by the library: address reuse
+// (restarting while old connections linger) without SO_REUSEPORT, which
+// would let a second server silently take half the connections, and the
+// system's full listen backlog. Port 0: any free port.
+int listen_socket(const std::string& host, int port, int* bound_port) {
+  const std::string where = "serve: cannot listen on " + host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    throw InputError(where + " (not an address of this machine)");
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    const int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
+      sockaddr_storage s{};
+      socklen_t n = sizeof(s);
+      getsockname(fd, reinterpret_cast<sockaddr*>(&s), &n);
+      *bound_port = ntohs(s.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&s)->sin6_port
+                                                  : reinterpret_cast<sockaddr_in*>(&s)->sin_port);
+      return fd;
+    }
+    ::close(fd);
+  }
+  throw InputError(where + " (address in use, or not an address of this machine)");
+}
+
+// Open files: raised to the hard limit, since every connection is one; the
+// connections the limit allows.
+int64_t raise_open_file_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
+  if (r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+    getrlimit(RLIMIT_NOFILE, &r);
+  }
+  return r.rlim_cur == RLIM_INFINITY ? (int64_t{1} << 30) : static_cast<int64_t>(r.rlim_cur);
+}
+
+// One TCP connection (MHD's socket context): who it is from, and the
+// deadline it is under.
+struct Peer {
+  enum class Phase { kHeaders, kBody, kAnswering };
+  std::string address;
+  int fd = -1;
+  Phase phase = Phase::kHeaders;
+  Clock::time_point since = Clock::now();
+  bool over_limit = false;  // opened beyond a connection limit: its first request gets 503
+  bool shut = false;        // past its deadline: shut down, MHD closes it
+};
+
+// One request (MHD's per-request context), shared with the batch that
+// answers it.
+struct Exchange {
+  std::string path, method;
+  Clock::time_point start = Clock::now();
+  std::string body;
+  bool too_large = false;
+  bool submitted = false;
+  std::optional<Reply> early;  // decided from the headers alone, sent once the request is complete
+  bool attention = false;
+  std::vector<size_t> cut;
+  std::future<JobResult> result;
+  MHD_Connection* connection = nullptr;
+  std::mutex mutex;
+  bool done = false, suspended = false;  // under mutex
+};
+
+class HttpServer {
+ public:
+  HttpServer(TranslationService& service, Metrics& metrics, const ServerOptions& options)
+      : service_(service),
+        metrics_(metrics),
+        options_(options),
+        batcher_(
+            options.batching, [this](const std::vector<const Job*>& jobs) { return service_.run_batch(jobs); },
+            [this] { return service_.make_stream(); }) {}
+
+  int run();
+
+ private:
+  // MHD's callbacks.
+  static MHD_Result on_request(void* self, MHD_Connection* c, const char* url, const char* method, const char*,
+                               const char* upload, size_t* upload_size, void** context) {
+    return static_cast<HttpServer*>(self)->request(c, url, method, upload, upload_size, context);
+  }
+  static void on_completed(void* self, MHD_Connection* c, void** context, MHD_RequestTerminationCode) {
+    static_cast<HttpServer*>(self)->completed(c, context);
+  }
+  static void on_connection(void* self, MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode what) {
+    static_cast<HttpServer*>(self)->connection(c, socket_context, what);
+  }
+  static void on_log(void*, const char* format, va_list args) {
+    char text[512];
+    std::vsnprintf(text, sizeof(text), format, args);
+    std::string line(text);
+    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    spdlog::debug("http: {}", line);
+  }
+
+  MHD_Result request(MHD_Connection* c, const char* url, const char* method, const char* upload, size_t* upload_size,
+                     void** context);
+  void completed(MHD_Connection* c, void** context);
+  void connection(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode what);
+
+  // The answer to a request whose headers just arrived, if it needs no body.
+  std::optional<Reply> first_look(MHD_Connection* c, const std::string& path, const std::string& method, Peer* peer);
+  // The body is in: translate (or answer at once).
+  std::optional<Reply> translate(const std::shared_ptr<Exchange>& ex);
+  Reply translated(Exchange& ex);
+  MHD_Result send(MHD_Connection* c, const Exchange& ex, Reply reply);
+  Peer* peer_of(MHD_Connection* c) const;
+  void set_phase(Peer* peer, Peer::Phase phase);
+  // Shuts down connections past their deadline; MHD then closes them.
+  void sweep();
+
+  TranslationService& service_;
+  Metrics& metrics_;
+  const ServerOptions& options_;
+  Batcher batcher_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> failures_{0};  // numbers the 500s, so that a log line can be found
+  std::atomic<int64_t> exchanges_{0};  // requests begun and not completed
+
+  mutable std::mutex peers_mutex_;
+  std::unordered_set<Peer*> peers_;
+  std::unordered_map<std::string, int64_t> per_address_;
+};
+
+Peer* HttpServer::peer_of(MHD_Connection* c) const {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return info ? static_cast<Peer*>(info->socket_context) : nullptr;
+}
+
+void HttpServer::set_phase(Peer* peer, Peer::Phase phase) {
+  if (!peer) return;
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  peer->phase = phase;
+  peer->since = Clock::now();
+}
+
+void HttpServer::connection(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode what) {
+  if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+    auto peer = std::make_unique<Peer>();
+    if (const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS))
+      peer->address = client_address(info->client_addr);
+    if (const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) peer->fd = info->connect_fd;
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    const int64_t from_here = ++per_address_[peer->address];
+    peer->over_limit = from_here > options_.connections.max_per_client ||
+                       static_cast<int64_t>(peers_.size()) >= options_.connections.max_connections;
+    peers_.insert(peer.get());
+    *socket_context = peer.release();
+    return;
+  }
+  auto* peer = static_cast<Peer*>(*socket_context);
+  if (!peer) return;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    peers_.erase(peer);
+    if (--per_address_[peer->address] <= 0) per_address_.erase(peer->address);
+  }
+  delete peer;
+  *socket_context = nullptr;
+}
+
+void HttpServer::sweep() {
+  const auto now = Clock::now();
+  const auto& limits = options_.connections;
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  for (Peer* p : peers_) {
+    if (p->shut || p->phase == Peer::Phase::kAnswering) continue;
+    std::chrono::seconds allowed(p->phase == Peer::Phase::kBody ? limits.body_seconds : limits.header_seconds);
+    if (p->over_limit) allowed = std::min(allowed, std::chrono::seconds(2));
+    if (now - p->since < allowed) continue;
+    // The descriptor stays MHD's: shutdown() only makes its next read see
+    // the end, and MHD closes the connection (no descriptor reuse race).
+    ::shutdown(p->fd, SHUT_RDWR);
+    p->shut = true;
+    spdlog::debug("http: closed a connection from {}: its {} took over {} s", p->address,
+                  p->phase == Peer::Phase::kBody ? "body" : "headers", allowed.count());
+  }
+}
+
+std::optional<Reply> HttpServer::first_look(MHD_Connection* c, const std::string& path, const std::string& method,
+                                            Peer* peer) {
+  const auto header = [c](const char* name) -> const char* {
+    return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
   };
-  server.Get(".*", fallback);
-  server.Post(".*", fallback);
-  server.Put(".*", fallback);
-  server.Patch(".*", fallback);
-  server.Delete(".*", fallback);
-  server.Options(".*", fallback);
-  // Errors httplib answers itself (413 for a body over the limit, 400 for a
-  // malformed request line) get the same JSON shape as ours.
-  server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
-    if (res.status == 413)
-      message = "body: larger than the limit (--max-body-bytes)";
-    else if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
-      message = "body: a POST needs a Content-Length (or chunked encoding) and a JSON body";
-    send_error(res, res.status, message);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  server.set_logger([&metrics](const httplib::Request& req, const httplib::Response& res) {
-    metrics.request(route_label(req.path), res.status);
-  });
+  const auto text = [&](const char* name) { const char* v = header(name); return std::string(v ? v : ""); };
+  if (peer && peer->over_limit) {
+    Reply r = error_reply(503, "too many connections (at most " + std::to_string(options_.connections.max_per_client) +
+                                   " from one address, " + std::to_string(options_.connections.max_connections) +
+                                   " in all); retry later");
+    r.headers.push_back({"Retry-After", "1"});
+    r.close = true;
+    return r;
+  }
+  // Who may call (serve/access.h), before any route.
+  std::optional<Refusal> refused = check_host(text(MHD_HTTP_HEADER_HOST), options_.access);
+  if (!refused) refused = check_origin(header("Origin") != nullptr, text("Origin"), text(MHD_HTTP_HEADER_HOST), options_.access);
+  bool ask_key = false;
+  if (!refused && needs_key(path)) {
+    refused = check_api_key(text(MHD_HTTP_HEADER_AUTHORIZATION), options_.access);
+    ask_key = refused.has_value();
+  }
+  if (refused) {
+    Reply r = error_reply(refused->status, refused->message);
+    if (ask_key) r.headers.push_back({"WWW-Authenticate", "Bearer"});
+    return r;
+  }
+  const auto route = route_methods().find(path);
+  if (route == route_methods().end()) return error_reply(404, "no such path: " + path);
+  const bool get = method == "GET" || method == "HEAD";
+  const bool allowed = route->second == "POST" ? method == "POST" : get;
+  if (!allowed) {
+    Reply r = error_reply(405, method + " " + path + ": method not allowed (allowed: " + route->second + ")");
+    r.headers.push_back({"Allow", route->second});
+    return r;
+  }
+  if (path == kTranslatePath) {
+    if (draining_) {
+      Reply r = error_reply(503, "the service is shutting down");
+      r.headers.push_back({"Retry-After", "1"});
+      return r;
+    }
+    if (const auto bad = check_json_body(text(MHD_HTTP_HEADER_CONTENT_TYPE), kTranslatePath))
+      return error_reply(bad->status, bad->message);
+    const char* length = header(MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!length && !header(MHD_HTTP_HEADER_TRANSFER_ENCODING))
+      return error_reply(411, "body: a POST needs a Content-Length (or chunked encoding) and a JSON body");
+    if (length) {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(length, &end, 10);
+      if (n > static_cast<unsigned long long>(options_.max_body_bytes))
+        return error_reply(413, "body: " + std::string(length) + " bytes, larger than the limit of " +
+                                    std::to_string(options_.max_body_bytes) + " (--max-body-bytes)");
+    }
+    return std::nullopt;  // read the body
+  }
+  Reply r;
+  if (path == "/v1/info") {
+    r.body = service_.info_json();
+  } else if (path == "/healthz") {
+    r.status = draining_ ? 503 : 200;
+    r.body = draining_ ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}";
+  } else if (path == "/metrics") {
+    r.body = metrics_.render(batcher_.queued());
+    r.type = "text/plain; version=0.0.4; charset=utf-8";
+  } else {
+    for (const WebAsset& a : web_assets())
+      if (a.path == path) r.asset = &a, r.type = a.content_type;
+    r.headers.push_back({"Cache-Control", "no-cache"});
+  }
+  return r;
+}
+
+std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) {
+  try {
+    if (ex->too_large)
+      throw RequestError(413, "body: larger than the limit of " + std::to_string(options_.max_body_bytes) +
+                                  " bytes (--max-body-bytes)");
+    if (draining_) throw RequestError(503, "the service is shutting down");
+    const TranslateRequest request = parse_translate_request(ex->body, options_.limits);
+    Job job = service_.make_job(request);
+    ex->attention = request.attention;
+    ex->cut = job.cut;
+    // The batch wakes this connection once its answer is ready; until then
+    // the connection is suspended and holds no thread.
+    std::weak_ptr<Exchange> weak = ex;
+    job.on_done = [weak] {
+      const std::shared_ptr<Exchange> e = weak.lock();
+      if (!e) return;
+      std::lock_guard<std::mutex> lock(e->mutex);
+      e->done = true;
+      if (e->suspended) MHD_resume_connection(e->connection);
+    };
+    ex->result = batcher_.submit(std::move(job));
+    if (!ex->result.valid()) {
+      if (draining_) throw RequestError(503, "the service is shutting down");
+      throw RequestError(503, "the queue is full (" + std::to_string(options_.batching.max_queue) +
+                                  " sentences waiting); retry later");
+    }
+    std::lock_guard<std::mutex> lock(ex->mutex);
+    if (ex->done) return translated(*ex);
+    MHD_suspend_connection(ex->connection);
+    ex->suspended = true;
+    return std::nullopt;
+  } catch (const RequestError& e) {
+    Reply r = error_reply(e.status(), e.what());
+    if (e.status() == 503) r.headers.push_back({"Retry-After", "1"});
+    return r;
+  }
+}
+
+Reply HttpServer::translated(Exchange& ex) {
+  try {
+    const JobResult result = ex.result.get();
+    Reply r;
+    r.body = translate_answer(result.sentences, ex.attention, ex.cut);
+    // Where the time went (W3C Server-Timing): waiting for a batch, and the
+    // batch's translation; the rest of a client's latency is HTTP.
+    r.headers.push_back({"Server-Timing", "queue;dur=" + std::to_string(1000 * result.queue_seconds) +
+                                              ", translate;dur=" + std::to_string(1000 * result.batch_seconds)});
+    metrics_.latency(std::chrono::duration<double>(Clock::now() - ex.start).count());
+    return r;
+  } catch (const RequestError& e) {
+    return error_reply(e.status(), e.what());
+  } catch (const std::exception& e) {
+    // The detail goes to the log only: it can name files and internals.
+    const uint64_t id = ++failures_;
+    spdlog::error("translate: request {} failed: {}", id, e.what());
+    return error_reply(500, "translation failed (request " + std::to_string(id) + "; the service's log has the detail)");
+  }
+}
+
+MHD_Result HttpServer::send(MHD_Connection* c, const Exchange& ex, Reply reply) {
+  const char* data = reply.asset ? reinterpret_cast<const char*>(reply.asset->data) : reply.body.data();
+  size_t size = reply.asset ? reply.asset->size : reply.body.size();
+  std::string packed;
+  if (size >= static_cast<size_t>(options_.connections.compress_min_bytes)) {
+    reply.headers.push_back({"Vary", "Accept-Encoding"});
+    if (accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING)) &&
+        !(packed = gzip(data, size)).empty()) {
+      data = packed.data(), size = packed.size();
+      reply.headers.push_back({"Content-Encoding", "gzip"});
+    }
+  }
+  MHD_Response* response = MHD_create_response_from_buffer(size, const_cast<char*>(data), MHD_RESPMEM_MUST_COPY);
+  if (!response) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.type.c_str());
+  // On every answer: no MIME sniffing, no referrer leaking the page's
+  // address, and the explorer allowed only its own files (no inline code,
+  // no framing by another site).
+  MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(response, "Referrer-Policy", "no-referrer");
+  MHD_add_response_header(response, "Content-Security-Policy",
+                          "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "
+                          "frame-ancestors 'none'");
+  for (const auto& [name, value] : reply.headers) MHD_add_response_header(response, name.c_str(), value.c_str());
+  if (reply.close || draining_) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+  const MHD_Result queued = MHD_queue_response(c, static_cast<unsigned int>(reply.status), response);
+  MHD_destroy_response(response);
+  metrics_.request(route_label(ex.path), reply.status);
+  return queued;
+}
+
+MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* method, const char* upload,
+                               size_t* upload_size, void** context) {
+  auto** slot = reinterpret_cast<std::shared_ptr<Exchange>**>(context);
+  if (!*slot) {  // the headers are in
+    auto ex = std::make_shared<Exchange>();
+    ex->path = url;
+    ex->method = method;
+    ex->connection = c;
+    *slot = new std::shared_ptr<Exchange>(ex);
+    ++exchanges_;
+    Peer* peer = peer_of(c);
+    set_phase(peer, Peer::Phase::kBody);
+    if (std::optional<Reply> early = first_look(c, ex->path, ex->method, peer)) {
+      const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+      const bool body_follows = (length && std::strtoull(length, nullptr, 10) > 0) ||
+                                MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+      if (body_follows) {
+        // Refused before its body: the body is not read, and the connection
+        // closes after the answer (no "100 Continue" is sent either).
+        early->close = true;
+        set_phase(peer, Peer::Phase::kAnswering);
+        return send(c, *ex, std::move(*early));
+      }
+      // Answered on the next call, once MHD holds the request as complete:
+      // an answer queued now would end a kept-alive connection.
+      ex->early = std::move(early);
+    }
+    return MHD_YES;  // the body follows (MHD answers "Expect: 100-continue")
+  }
+  const std::shared_ptr<Exchange> ex = **slot;
+  if (ex->early) {
+    set_phase(peer_of(c), Peer::Phase::kAnswering);
+    Reply reply = std::move(*ex->early);
+    ex->early.reset();
+    return send(c, *ex, std::move(reply));
+  }
+  if (*upload_size > 0) {  // a piece of the body
+    if (!ex->too_large && ex->body.size() + *upload_size > static_cast<size_t>(options_.max_body_bytes)) {
+      ex->too_large = true;
+      ex->body.clear();
+      ex->body.shrink_to_fit();
+    }
+    if (!ex->too_large) ex->body.append(upload, *upload_size);
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (!ex->submitted) {  // the whole body is in
+    ex->submitted = true;
+    set_phase(peer_of(c), Peer::Phase::kAnswering);
+    std::optional<Reply> reply = translate(ex);
+    return reply ? send(c, *ex, std::move(*reply)) : MHD_YES;
+  }
+  // Resumed: the batch has answered.
+  return send(c, *ex, translated(*ex));
+}
+
+void HttpServer::completed(MHD_Connection* c, void** context) {
+  auto* slot = static_cast<std::shared_ptr<Exchange>*>(*context);
+  if (!slot) return;
+  delete slot;
+  *context = nullptr;
+  --exchanges_;
+  set_phase(peer_of(c), Peer::Phase::kHeaders);  // a kept-alive connection now waits for its next request
+}
+
+int HttpServer::run() {
+  const ConnectionLimits& limits = options_.connections;
+  // A connection is an open file; a few more than the limit are taken, so
+  // that they can be told 503 rather than dropped.
+  const int64_t margin = std::max<int64_t>(64, limits.max_connections / 8);
+  const int64_t files = raise_open_file_limit();
+  int64_t hard_cap = limits.max_connections + margin;
+  if (hard_cap + 64 > files) {
+    hard_cap = std::max<int64_t>(16, files - 64);
+    spdlog::warn("serve: the open-file limit is {} (ulimit -n): at most {} connections at once, not --max-connections {} "
+                 "+ {} to answer 503; raise it (ulimit -n, or LimitNOFILE= in a systemd unit)",
+                 files, hard_cap, limits.max_connections, margin);
+  }
+  int port = 0;
+  const int listening = listen_socket(options_.host, options_.port, &port);
+
+  MHD_Daemon* daemon = MHD_start_daemon(
+      MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
+      &HttpServer::on_request, this,
+      MHD_OPTION_EXTERNAL_LOGGER, &HttpServer::on_log, this,
+      MHD_OPTION_LISTEN_SOCKET, listening,
+      MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned int>(limits.http_threads),
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(hard_cap),
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(limits.idle_seconds),
+      MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::on_completed, this,
+      MHD_OPTION_NOTIFY_CONNECTION, &HttpServer::on_connection, this,
+      MHD_OPTION_END);
+  if (!daemon) {
+    ::close(listening);
+    throw std::runtime_error("serve: the HTTP layer (libmicrohttpd) did not start");
+  }
+  spdlog::info("batching: {} worker(s), {}, at most {} source tokens a batch, {} ms delay, {} sentences queued",
+               options_.batching.workers,
+               options_.batching.continuous ? "greedy requests continuously (beam ones in whole batches)"
+                                            : "whole batches",
+               options_.batching.max_batch_tokens, options_.batching.max_delay_ms, options_.batching.max_queue);
+  spdlog::info("connections: at most {} ({} from one address), headers within {} s, bodies within {} s, idle {} s, "
+               "{} epoll thread(s)",
+               limits.max_connections, limits.max_per_client, limits.header_seconds, limits.body_seconds,
+               limits.idle_seconds, limits.http_threads);
+  spdlog::info("listening on http://{}:{} (POST {}, GET /healthz, /metrics, / for the attention explorer)",
+               options_.host, port, kTranslatePath);
+  if (reachable_beyond_loopback(options_.host) && options_.access.api_keys.empty())
+    spdlog::warn("serve: listening on {}, which other machines can reach, and no --api-key-file: anyone who can "
+                 "connect may translate (put TLS and a key in front: README, \"The service on a network\")",
+                 options_.host);
+  if (!options_.port_file.empty()) write_file_atomic(options_.port_file, std::to_string(port) + "\n");
+
+  // SIGINT/SIGTERM: refuse new work and new connections, finish what was
+  // read, answer it, then stop.
+  install_interrupt_handlers("the requests already read");
+  auto last_sweep = Clock::now();
+  while (!interrupted()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (Clock::now() - last_sweep >= std::chrono::milliseconds(250)) sweep(), last_sweep = Clock::now();
+  }
+  spdlog::info("stopping: no new connections; {} sentences queued", batcher_.queued());
+  draining_ = true;
+  const MHD_socket quiet = MHD_quiesce_daemon(daemon);
+  if (quiet != MHD_INVALID_SOCKET) ::close(quiet);
+  batcher_.stop();  // every queued job answered: their connections resume
+  // Requests whose bodies are still arriving get 503 once in, or are closed
+  // at their deadline; answers being written go out.
+  const auto give_up = Clock::now() + std::chrono::seconds(limits.body_seconds + 2);
+  while (exchanges_ > 0 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    sweep();
+  }
+  MHD_stop_daemon(daemon);
+  spdlog::info("stopped");
+  return kExitOk;
 }
 
 }  // namespace
 
-// One function for the server's whole lifetime (about 130 lines): its routes
-// capture the batcher, the draining flag and the listening socket, which
-// live here; the parts that need none of them are guard() and
-// answer_the_rest().
 int run_server(TranslationService& service, Metrics& metrics, const ServerOptions& options) {
-  Batcher batcher(
-      options.batching, [&](const std::vector<const Job*>& jobs) { return service.run_batch(jobs); },
-      [&] { return service.make_stream(); });
-  httplib::Server server;
-  std::atomic<bool> draining{false};
-  std::atomic<uint64_t> failures{0};  // numbers the 500s, so that a log line can be found
-  guard(server, options.access);
-  server.new_task_queue = [threads = options.connection_threads] {
-    return new httplib::ThreadPool(static_cast<size_t>(threads));
-  };
-  server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
-  // Headers and body leave in separate writes: with Nagle's algorithm the
-  // body would wait for the client's delayed ACK (40 ms on Linux).
-  server.set_tcp_nodelay(true);
-  server.set_keep_alive_timeout(5);
-  server.set_read_timeout(10);
-
-  server.Post(kTranslatePath, [&](const httplib::Request& req, httplib::Response& res) {
-    const auto start = Clock::now();
-    try {
-      if (draining) {
-        res.set_header("Retry-After", "1");
-        throw RequestError(503, "the service is shutting down");
-      }
-      if (const auto refused = check_json_body(req.get_header_value("Content-Type"), kTranslatePath))
-        throw RequestError(refused->status, refused->message);
-      const TranslateRequest request = parse_translate_request(req.body, options.limits);
-      Job job = service.make_job(request);
-      const std::vector<size_t> cut = job.cut;
-      std::future<JobResult> done = batcher.submit(std::move(job));
-      if (!done.valid()) {
-        res.set_header("Retry-After", "1");
-        if (draining) throw RequestError(503, "the service is shutting down");
-        throw RequestError(503, "the queue is full (" + std::to_string(options.batching.max_queue) +
-                                    " sentences waiting); retry later");
-      }
-      const JobResult result = done.get();
-      res.set_content(translate_answer(result.sentences, request.attention, cut), kJson);
-      // Where the time went (W3C Server-Timing): waiting for a batch, and the
-      // batch's translation; the rest of a client's latency is HTTP.
-      res.set_header("Server-Timing", "queue;dur=" + std::to_string(1000 * result.queue_seconds) +
-                                          ", translate;dur=" + std::to_string(1000 * result.batch_seconds));
-      metrics.latency(std::chrono::duration<double>(Clock::now() - start).count());
-    } catch (const RequestError& e) {
-      send_error(res, e.status(), e.what());
-    } catch (const std::exception& e) {
-      // The detail goes to the log only: it can name files and internals.
-      const uint64_t id = ++failures;
-      spdlog::error("translate: request {} failed: {}", id, e.what());
-      send_error(res, 500, "translation failed (request " + std::to_string(id) + "; the service's log has the detail)");
-    }
-  });
-  server.Get("/v1/info", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(service.info_json(), kJson);
-  });
-  server.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
-    if (draining) {
-      res.status = 503;
-      res.set_content("{\"status\":\"stopping\"}", kJson);
-    } else {
-      res.set_content("{\"status\":\"ok\"}", kJson);
-    }
-  });
-  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(batcher.queued()), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  for (const WebAsset& a : web_assets())
-    server.Get(a.path, [&a](const httplib::Request&, httplib::Response& res) {
-      res.set_content(reinterpret_cast<const char*>(a.data), a.size, a.content_type.c_str());
-      res.set_header("Cache-Control", "no-cache");
-    });
-  answer_the_rest(server, metrics);
-
-  // httplib's default also sets SO_REUSEPORT, which lets a second server bind
-  // the same port and silently take half the connections: address reuse
-  // (restarting while old connections linger) only.
-  socket_t listening = INVALID_SOCKET;
-  server.set_socket_options([&listening](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
-    listening = sock;  // the last one tried is the one bound
-  });
-  const int port = options.port == 0 ? server.bind_to_any_port(options.host)
-                                     : (server.bind_to_port(options.host, options.port) ? options.port : -1);
-  if (port < 0)
-    throw InputError("serve: cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                     " (address in use, or not an address of this machine)");
-  // Debian's libcpp-httplib is built with a listen backlog of 5: when more
-  // clients than that connect at once (128 at the start of a load test),
-  // the kernel drops their handshakes and some requests fail after the
-  // 1-second SYN retry. A second listen() on the socket raises the backlog.
-  if (listening != INVALID_SOCKET) ::listen(listening, SOMAXCONN);
-  // httplib closes a kept-alive connection after 5 requests by default, so
-  // busy clients reconnect every fifth request; nginx's default is 1000.
-  server.set_keep_alive_max_count(1000);
-  spdlog::info("batching: {} worker(s), {}, at most {} source tokens a batch, {} ms delay, {} sentences queued",
-               options.batching.workers,
-               options.batching.continuous ? "greedy requests continuously (beam ones in whole batches)"
-                                           : "whole batches",
-               options.batching.max_batch_tokens, options.batching.max_delay_ms, options.batching.max_queue);
-  spdlog::info("listening on http://{}:{} (POST {}, GET /healthz, /metrics, / for the attention explorer)",
-               options.host, port, kTranslatePath);
-  if (reachable_beyond_loopback(options.host) && options.access.api_keys.empty())
-    spdlog::warn("serve: listening on {}, which other machines can reach, and no --api-key-file: anyone who can "
-                 "connect may translate (put TLS and a key in front: README, \"The service on a network\")",
-                 options.host);
-  if (!options.port_file.empty()) write_file_atomic(options.port_file, std::to_string(port) + "\n");
-
-  // SIGINT/SIGTERM: refuse new work, close the listening socket; listen_after_bind
-  // then returns once every connection thread has answered its request.
-  install_interrupt_handlers("the requests already read");
-  std::atomic<bool> done{false};
-  std::thread watcher([&] {
-    while (!done && !interrupted()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (done) return;
-    spdlog::info("stopping: no new connections; {} sentences queued", batcher.queued());
-    draining = true;
-    server.stop();
-  });
-  const bool listened = server.listen_after_bind();
-  done = true;
-  watcher.join();
-  batcher.stop();
-  if (!listened && !draining) throw std::runtime_error("serve: the listening socket failed");
-  spdlog::info("stopped");
-  return kExitOk;
+  HttpServer server(service, metrics, options);
+  return server.run();
 }
 
 }  // namespace nmt::serve
