@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # `nmt serve` end to end on a tiny model trained here (2 layers each side):
 #   serve_test.sh NMT SRC            the HTTP API (tests/serve_api_test.py)
+#   serve_test.sh NMT SRC --connections
+#                                    idle and slow clients holding connections
+#                                    (tests/serve_connections_test.py)
 #   serve_test.sh NMT SRC --browser  the explorer in headless Chromium
 #                                    (tests/browser_test.py); exits 77
 #                                    (skipped) without chromium, its driver
@@ -31,6 +34,11 @@ if [ "$mode" = --browser ]; then
   shot=${NMT_SCREENSHOT:-$tmp/explorer.png}
   /usr/bin/python3 "$src/tests/browser_test.py" --url "http://127.0.0.1:$(cat "$tmp/port")/" --screenshot "$shot" \
     --sentence "$(sed -n 3p "$src/data/toy/test.zh")"
+  exit $?
+fi
+
+if [ "$mode" = --connections ]; then
+  /usr/bin/python3 "$src/tests/serve_connections_test.py" "$nmt" "$tmp/run" "$tmp"
   exit $?
 fi
 

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""`nmt serve` under clients that hold connections (an ephemeral port on
+127.0.0.1): idle connections and connections that trickle their headers a
+byte a second must not delay a normal request, are closed at their
+deadlines, and a client address beyond its connection limit gets 503 with
+Retry-After.
+
+Usage: serve_connections_test.py NMT CHECKPOINT WORK_DIR [IDLE SLOW]
+(IDLE idle connections and SLOW slow-header ones, 1500 and 300 by default;
+a server that spends a thread per connection, 256 of them, makes a normal
+request wait for an idle connection's timeout.) Exits 1 if any check failed.
+"""
+import json
+import os
+import resource
+import selectors
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import http.client
+
+nmt, checkpoint, work = sys.argv[1:4]
+idle_count = int(sys.argv[4]) if len(sys.argv) > 4 else 1500
+slow_count = int(sys.argv[5]) if len(sys.argv) > 5 else 300
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    failures += 0 if ok else 1
+
+
+def start(name, *flags):
+    port_file = os.path.join(work, name + ".port")
+    log = open(os.path.join(work, name + ".log"), "w")
+    proc = subprocess.Popen([nmt, "serve", "--checkpoint", checkpoint, "--port", "0", "--port-file", port_file,
+                             "--threads", "1", *flags], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while not os.path.exists(port_file):
+        if proc.poll() is not None or time.time() > deadline:
+            raise SystemExit(f"FAIL: {name} did not start: " + open(log.name).read()[-500:])
+        time.sleep(0.05)
+    return proc, int(open(port_file).read())
+
+
+def translate(port, text, timeout=30):
+    t = time.time()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("POST", "/v1/translate", body=json.dumps({"text": [text]}), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, dict(r.getheaders()), body, time.time() - t
+
+
+def connect(port, source):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((source, 0))
+    s.setblocking(False)
+    s.connect_ex(("127.0.0.1", port))
+    return s
+
+
+def closed_by_peer(s):
+    try:
+        return s.recv(4096) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+# 1. Idle and slow-header connections while normal requests are answered.
+proc, port = start("hold", "--header-timeout", "6", "--idle-timeout", "4", "--max-connections-per-client", "100000")
+status, _, body, _ = translate(port, "打开文件")
+check(status == 200, f"unloaded request: {status}")
+unloaded = statistics.median(translate(port, "打开文件")[3] for _ in range(5))
+# The holders come from other loopback addresses, as other clients would.
+held = [connect(port, f"127.0.{1 + i // 250}.{1 + i % 250}") for i in range(idle_count)]
+slow = [connect(port, f"127.1.{1 + i // 250}.{1 + i % 250}") for i in range(slow_count)]
+opened = time.time()
+time.sleep(0.5)
+request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 64
+stop = threading.Event()
+
+
+def trickle():
+    i = 0
+    while not stop.is_set() and i < len(request):
+        for s in slow:
+            try:
+                s.send(request[i:i + 1])
+            except OSError:
+                pass
+        i += 1
+        stop.wait(1.0)
+
+
+trickler = threading.Thread(target=trickle)
+trickler.start()
+times = []
+statuses = []
+while time.time() - opened < 3.0:
+    status, _, _, took = translate(port, "打开文件", timeout=20)
+    statuses.append(status)
+    times.append(took)
+worst = max(times)
+check(all(s == 200 for s in statuses) and worst < unloaded + 1.0,
+      f"{len(times)} requests beside {idle_count} idle and {slow_count} slow-header connections: all 200, "
+      f"slowest {worst * 1000:.0f} ms (unloaded median {unloaded * 1000:.0f} ms)")
+# The server closes them at their deadlines: idle ones after --idle-timeout
+# (4 s), slow ones after --header-timeout (6 s) although they keep sending.
+time.sleep(max(0.0, opened + 6.0 - time.time()))
+idle_closed = sum(closed_by_peer(s) for s in held)
+check(idle_closed == idle_count, f"idle connections closed after the idle timeout: {idle_closed} of {idle_count}")
+time.sleep(max(0.0, opened + 9.0 - time.time()))
+slow_closed = sum(closed_by_peer(s) for s in slow)
+check(slow_closed == slow_count, f"slow-header connections closed after the header timeout: {slow_closed} of {slow_count}")
+stop.set()
+trickler.join()
+for s in held + slow:
+    s.close()
+check(translate(port, "打开文件")[0] == 200, "still answering afterwards")
+proc.send_signal(signal.SIGTERM)
+check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
+
+# 2. One address beyond its connection limit: 503 with Retry-After; its
+#    other connections and other addresses are served.
+proc, port = start("limit", "--max-connections-per-client", "5")
+mine = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+time.sleep(0.2)
+status, headers, body, _ = translate(port, "打开文件")
+check(status == 503 and headers.get("Retry-After") == "1" and b"too many connections" in body,
+      f"a 6th connection from one address: {status} {headers.get('Retry-After')!r} {body[:100]!r}")
+other = socket.socket()
+other.bind(("127.0.0.2", 0))
+other.connect(("127.0.0.1", port))
+other.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+check(other.recv(100).startswith(b"HTTP/1.1 200"), "another address is served")
+mine[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+check(mine[0].recv(100).startswith(b"HTTP/1.1 200"), "a connection within the limit is served")
+for s in mine + [other]:
+    s.close()
+time.sleep(0.3)
+check(translate(port, "打开文件")[0] == 200, "served again once the address's connections closed")
+proc.send_signal(signal.SIGTERM)
+check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
+print(f"serve connections: {'all passed' if failures == 0 else f'{failures} failed'}")
+sys.exit(1 if failures else 0)
