@@ -291,6 +291,7 @@ for prec in float32 bf16; do
   dir=$work/nmt_$prec
   LIMIT=$train_limit TAIL=6 record "train-nmt-$prec" "$nmt" train --config "$config" --device "$device" \
     "${threads[@]}" --attention flash --set train.precision="$prec" --set train.checkpoint_dir="$dir" \
+    --set tokenizer.protect_placeholders=false \
     --set data.prepared_dir="$work/prepared" "${nmt_budget[@]}" --set train.eval_every=1000000 \
     --set train.valid_bleu_sentences=0 --set train.best_metric=loss --set train.progress=false
   if [ ! -f "$dir/last/state.yaml" ]; then
