@@ -3,7 +3,7 @@
 # a CUDA PyTorch of the same version but none of Debian's libraries and no
 # package access: the executables scripts/gpu_check.sh runs, laid out as a
 # build folder, plus the shared libraries they need beyond glibc, the C++
-# runtime and LibTorch/CUDA (yaml-cpp, spdlog, fmt, SentencePiece, httplib and
+# runtime and LibTorch/CUDA (yaml-cpp, spdlog, fmt, SentencePiece, libmicrohttpd and
 # theirs), and the SentencePiece shim. LibTorch, CUDA, cuDNN and NCCL are
 # taken from the host's torch.
 #

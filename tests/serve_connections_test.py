@@ -39,6 +39,8 @@ def check(ok, what):
 
 def start(name, *flags):
     port_file = os.path.join(work, name + ".port")
+    if os.path.exists(port_file):
+        os.remove(port_file)
     log = open(os.path.join(work, name + ".log"), "w")
     proc = subprocess.Popen([nmt, "serve", "--checkpoint", checkpoint, "--port", "0", "--port-file", port_file,
                              "--threads", "1", *flags], stdout=log, stderr=subprocess.STDOUT)
@@ -150,6 +152,75 @@ for s in mine + [other]:
     s.close()
 time.sleep(0.3)
 check(translate(port, "打开文件")[0] == 200, "served again once the address's connections closed")
+proc.send_signal(signal.SIGTERM)
+check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
+# 3. HTTP/1.1 details, on raw sockets.
+proc, port = start("http", "--max-body-bytes", "4096")
+
+
+def exchange(data, wait=10.0, then=None):
+    """Sends data (then `then` once something came back): everything received until the server closes, and
+    the seconds until the first byte came back."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(wait)
+    t = time.time()
+    s.sendall(data)
+    out = b""
+    first = None
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            first = first or time.time() - t
+            out += b
+            if then is not None:
+                s.sendall(then)
+                then = None
+    except socket.timeout:
+        out += b"<timeout>"
+    s.close()
+    return out, first if first is not None else time.time() - t
+
+
+H = b"Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+body = json.dumps({"text": ["打开文件"]}).encode()
+out, took = exchange(b"POST /v1/translate HTTP/1.1\r\n" + H + b"\r\n")
+check(out.startswith(b"HTTP/1.1 411") and took < 2, f"a POST without a body: {out[:12]!r} after {took:.2f} s")
+out, took = exchange(b"POST /v1/translate HTTP/1.1\r\n" + H + b"Content-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+check(out.startswith(b"HTTP/1.1 413") and b"100 Continue" not in out and took < 2,
+      f"a Content-Length over the limit: {out[:12]!r}, no 100 Continue, after {took:.2f} s")
+chunk = b"x" * 3000
+out, _ = exchange(b"POST /v1/translate HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n" +
+                  (b"%x\r\n" % len(chunk) + chunk + b"\r\n") * 2 + b"0\r\n\r\n")
+check(out.startswith(b"HTTP/1.1 413"), f"chunks passing the limit: {out[:12]!r}")
+out, _ = exchange(b"POST /v1/translate HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                  b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+check(out.startswith(b"HTTP/1.1 200") and b"translations" in out, f"a chunked body: {out[:12]!r}")
+out, _ = exchange(b"POST /v1/translate HTTP/1.1\r\n" + H + b"Expect: 100-continue\r\nConnection: close\r\n" +
+                  b"Content-Length: %d\r\n\r\n" % len(body), then=body)
+check(out.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 200" in out, f"Expect: 100-continue: {out[:40]!r}")
+out, _ = exchange(b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+check(out.startswith(b"HTTP/1.1 200") and out.endswith(b"\r\n\r\n"), f"HEAD: headers only ({len(out)} bytes)")
+out, _ = exchange(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
+                  b"POST /v1/translate HTTP/1.1\r\n" + H + b"Content-Length: %d\r\n\r\n" % len(body) + body +
+                  b"GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+check(out.count(b"HTTP/1.1 200") == 3, f"three pipelined requests on one connection: {out.count(b'HTTP/1.1 200')} answers")
+# Large answers gzip'ed for a client that takes gzip (a browser also offers br).
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+big = json.dumps({"text": ["打开文件"] * 8, "attention": True})
+c.request("POST", "/v1/translate", body=big, headers={"Content-Type": "application/json",
+                                                       "Accept-Encoding": "gzip, deflate, br"})
+r = c.getresponse()
+packed = r.read()
+import gzip
+plain = json.loads(gzip.decompress(packed)) if r.getheader("Content-Encoding") == "gzip" else None
+check(r.status == 200 and plain is not None and len(plain["attention"]) == 8 and r.getheader("Vary") == "Accept-Encoding",
+      f"a large answer gzip'ed: {r.getheader('Content-Encoding')}, {len(packed)} bytes")
+c.request("POST", "/v1/translate", body=big, headers={"Content-Type": "application/json"})
+r = c.getresponse()
+check(r.getheader("Content-Encoding") is None and len(r.read()) > len(packed), "not gzip'ed for a client without gzip")
+c.close()
 proc.send_signal(signal.SIGTERM)
 check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
 print(f"serve connections: {'all passed' if failures == 0 else f'{failures} failed'}")
