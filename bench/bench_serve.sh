@@ -3,9 +3,11 @@
 # sentences in the same run.
 #
 # Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--sentences N]
-#          [--requests R] [--threads N] [--soak-minutes M] [--compute-type T] [--out DIR]
+#          [--requests R] [--threads N] [--soak-minutes M] [--compute-type T]
+#          [--hold IDLE,SLOW] [--out DIR]
 #   defaults: data/real/test.zh, 500 sentences, 2000 requests per level,
-#   2 threads, no soak, the checkpoint's decode.compute_type, docs/bench
+#   2 threads, no soak, the checkpoint's decode.compute_type, --hold
+#   10000,1000, docs/bench
 #
 # 1. Offline: nmt translate --batch-size 32 over the sentences (sentences/s
 #    from its log, model loading left out); its output is what every answer
@@ -23,12 +25,19 @@
 #    CPU seconds the load generator itself used.
 #    Before them, concurrency 32 with --batching static (whole batches,
 #    no joining between decoding steps), for comparison in the same run.
-# 3. --soak-minutes M: rounds of 500 requests at concurrency 32 for M
+# 3. Held connections (--hold IDLE,SLOW; 0,0 skips): bench/serve_hold.py keeps
+#    IDLE connections that send nothing and SLOW ones that send their headers
+#    a byte a second open from other loopback addresses, opening again
+#    whatever the server closes; after 12 s of that, concurrency 8 again
+#    (4 R requests), beside the unloaded concurrency-8 level. Also: the
+#    connections the server held (ss, sampled each second), and its resident
+#    memory.
+# 4. --soak-minutes M: rounds of 500 requests at concurrency 32 for M
 #    minutes; the server's resident memory (VmRSS) after every round.
 # Writes OUT/serve.md and OUT/serve.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-checkpoint="" lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench compute=()
+checkpoint="" lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench compute=() hold=10000,1000
 while (($#)); do
   case $1 in
     --checkpoint) checkpoint=$2; shift 2 ;;
@@ -38,6 +47,7 @@ while (($#)); do
     --threads) threads=$2; shift 2 ;;
     --soak-minutes) soak=$2; shift 2 ;;
     --compute-type) compute=(--compute-type "$2"); shift 2 ;;
+    --hold) hold=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_serve: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -87,6 +97,36 @@ load static 32
 kill -TERM "$server" && wait "$server" || true
 start_server continuous
 for c in 1 8 32 128; do load continuous "$c"; done
+hold_idle=${hold%,*} hold_slow=${hold#*,}
+if [ "$hold_idle" -gt 0 ] || [ "$hold_slow" -gt 0 ]; then
+  echo "bench_serve: $hold_idle idle and $hold_slow slow-header connections held, concurrency 8" >&2
+  rss_before=$(awk '/VmRSS/ {print $2 / 1024}' "/proc/$server/status")
+  $python bench/serve_hold.py "$port" "$hold_idle" "$hold_slow" >"$work/hold.json" &
+  holder=$!
+  held() { ss -Htn state established "( sport = :$port )" | wc -l; }
+  : >"$work/held.txt"
+  (while kill -0 "$holder" 2>/dev/null; do held >>"$work/held.txt"; sleep 1; done) &
+  sampler=$!
+  sleep 12
+  # Four times the requests of a level: long enough to span the holders' waves
+  # (the idle ones, opened together, are closed and reopened together).
+  "$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests $((4 * requests)) \
+    --expect "$work/offline.en" >"$work/held_load.json"
+  rss=$(awk '/VmRSS/ {print $2 / 1024}' "/proc/$server/status")
+  kill -TERM "$holder"; wait "$holder" || true
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+  $python - "$work/held_load.json" "$work/hold.json" "$work/held.txt" "$rss" "$rss_before" >>"$work/serve.jsonl" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+h = json.load(open(sys.argv[2]))
+held = [int(l) for l in open(sys.argv[3]) if l.strip()][12:]  # after the ramp
+r.update({"batching": "continuous", "held_idle": h["idle"], "held_slow": h["slow"],
+          "closed_by_server": h["closed_by_server"], "held_min": min(held, default=0),
+          "held_median": sorted(held)[len(held) // 2] if held else 0, "server_rss_mb": round(float(sys.argv[4]), 1),
+          "server_rss_mb_before": round(float(sys.argv[5]), 1)})
+print(json.dumps(r))
+PY
+fi
 soak_line=""
 if [ "$soak" -gt 0 ]; then
   echo "bench_serve: soak, concurrency 32 for $soak minutes" >&2
@@ -117,7 +157,8 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 offline, n, threads, ckpt, requests = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 compute = sys.argv[7]
-load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous"]
+load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous" and "held_idle" not in r]
+held = next((r for r in rows if "held_idle" in r), None)
 static = [r for r in rows if "concurrency" in r and r["batching"] == "static"]
 print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {n} sentences of the test set, {threads} threads, "
       f"checkpoint `{ckpt}`, compute type {compute}; closed-loop clients on loopback, one sentence per request, {requests} requests "
@@ -142,6 +183,15 @@ if one:
     print(f"- concurrency 1: p99 {one['p99_ms']} ms against a single translate call's p99 {one['translate_p99_ms']} ms "
           f"(the server's own time for a batch of that one sentence): {one['p99_ms'] / one['translate_p99_ms']:.2f}x "
           f"(goal <= 1.5x)")
+c8 = next((r for r in load if r["concurrency"] == 8), None)
+if held and c8:
+    print(f"- concurrency 8 beside {held['held_idle']:,} idle and {held['held_slow']:,} slow-header connections "
+          f"(opened again as the server closed them: {held['closed_by_server']:,} closed; the server held "
+          f"{held['held_median']:,} at a time, at least {held['held_min']:,}): p50 / p95 / p99 {held['p50_ms']} / "
+          f"{held['p95_ms']} / {held['p99_ms']} ms against {c8['p50_ms']} / {c8['p95_ms']} / {c8['p99_ms']} ms unloaded "
+          f"(p99 {held['p99_ms'] - c8['p99_ms']:+.1f} ms; goal within +100 ms), {held['failures']} failed (goal 0), "
+          f"{held['sentences_per_s']:.1f} sentences/s (unloaded {c8['sentences_per_s']:.1f}); the server's resident "
+          f"memory {held['server_rss_mb_before']} MB before, {held['server_rss_mb']} MB holding them")
 soak = next((r for r in rows if "soak_minutes" in r), None)
 if soak:
     rss, minutes = soak["rss_mb"], soak["soak_minutes"]
