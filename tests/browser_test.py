@@ -31,6 +31,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 KINDS = ("encoder_self", "decoder_self", "cross")
 TOLERANCE = 1e-3
+PHONE = (390, 844)
+MIN_PHONE_CELL = 24  # px: a finger's target
 
 
 class Failure(Exception):
@@ -54,17 +56,24 @@ def api(base, path, body=None):
         return e.code, json.loads(e.read() or b"null")
 
 
-def start_chromium(profile):
+def start_chromium(profile, phone=False):
     options = webdriver.ChromeOptions()
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run",
                 "--window-size=1280,900", f"--user-data-dir={profile}"):
         options.add_argument(arg)
+    if phone:  # a 390x844 phone with a touch screen
+        options.add_experimental_option("mobileEmulation", {
+            "deviceMetrics": {"width": PHONE[0], "height": PHONE[1], "pixelRatio": 3, "touch": True},
+            "userAgent": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+                         "Chrome/120.0 Mobile Safari/537.36"})
     if os.path.exists("/usr/bin/chromium"):
         options.binary_location = "/usr/bin/chromium"
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     # An explicit driver path: selenium-manager must not try to download one.
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    if phone:
+        return driver
     # --window-size is the outer size; make the page's viewport 1280x900.
     extra_w, extra_h = driver.execute_script(
         "return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight];")
@@ -277,24 +286,147 @@ def run(args):
 
         errors = severe_console(driver)
         check(not errors, f"console errors: {errors}")
+
+        # After an error the previous result goes: it is not this input's.
+        if refused_checked:
+            translate_in_page(driver, "\n".join(lines))
+            wait(driver, 15, lambda d: error_shown(d) and not d.find_element(By.ID, "translate")
+                 .get_attribute("disabled"), "the refused request's error was not shown")
+            stale = driver.execute_script("return [document.getElementById('translation').textContent.trim(),"
+                                          " document.querySelectorAll('#heatmap .cell').length];")
+            check(stale == ["", 0], f"after an error the previous result stays: {stale}")
+
+        # Another site's page cannot use the service: its POSTs are refused
+        # (403 by Origin), here from a page on another port of 127.0.0.1.
+        refused_before = forbidden_count(base)
+        page = ("<script>fetch(%s, {method: 'POST', mode: 'no-cors', headers: {'Content-Type': 'text/plain'}, "
+                "body: JSON.stringify({text: ['\u6253\u5f00\u6587\u4ef6']})})"
+                ".then(() => document.title = 'sent', () => document.title = 'failed');</script>"
+                % json.dumps(urllib.parse.urljoin(base, "v1/translate")))
+        with other_site(page) as other:
+            driver.get(other)
+            wait(driver, 10, lambda d: d.title in ("sent", "failed"), "the other site's page never sent its POST")
+        refused_after = wait(driver, 5, lambda d: forbidden_count(base) > refused_before or False,
+                             "the other site's POST was not refused with 403")
+        cross_origin = refused_after - refused_before
+        driver.get(base)
+        wait(driver, 10, lambda d: text_of(d, "model-info") or False, "the page did not load again")
+        translate_in_page(driver, args.sentence)
+        again = wait(driver, 30, lambda d: text_of(d, "translation") or False, "#translation stayed empty")
+        check(again == answer["translations"][0], "the page's own translation failed after the other site's POST")
     except WebDriverException as e:
         raise Failure(f"browser: {e.msg or e}") from None
     finally:
         if driver is not None:
             driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
-    return S, T, checked_cells, refused_checked
+    phone_cell = run_phone(base, args, S, T)
+    return S, T, checked_cells, refused_checked, cross_origin, phone_cell
+
+
+def run_phone(base, args, S, T):
+    """The page on a 390x844 touch screen: no keyboard hint, cells a finger can
+    hit (the map pans), a tap shows the weight. Returns the cell size."""
+    profile = tempfile.mkdtemp(prefix="nmt-browser-phone-")
+    driver = None
+    try:
+        driver = start_chromium(profile, phone=True)
+        driver.set_page_load_timeout(20)
+        driver.get(base)
+        wait(driver, 10, lambda d: text_of(d, "model-info") or False, "phone: #model-info stayed empty")
+        width = driver.execute_script("return window.innerWidth;")
+        check(width == PHONE[0], f"phone: the viewport is {width} px wide, not {PHONE[0]}")
+        check(driver.execute_script("return matchMedia('(hover: none) and (pointer: coarse)').matches;"),
+              "phone: the emulated screen is not a touch screen")
+        hint = driver.execute_script("const h = document.querySelector('.kbd-hint');"
+                                     "return h && h.offsetParent !== null;")
+        check(not hint, "phone: the Ctrl+Enter hint shows on a touch screen")
+        overflow = driver.execute_script("return document.documentElement.scrollWidth;")
+        check(overflow <= PHONE[0], f"phone: the page is {overflow} px wide, wider than the screen")
+        # A sentence three times as long: too many columns to fit 390 px at a
+        # finger's size, so the map must pan rather than shrink.
+        translate_in_page(driver, "，".join([args.sentence] * 3))
+        wait(driver, 30, lambda d: text_of(d, "translation") or False, "phone: #translation stayed empty")
+        select(driver, "kind", "cross")
+        look = driver.execute_script(LOOK_JS)
+        check(look["w"] >= MIN_PHONE_CELL and 0.8 <= look["w"] / look["h"] <= 1.25,
+              f"phone: cells are {look['w']:.1f}x{look['h']:.1f} px (want square, at least {MIN_PHONE_CELL} px)")
+        fonts = driver.execute_script(
+            "const c = document.querySelector('#heatmap.numbers .cell');"
+            "return c ? parseFloat(getComputedStyle(c).fontSize) : null;")
+        check(fonts is None or fonts >= 9, f"phone: the numbers in the cells are {fonts} px")
+        r, c = min(1, T - 1), min(1, S - 1)
+        cell = driver.find_element(By.CSS_SELECTOR, f'#heatmap .cell[data-row="{r}"][data-col="{c}"]')
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'});", cell)
+        cell.click()  # a tap
+        tip = wait(driver, 3, lambda d: d.execute_script(
+            "const t = document.getElementById('tooltip'); return !t.hidden && t.textContent;"),
+            "phone: tapping a cell shows no tooltip")
+        check(cell.get_attribute("data-value") in tip, f"phone: the tooltip {tip!r} lacks the cell's weight")
+        driver.save_screenshot(args.phone_screenshot)
+        errors = severe_console(driver)
+        check(not errors, f"phone: console errors: {errors}")
+        return look["w"]
+    except WebDriverException as e:
+        raise Failure(f"browser (phone): {e.msg or e}") from None
+    finally:
+        if driver is not None:
+            driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def forbidden_count(base):
+    """The service's count of 403 answers to POST v1/translate (its /metrics)."""
+    with urllib.request.urlopen(urllib.parse.urljoin(base, "metrics"), timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith('nmt_http_requests_total{path="/v1/translate",code="403"}'):
+                return int(float(line.split()[-1]))
+    return 0
+
+
+class other_site:
+    """A page served from another origin (another port of 127.0.0.1)."""
+
+    def __init__(self, html):
+        import http.server
+        import threading
+        body = html.encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", required=True, help="the explorer page, e.g. http://127.0.0.1:8080/")
     parser.add_argument("--screenshot", required=True, help="PNG to write (cross attention of the sentence)")
+    parser.add_argument("--phone-screenshot", help="PNG of the page on a 390x844 phone (default: beside --screenshot)")
     parser.add_argument("--sentence", default="无法打开文件", help="the Chinese sentence to translate")
     args = parser.parse_args()
+    if not args.phone_screenshot:
+        args.phone_screenshot = os.path.splitext(args.screenshot)[0] + "-phone.png"
     started = time.monotonic()
     try:
-        S, T, cells, refused = run(args)
+        S, T, cells, refused, cross_origin, phone_cell = run(args)
     except Failure as e:
         print(f"FAIL: browser_test: {e}", file=sys.stderr)
         return 1
@@ -303,7 +435,9 @@ def main():
         return 1
     print(f"PASS: browser_test: {S} source x {T} target tokens, 3 kinds x layers x heads, {cells} cells "
           f"match the API; masked future, tooltip, empty input{', server error' if refused else ''} shown, "
-          f"no console errors; screenshot {args.screenshot} ({time.monotonic() - started:.1f} s)")
+          f"no console errors; another site's POST refused ({cross_origin} x 403) and the page still works; "
+          f"on a {PHONE[0]}x{PHONE[1]} phone {phone_cell:.0f} px cells, a tap shows the weight; screenshots "
+          f"{args.screenshot}, {args.phone_screenshot} ({time.monotonic() - started:.1f} s)")
     return 0
 
 

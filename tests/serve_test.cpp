@@ -391,6 +391,35 @@ TEST(Request, EveryWrongShapeIsA4xxNamingTheField) {
   EXPECT_EQ(error_json(400, "x \"y\""), R"({"error":{"code":400,"message":"x \"y\""}})");
 }
 
+TEST(Request, TextsWithLineBreaksAreTranslatedLineByLine) {
+  TranslateRequest r;
+  r.text = {"一\n二\r\n三", "四", "", "五\n"};
+  std::vector<size_t> owner;
+  const std::vector<std::string> lines = split_lines(r, {}, &owner);
+  EXPECT_EQ(lines, (std::vector<std::string>{"一", "二", "三", "四", "", "五", ""}));
+  EXPECT_EQ(owner, (std::vector<size_t>{0, 0, 0, 1, 2, 3, 3}));
+  EXPECT_EQ(join_lines({"one", "two", "three", "four", "", "five", ""}, owner, 4),
+            (std::vector<std::string>{"one\ntwo\nthree", "four", "", "five\n"}));
+  RequestLimits three;
+  three.max_sentences = 3;
+  r.text = {"a\nb", "c\nd"};
+  try {
+    split_lines(r, three, &owner);
+    ADD_FAILURE() << "4 lines passed a limit of 3";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.status(), 413);
+  }
+  r.attention = true;
+  r.text = {"a", "b\nc"};
+  try {
+    split_lines(r, {}, &owner);
+    ADD_FAILURE() << "attention over a text with line breaks";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("text[1]"), std::string::npos);
+  }
+}
+
 TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   Metrics m;
   m.request("/v1/translate", 200);

@@ -32,7 +32,10 @@ if [ "$mode" = --browser ]; then
   on_exit() { kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null; }
   wait_until 60 test -s "$tmp/port" || { echo "FAIL: serve did not start: $(tail -3 "$tmp/serve.log")"; exit 1; }
   shot=${NMT_SCREENSHOT:-$tmp/explorer.png}
+  # The phone-size page's screenshot is kept (where ctest runs, or NMT_TEST_ARTIFACTS).
+  phone_shot=${NMT_TEST_ARTIFACTS:-$PWD}/explorer-phone.png
   /usr/bin/python3 "$src/tests/browser_test.py" --url "http://127.0.0.1:$(cat "$tmp/port")/" --screenshot "$shot" \
+    --phone-screenshot "$phone_shot" \
     --sentence "$(sed -n 3p "$src/data/toy/test.zh")"
   exit $?
 fi

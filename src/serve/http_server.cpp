@@ -205,6 +205,8 @@ struct Exchange {
   bool submitted = false;
   std::optional<Reply> early;  // decided from the headers alone, sent once the request is complete
   bool attention = false;
+  size_t texts = 0;           // texts in the request
+  std::vector<size_t> owner;  // owner[k]: the text of line k (line breaks split a text)
   std::vector<size_t> cut;
   std::future<JobResult> result;
   MHD_Connection* connection = nullptr;
@@ -407,10 +409,13 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
       throw RequestError(413, "body: larger than the limit of " + std::to_string(options_.max_body_bytes) +
                                   " bytes (--max-body-bytes)");
     if (draining_) throw RequestError(503, "the service is shutting down");
-    const TranslateRequest request = parse_translate_request(ex->body, options_.limits);
+    TranslateRequest request = parse_translate_request(ex->body, options_.limits);
+    ex->texts = request.text.size();
+    request.text = split_lines(request, options_.limits, &ex->owner);
     Job job = service_.make_job(request);
     ex->attention = request.attention;
-    ex->cut = job.cut;
+    for (size_t line : job.cut)  // the texts cut, by their index
+      if (ex->cut.empty() || ex->cut.back() != ex->owner[line]) ex->cut.push_back(ex->owner[line]);
     // The batch wakes this connection once its answer is ready; until then
     // the connection is suspended and holds no thread.
     std::weak_ptr<Exchange> weak = ex;
@@ -441,7 +446,14 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
 
 Reply HttpServer::translated(Exchange& ex) {
   try {
-    const JobResult result = ex.result.get();
+    JobResult result = ex.result.get();
+    if (ex.texts != result.sentences.size()) {  // texts with line breaks: their lines' translations joined
+      std::vector<std::string> lines;
+      for (const SentenceResult& s : result.sentences) lines.push_back(s.translation);
+      const std::vector<std::string> joined = join_lines(lines, ex.owner, ex.texts);
+      result.sentences.assign(ex.texts, SentenceResult{});
+      for (size_t i = 0; i < ex.texts; ++i) result.sentences[i].translation = joined[i];
+    }
     Reply r;
     r.body = translate_answer(result.sentences, ex.attention, ex.cut);
     // Where the time went (W3C Server-Timing): waiting for a batch, and the

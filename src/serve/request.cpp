@@ -69,6 +69,45 @@ TranslateRequest parse_translate_request(const std::string& body, const RequestL
   return r;
 }
 
+std::vector<std::string> split_lines(const TranslateRequest& request, const RequestLimits& limits,
+                                     std::vector<size_t>* owner) {
+  std::vector<std::string> lines;
+  owner->clear();
+  for (size_t i = 0; i < request.text.size(); ++i) {
+    const std::string& text = request.text[i];
+    if (request.attention && text.find('\n') != std::string::npos)
+      throw RequestError(400, "text[" + std::to_string(i) + "]: has line breaks, and attention maps are one per "
+                              "line: send its lines as texts of their own");
+    size_t at = 0;
+    for (;;) {
+      const size_t end = text.find('\n', at);
+      std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      if (end != std::string::npos && !line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(std::move(line));
+      owner->push_back(i);
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+  }
+  if (static_cast<int64_t>(lines.size()) > limits.max_sentences)
+    throw RequestError(413, "text: " + std::to_string(lines.size()) + " lines (line breaks split a text), more than "
+                            "the " + std::to_string(limits.max_sentences) + " a request may hold");
+  return lines;
+}
+
+std::vector<std::string> join_lines(const std::vector<std::string>& translations, const std::vector<size_t>& owner,
+                                    size_t texts) {
+  std::vector<std::string> out(texts);
+  std::vector<bool> started(texts, false);
+  for (size_t k = 0; k < translations.size(); ++k) {
+    std::string& t = out[owner[k]];
+    if (started[owner[k]]) t += '\n';
+    t += translations[k];
+    started[owner[k]] = true;
+  }
+  return out;
+}
+
 std::string error_json(int status, const std::string& message) {
   return json{{"error", {{"code", status}, {"message", message}}}}.dump();
 }

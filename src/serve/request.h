@@ -35,6 +35,18 @@ struct TranslateRequest {
 // silently).
 TranslateRequest parse_translate_request(const std::string& body, const RequestLimits& limits);
 
+// A text with line breaks is translated line by line and its translations
+// joined with "\n", as translation services do: the model reads one sentence
+// a line. split_lines turns the request's texts into the lines to translate
+// (a "\r" before a "\n" dropped), owner[k] naming the text of line k; with
+// attention asked, a text with line breaks is a 400 (its maps are one per
+// line: send its lines as texts of their own); more lines than
+// max_sentences, a 413. join_lines puts the translations back together.
+std::vector<std::string> split_lines(const TranslateRequest& request, const RequestLimits& limits,
+                                     std::vector<size_t>* owner);
+std::vector<std::string> join_lines(const std::vector<std::string>& translations, const std::vector<size_t>& owner,
+                                    size_t texts);
+
 // {"error": {"code": status, "message": message}}
 std::string error_json(int status, const std::string& message);
 

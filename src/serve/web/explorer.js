@@ -36,6 +36,8 @@
   };
   const EXAMPLES = ['无法打开文件', '无法创建目录 %s', '保存文件时出错'];
   const WORD_START = '\u2581';  // SentencePiece's word-boundary mark
+  // A phone or tablet: no hover, a finger for a pointer.
+  const TOUCH = window.matchMedia('(hover: none) and (pointer: coarse)').matches;
 
   const state = {
     info: null,
@@ -207,8 +209,12 @@
         (model ? ` (model ${Math.round(Number(model[1]))} ms)` : '');
       showResults();
     } catch (e) {
+      // The previous result is not this input's: it goes, rather than stay
+      // under the error as if it were current.
       showError(e.message);
-      renderTranslations();
+      state.results = [];
+      state.sentence = 0;
+      showResults();
     } finally {
       setBusy(false);
     }
@@ -400,7 +406,7 @@
       }
     }
     el.heatmap.style.gridTemplateColumns = `max-content repeat(${cols}, var(--cell))`;
-    el.heatmap.classList.toggle('numbers', showNumbers);
+    state.showNumbers = showNumbers;
     el.heatmap.setAttribute('aria-label',
       `${KINDS[state.kind].name}, layer ${state.layer + 1}, ${state.head === 'mean' ? 'mean of heads' : 'head ' + (Number(state.head) + 1)}: ` +
       `${rows} query rows by ${cols} key columns. Use the arrow keys to read values.`);
@@ -441,10 +447,14 @@
       const byWidth = Math.floor((areaW - labelW) / cols) - 1;
       const byHeight = Math.floor((window.innerHeight - (area.top + window.scrollY) - labelH - below) / rows) - 1;
       // Fit the window's height too, down to 15 px; below that the map scrolls.
-      size = Math.max(Math.min(byWidth, 40, Math.max(byHeight, 15)), 12);
+      // On a touch screen a cell is a finger's target and keeps 28 px: the map
+      // then pans inside its area instead of shrinking to unreadable cells.
+      size = Math.max(Math.min(byWidth, 40, Math.max(byHeight, 15)), TOUCH ? 28 : 12);
     }
     hm.style.setProperty('--cell', `${size}px`);
     hm.style.setProperty('--label-font', `${labelFont(size)}px`);
+    // Numbers only where they are legible (at least 9 px, in cells of 26 px).
+    hm.classList.toggle('numbers', Boolean(state.showNumbers) && size >= 26);
   }
   const labelFont = (size) => Math.max(10.5, Math.min(14, Math.round(size * 0.66)));
 
@@ -506,6 +516,13 @@
     el.tooltip.hidden = true;
   }
 
+  // A tap shows the cell's weight (a touch screen has no hover).
+  el.heatmap.addEventListener('click', (e) => {
+    const cell = e.target.closest('.cell');
+    if (!cell) return;
+    const r = Number(cell.dataset.row), c = Number(cell.dataset.col);
+    setActive(r, c, cell.getBoundingClientRect());
+  });
   el.heatmap.addEventListener('mousemove', (e) => {
     const cell = e.target.closest('.cell');
     if (!cell) return;
