@@ -13,6 +13,7 @@ Prints one PASS line, or FAIL with the reason and exits 1.
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from selenium import webdriver
 from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.actions.action_builder import ActionBuilder
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -90,25 +92,86 @@ def expected_matrix(att, kind, layer, head):
     return [[sum(h[r][c] for h in per_head) / len(per_head) for c in range(cols)] for r in range(rows)]
 
 
+# The heatmap is one canvas: each cell's colour, sampled a quarter of the way
+# into the cell (clear of its number and rounded corners), as [r, c, [R, G, B]].
 CELLS_JS = """
-return Array.from(document.querySelectorAll('#heatmap .cell'), c =>
-  [c.dataset.row, c.dataset.col, c.dataset.value, c.classList.contains('masked')]);
+const cv = document.querySelector('#heatmap canvas.cells');
+if (!cv) return null;
+const rows = Number(cv.dataset.rows), cols = Number(cv.dataset.cols);
+const w = parseFloat(cv.style.width), h = parseFloat(cv.style.height);
+const pitchX = (w + 1) / cols, pitchY = (h + 1) / rows, sx = cv.width / w, sy = cv.height / h;
+const data = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+const out = [];
+for (let r = 0; r < rows; ++r)
+  for (let c = 0; c < cols; ++c) {
+    const x = Math.floor((c * pitchX + (pitchX - 1) * 0.25) * sx), y = Math.floor((r * pitchY + (pitchY - 1) * 0.25) * sy);
+    const o = (y * cv.width + x) * 4;
+    out.push([r, c, [data[o], data[o + 1], data[o + 2]]]);
+  }
+return {rows: rows, cols: cols, scale: document.getElementById('scale').value, cells: out};
 """
 
 LOOK_JS = """
-const cells = document.querySelectorAll('#heatmap .cell');
-const style = (c) => { const s = getComputedStyle(c); return s.backgroundColor + '|' + s.backgroundImage; };
-const first = cells[0].getBoundingClientRect();
+const cv = document.querySelector('#heatmap canvas.cells');
+const rows = Number(cv.dataset.rows), cols = Number(cv.dataset.cols);
 const map = document.getElementById('heatmap').getBoundingClientRect();
 const area = document.getElementById('heatmap').parentElement;
-const masked = document.querySelector('#heatmap .cell.masked');
-const unmasked = Array.from(cells).filter(c => !c.classList.contains('masked')).map(style);
-return {w: first.width, h: first.height, right: map.right, vw: window.innerWidth,
+return {w: (parseFloat(cv.style.width) + 1) / cols - 1, h: (parseFloat(cv.style.height) + 1) / rows - 1,
+        right: map.right, vw: window.innerWidth,
         scroll_w: area.scrollWidth, client_w: area.clientWidth,
         rlabels: document.querySelectorAll('#heatmap .rlabel').length,
         clabels: document.querySelectorAll('#heatmap .clabel').length,
-        masked: masked ? style(masked) : null, unmasked: unmasked};
+        elements: document.querySelectorAll('#heatmap *').length};
 """
+
+# The page's colour ramp (YlGnBu, 256 steps), to read values back from colours.
+STOPS = [(255, 255, 217), (237, 248, 177), (199, 233, 180), (127, 205, 187), (65, 182, 196), (29, 145, 192),
+         (34, 94, 168), (37, 52, 148), (8, 29, 88)]
+
+
+def ramp(i):
+    x = i / 255 * (len(STOPS) - 1)
+    k = min(int(x), len(STOPS) - 2)
+    f = x - k
+    return tuple(round(a + (b - a) * f) for a, b in zip(STOPS[k], STOPS[k + 1]))
+
+
+RAMP = [ramp(i) for i in range(256)]
+
+
+def colour_matches(rgb, value, scale, steps=3):
+    """Whether rgb is the ramp's colour for value, within a few of its 256 steps."""
+    x = min(max(value, 0.0), 1.0)
+    i = round((x ** 0.5 if scale == "sqrt" else x) * 255)
+    return any(max(abs(a - b) for a, b in zip(rgb, RAMP[j])) <= 2
+               for j in range(max(0, i - steps), min(255, i + steps) + 1))
+
+
+def on_ramp(rgb):
+    return any(max(abs(a - b) for a, b in zip(rgb, c)) <= 2 for c in RAMP)
+
+
+def walk_readout(driver, rows, cols):
+    """Every cell's value as the readout gives it, walking the map with the arrow keys."""
+    heatmap = driver.find_element(By.ID, "heatmap")
+    driver.execute_script("arguments[0].focus();", heatmap)  # focus shows cell (0, 0)
+    values = {}
+    for r in range(rows):
+        for c in range(cols):
+            text = text_of(driver, "readout")
+            found = re.search(r"(\d+\.\d{4})\s+·\s+row (\d+), column (\d+)", text)
+            if "masked, a future position" in text:
+                values[(r, c)] = None
+            else:
+                check(found and (int(found.group(2)), int(found.group(3))) == (r + 1, c + 1),
+                      f"readout {text!r} is not cell ({r}, {c})")
+                values[(r, c)] = float(found.group(1))
+            if c + 1 < cols:
+                heatmap.send_keys(Keys.ARROW_RIGHT)
+        if r + 1 < rows:
+            heatmap.send_keys(Keys.ARROW_DOWN, Keys.HOME)
+    driver.execute_script("arguments[0].blur();", heatmap)
+    return values
 
 
 def wait(driver, seconds, condition, message):
@@ -221,33 +284,40 @@ def run(args):
                     select(driver, "head", head)
                     what = f"{kind} layer {layer} head {head}"
                     rows, cols = shape[kind]
-                    cells = driver.execute_script(CELLS_JS)
-                    check(len(cells) == rows * cols,
-                          f"{what}: {len(cells)} cells in #heatmap, expected {rows}x{cols} = {rows * cols}")
-                    seen = {(int(r), int(c)) for r, c, _, _ in cells}
-                    check(seen == {(r, c) for r in range(rows) for c in range(cols)},
-                          f"{what}: data-row/data-col do not cover the {rows}x{cols} grid once each")
+                    drawn = driver.execute_script(CELLS_JS)
+                    check(drawn is not None, f"{what}: no canvas in #heatmap")
+                    check((drawn["rows"], drawn["cols"]) == (rows, cols),
+                          f"{what}: a {drawn['rows']}x{drawn['cols']} map, expected {rows}x{cols}")
+                    cells = drawn["cells"]
                     want = expected_matrix(att, kind, layer, head)
-                    for r, c, value, masked in cells:
-                        r, c, value = int(r), int(c), float(value)
+                    for r, c, rgb in cells:
                         if kind == "decoder_self" and c > r:
-                            check(value == 0.0 and masked, f"{what}: future cell ({r},{c}) is {value}, not masked")
+                            check(not on_ramp(rgb), f"{what}: future cell ({r},{c}) is coloured {rgb}, not hatched")
                         else:
-                            check(not masked, f"{what}: cell ({r},{c}) marked masked")
-                        check(abs(value - want[r][c]) <= TOLERANCE,
-                              f"{what}: cell ({r},{c}) shows {value}, the API gives {want[r][c]:.4f}")
+                            check(colour_matches(rgb, want[r][c], drawn["scale"]),
+                                  f"{what}: cell ({r},{c}) is coloured {rgb}, not the colour of the API's "
+                                  f"{want[r][c]:.4f}")
                     checked_cells += len(cells)
+            # Exact values: every cell of the last view through the readout.
+            rows, cols = shape[kind]
+            read = walk_readout(driver, rows, cols)
+            want = expected_matrix(att, kind, sorted({0, layers - 1})[-1], str(heads - 1))
+            for (r, c), value in read.items():
+                if kind == "decoder_self" and c > r:
+                    check(value is None, f"{kind}: the readout gives future cell ({r},{c}) a value")
+                else:
+                    check(value is not None and abs(value - want[r][c]) <= TOLERANCE,
+                          f"{kind}: the readout gives cell ({r},{c}) {value}, the API {want[r][c]:.4f}")
             look = driver.execute_script(LOOK_JS)
             check(look["rlabels"] == shape[kind][0] and look["clabels"] == shape[kind][1],
                   f"{kind}: {look['rlabels']} row / {look['clabels']} column labels for a {shape[kind]} map")
+            check(look["elements"] <= 4 * (rows + cols) + 10,
+                  f"{kind}: {look['elements']} elements in the map for {rows}x{cols} cells (the cells are one canvas)")
             check(0.8 <= look["w"] / look["h"] <= 1.25, f"{kind}: cells {look['w']}x{look['h']} px are not square")
             check(look["right"] <= look["vw"], f"{kind}: the map ({look['right']} px) overflows the window")
             if shape[kind][1] <= 40:
                 check(look["scroll_w"] <= look["client_w"],
                       f"{kind}: {shape[kind][1]} columns scroll sideways ({look['scroll_w']} > {look['client_w']} px)")
-            if kind == "decoder_self" and T > 1:
-                check(look["masked"] not in look["unmasked"],
-                      f"decoder_self: masked cells look like unmasked ones ({look['masked']})")
 
         requests_after = driver.execute_script(
             "return performance.getEntriesByType('resource').filter(e => e.name.includes('v1/translate')).length;")
@@ -264,18 +334,16 @@ def run(args):
             driver.execute_script("arguments[0].focus();", heatmap)
             heatmap.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_DOWN)
             readout = text_of(driver, "readout")
-            value = driver.find_element(By.CSS_SELECTOR, '#heatmap .cell[data-row="1"][data-col="1"]') \
-                .get_attribute("data-value")
+            value = f"{expected_matrix(att, 'cross', len(att['cross']) - 1, 'mean')[1][1]:.4f}"
             check("row 2, column 2" in readout and value in readout,
                   f"arrow keys on the map: readout {readout!r} does not show cell (1,1) = {value}")
             driver.execute_script("arguments[0].blur();", heatmap)
         r, c = min(2, T - 1), min(1, S - 1)
-        cell = driver.find_element(By.CSS_SELECTOR, f'#heatmap .cell[data-row="{r}"][data-col="{c}"]')
-        ActionChains(driver).move_to_element(cell).perform()
+        hover_cell(driver, r, c)
         tip = wait(driver, 3, lambda d: d.execute_script(
             "const t = document.getElementById('tooltip'); return !t.hidden && t.textContent;"),
             "hovering a cell shows no tooltip")
-        value = cell.get_attribute("data-value")
+        value = f"{expected_matrix(att, 'cross', len(att['cross']) - 1, 'mean')[r][c]:.4f}"
         check("→" in tip and value in tip, f"tooltip {tip!r} lacks 'query → key' and the value {value}")
         highlighted = driver.execute_script("return document.querySelectorAll('#heatmap .hl').length;")
         check(highlighted >= 2, "hovering a cell highlights no row/column labels")
@@ -293,7 +361,7 @@ def run(args):
             wait(driver, 15, lambda d: error_shown(d) and not d.find_element(By.ID, "translate")
                  .get_attribute("disabled"), "the refused request's error was not shown")
             stale = driver.execute_script("return [document.getElementById('translation').textContent.trim(),"
-                                          " document.querySelectorAll('#heatmap .cell').length];")
+                                          " document.querySelectorAll('#heatmap canvas').length];")
             check(stale == ["", 0], f"after an error the previous result stays: {stale}")
 
         # Another site's page cannot use the service: its POSTs are refused
@@ -351,18 +419,15 @@ def run_phone(base, args, S, T):
         look = driver.execute_script(LOOK_JS)
         check(look["w"] >= MIN_PHONE_CELL and 0.8 <= look["w"] / look["h"] <= 1.25,
               f"phone: cells are {look['w']:.1f}x{look['h']:.1f} px (want square, at least {MIN_PHONE_CELL} px)")
-        fonts = driver.execute_script(
-            "const c = document.querySelector('#heatmap.numbers .cell');"
-            "return c ? parseFloat(getComputedStyle(c).fontSize) : null;")
-        check(fonts is None or fonts >= 9, f"phone: the numbers in the cells are {fonts} px")
+        numbers = driver.execute_script("return document.getElementById('heatmap').classList.contains('numbers');")
+        check(not numbers or look["w"] >= 26, f"phone: numbers drawn in {look['w']:.1f} px cells")
         r, c = min(1, T - 1), min(1, S - 1)
-        cell = driver.find_element(By.CSS_SELECTOR, f'#heatmap .cell[data-row="{r}"][data-col="{c}"]')
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'});", cell)
-        cell.click()  # a tap
+        hover_cell(driver, r, c, tap=True)
         tip = wait(driver, 3, lambda d: d.execute_script(
             "const t = document.getElementById('tooltip'); return !t.hidden && t.textContent;"),
             "phone: tapping a cell shows no tooltip")
-        check(cell.get_attribute("data-value") in tip, f"phone: the tooltip {tip!r} lacks the cell's weight")
+        active = driver.execute_script("return document.getElementById('heatmap').dataset.active;")
+        check(active == f"{r},{c}" and ("→" in tip), f"phone: tapping cell ({r},{c}) showed {active!r}: {tip!r}")
         driver.save_screenshot(args.phone_screenshot)
         errors = severe_console(driver)
         check(not errors, f"phone: console errors: {errors}")
@@ -373,6 +438,24 @@ def run_phone(base, args, S, T):
         if driver is not None:
             driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def hover_cell(driver, r, c, tap=False):
+    """Moves the pointer onto cell (r, c) of the canvas (scrolled into view), or taps it."""
+    cv = driver.find_element(By.CSS_SELECTOR, "#heatmap canvas.cells")
+    x, y = driver.execute_script(
+        "const cv = arguments[0], r = arguments[1], c = arguments[2];"
+        "const pitch = (parseFloat(cv.style.width) + 1) / Number(cv.dataset.cols);"
+        "const area = cv.closest('.map-area');"
+        "area.scrollLeft = Math.max(0, c * pitch - area.clientWidth / 2);"
+        "cv.scrollIntoView({block: 'center'});"
+        "const box = cv.getBoundingClientRect();"
+        "return [box.left + c * pitch + pitch / 2, box.top + r * pitch + pitch / 2];", cv, r, c)
+    actions = ActionBuilder(driver)
+    actions.pointer_action.move_to_location(int(x), int(y))
+    if tap:
+        actions.pointer_action.click()
+    actions.perform()
 
 
 def forbidden_count(base):
@@ -434,7 +517,7 @@ def main():
         print(f"FAIL: browser_test: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     print(f"PASS: browser_test: {S} source x {T} target tokens, 3 kinds x layers x heads, {cells} cells "
-          f"match the API; masked future, tooltip, empty input{', server error' if refused else ''} shown, "
+          f"coloured as the API's weights, every cell of a view per kind read back exactly; masked future, tooltip, empty input{', server error' if refused else ''} shown, "
           f"no console errors; another site's POST refused ({cross_origin} x 403) and the page still works; "
           f"on a {PHONE[0]}x{PHONE[1]} phone {phone_cell:.0f} px cells, a tap shows the weight; screenshots "
           f"{args.screenshot}, {args.phone_screenshot} ({time.monotonic() - started:.1f} s)")

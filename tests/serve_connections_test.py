@@ -154,6 +154,35 @@ time.sleep(0.3)
 check(translate(port, "打开文件")[0] == 200, "served again once the address's connections closed")
 proc.send_signal(signal.SIGTERM)
 check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
+# 2b. Bodies being read at once are bounded (256 of --max-body-bytes): the
+#     257th request announcing a 1 MiB body, while 256 others are still
+#     uploading theirs, gets 503 before its body is read.
+proc, port = start("budget", "--max-body-bytes", "1048576")
+head = (b"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1048576\r\n\r\n")
+uploading = []
+for i in range(256):
+    u = socket.socket()
+    u.bind((f"127.0.9.{1 + i // 128}", 0))
+    u.connect(("127.0.0.1", port))
+    u.sendall(head + b"{")
+    uploading.append(u)
+time.sleep(0.5)
+last = socket.socket()
+last.bind(("127.0.9.9", 0))
+last.connect(("127.0.0.1", port))
+last.settimeout(5)
+last.sendall(head)
+answer = last.recv(4096)
+check(answer.startswith(b"HTTP/1.1 503") and b"too many request bodies" in answer and b"Retry-After: 1" in answer,
+      f"a body beyond the service's budget: {answer[:60]!r}")
+for u in uploading + [last]:
+    u.close()
+time.sleep(0.3)
+check(translate(port, "打开文件")[0] == 200, "served again once the uploads ended")
+proc.send_signal(signal.SIGTERM)
+check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
+
 # 3. HTTP/1.1 details, on raw sockets.
 proc, port = start("http", "--max-body-bytes", "4096")
 

@@ -202,6 +202,8 @@ struct Exchange {
   Clock::time_point start = Clock::now();
   std::string body;
   bool too_large = false;
+  bool over_budget = false;  // the bodies being read at once would pass the service's budget
+  int64_t reserved = 0;      // bytes of the body budget this request holds
   bool submitted = false;
   std::optional<Reply> early;  // decided from the headers alone, sent once the request is complete
   bool attention = false;
@@ -269,11 +271,25 @@ class HttpServer {
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> failures_{0};  // numbers the 500s, so that a log line can be found
   std::atomic<int64_t> exchanges_{0};  // requests begun and not completed
+  // Request bodies held at once, in bytes, and their bound: a connection costs
+  // no thread, so without it many slow uploads could fill memory.
+  std::atomic<int64_t> buffered_{0};
+  int64_t body_budget_ = 0;
+  bool reserve(Exchange& ex, int64_t bytes);
 
   mutable std::mutex peers_mutex_;
   std::unordered_set<Peer*> peers_;
   std::unordered_map<std::string, int64_t> per_address_;
 };
+
+bool HttpServer::reserve(Exchange& ex, int64_t bytes) {
+  if (buffered_.fetch_add(bytes) + bytes > body_budget_) {
+    buffered_ -= bytes;
+    return false;
+  }
+  ex.reserved += bytes;
+  return true;
+}
 
 Peer* HttpServer::peer_of(MHD_Connection* c) const {
   const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -408,6 +424,7 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
     if (ex->too_large)
       throw RequestError(413, "body: larger than the limit of " + std::to_string(options_.max_body_bytes) +
                                   " bytes (--max-body-bytes)");
+    if (ex->over_budget) throw RequestError(503, "the service is reading too many request bodies at once; retry later");
     if (draining_) throw RequestError(503, "the service is shutting down");
     TranslateRequest request = parse_translate_request(ex->body, options_.limits);
     ex->texts = request.text.size();
@@ -529,6 +546,15 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
       // Answered on the next call, once MHD holds the request as complete:
       // an answer queued now would end a kept-alive connection.
       ex->early = std::move(early);
+      return MHD_YES;
+    }
+    const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (length && !reserve(*ex, static_cast<int64_t>(std::strtoull(length, nullptr, 10)))) {
+      Reply busy = error_reply(503, "the service is reading too many request bodies at once; retry later");
+      busy.headers.push_back({"Retry-After", "1"});
+      busy.close = true;
+      set_phase(peer, Peer::Phase::kAnswering);
+      return send(c, *ex, std::move(busy));
     }
     return MHD_YES;  // the body follows (MHD answers "Expect: 100-continue")
   }
@@ -545,7 +571,14 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
       ex->body.clear();
       ex->body.shrink_to_fit();
     }
-    if (!ex->too_large) ex->body.append(upload, *upload_size);
+    const int64_t grow = static_cast<int64_t>(ex->body.size() + *upload_size) - ex->reserved;
+    if (!ex->too_large && grow > 0 && !reserve(*ex, grow)) ex->over_budget = true;  // chunked
+    if (ex->too_large || ex->over_budget) {
+      ex->body.clear();
+      ex->body.shrink_to_fit();
+    } else {
+      ex->body.append(upload, *upload_size);
+    }
     *upload_size = 0;
     return MHD_YES;
   }
@@ -562,6 +595,7 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
 void HttpServer::completed(MHD_Connection* c, void** context) {
   auto* slot = static_cast<std::shared_ptr<Exchange>*>(*context);
   if (!slot) return;
+  buffered_ -= (*slot)->reserved;
   delete slot;
   *context = nullptr;
   --exchanges_;
@@ -581,6 +615,9 @@ int HttpServer::run() {
                  "+ {} to answer 503; raise it (ulimit -n, or LimitNOFILE= in a systemd unit)",
                  files, hard_cap, limits.max_connections, margin);
   }
+  // As many bodies of the largest size at once as the old thread-per-connection
+  // layer read (256), and never less than 64 MiB.
+  body_budget_ = std::max<int64_t>(int64_t{64} << 20, 256 * options_.max_body_bytes);
   int port = 0;
   const int listening = listen_socket(options_.host, options_.port, &port);
 

@@ -1,6 +1,7 @@
 // Attention explorer for `nmt serve`: translate Chinese lines, then look at
 // the encoder self, decoder self and cross attention of one sentence, by
-// layer and head (or the mean of the heads), as a heatmap of DOM cells.
+// layer and head (or the mean of the heads), as a heatmap drawn on a canvas
+// (one element however long the sentence; the token labels stay text).
 // Same-origin only: GET v1/info, POST v1/translate {text, beam, attention}.
 'use strict';
 
@@ -324,7 +325,8 @@
   }
 
   // ---- heatmap ------------------------------------------------------------
-  let rowLabels = [], colLabels = [], cells = [];
+  let rowLabels = [], colLabels = [], canvas = null;
+  const GAP = 1;  // px between cells
 
   function render() {
     const r = current();
@@ -342,6 +344,8 @@
       el.heatmap.replaceChildren();
       el.heatmap.hidden = true;
       el.empty.hidden = false;
+      state.view = null;
+      canvas = null;
       renderLegend();
       renderOverview();
       return;
@@ -351,7 +355,7 @@
     const v = buildView(state.kind, state.layer, state.head);
     state.view = v;
     const rows = v.rowTok.length, cols = v.colTok.length;
-    rowLabels = []; colLabels = []; cells = [];
+    rowLabels = []; colLabels = [];
 
     const frag = document.createDocumentFragment();
     const corner = document.createElement('div');
@@ -371,51 +375,128 @@
       lab.className = 'clabel';
       lab.dataset.col = String(c);
       lab.title = tokenText(tok);
+      lab.style.gridRow = '1';
+      lab.style.gridColumn = String(c + 2);
       lab.append(columnText(tok));
       frag.append(lab);
       colLabels.push(lab);
     });
-    const showNumbers = cols <= 14 && rows <= 14;
     for (let rr = 0; rr < rows; ++rr) {
       const lab = document.createElement('div');
       lab.className = 'rlabel';
       lab.dataset.row = String(rr);
       lab.title = tokenText(v.rowTok[rr]);
+      lab.style.gridRow = String(rr + 2);
+      lab.style.gridColumn = '1';
       renderToken(lab, v.rowTok[rr]);
       frag.append(lab);
       rowLabels.push(lab);
-      const mrow = v.m[rr] || [];
-      for (let c = 0; c < cols; ++c) {
-        const cell = document.createElement('div');
-        const masked = v.causal && c > rr;
-        const value = masked ? 0 : Number(mrow[c]) || 0;
-        cell.className = masked ? 'cell masked' : 'cell';
-        cell.dataset.row = String(rr);
-        cell.dataset.col = String(c);
-        cell.dataset.value = value.toFixed(4);
-        if (!masked) {
-          const i = lutIndex(value);
-          cell.style.background = LUT_CSS[i];
-          if (showNumbers) {
-            cell.textContent = value >= 0.995 ? '1' : value.toFixed(2).replace(/^0/, '');
-            if (i > 140) cell.classList.add('dark');
-          }
-        }
-        frag.append(cell);
-        cells.push(cell);
-      }
     }
+    // The cells: one canvas over the grid's cell area, drawn by drawCells.
+    canvas = document.createElement('canvas');
+    canvas.className = 'cells';
+    canvas.style.gridRow = `2 / span ${Math.max(rows, 1)}`;
+    canvas.style.gridColumn = `2 / span ${Math.max(cols, 1)}`;
+    canvas.dataset.rows = String(rows);
+    canvas.dataset.cols = String(cols);
+    frag.append(canvas);
+    state.showNumbers = cols <= 14 && rows <= 14;
     el.heatmap.style.gridTemplateColumns = `max-content repeat(${cols}, var(--cell))`;
-    state.showNumbers = showNumbers;
     el.heatmap.setAttribute('aria-label',
       `${KINDS[state.kind].name}, layer ${state.layer + 1}, ${state.head === 'mean' ? 'mean of heads' : 'head ' + (Number(state.head) + 1)}: ` +
       `${rows} query rows by ${cols} key columns. Use the arrow keys to read values.`);
     el.heatmap.replaceChildren(frag);
     state.active = null;
-    el.readout.textContent = 'Hover over a cell (or focus the map and use the arrow keys) to read its value.';
+    el.readout.textContent = TOUCH ? 'Tap a cell to read its value.'
+      : 'Hover over a cell (or focus the map and use the arrow keys) to read its value.';
     fitCells();
     renderLegend();
     renderOverview();
+  }
+
+  // A cell's weight as shown (0 for a masked future position), and whether it is masked.
+  function cellAt(r, c) {
+    const v = state.view;
+    const masked = v.causal && c > r;
+    return { masked, value: masked ? 0 : Number((v.m[r] || [])[c]) || 0 };
+  }
+
+  // Draws every cell: its colour, its number where legible, the hatching of
+  // masked ones, the outline of the active one.
+  function drawCells() {
+    const v = state.view;
+    if (!v || !canvas) return;
+    const rows = v.rowTok.length, cols = v.colTok.length;
+    const size = state.cellSize || 20, pitch = size + GAP;
+    const w = Math.max(cols * pitch - GAP, 1), h = Math.max(rows * pitch - GAP, 1);
+    const dpr = window.devicePixelRatio || 1;
+    canvas.style.width = `${w}px`;
+    canvas.style.height = `${h}px`;
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    const numbers = el.heatmap.classList.contains('numbers');
+    ctx.font = `${Math.max(9, size * 0.3)}px system-ui, sans-serif`;
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'middle';
+    const hatch = ctx.createPattern(hatchTile(), 'repeat');
+    for (let r = 0; r < rows; ++r) {
+      for (let c = 0; c < cols; ++c) {
+        const x = c * pitch, y = r * pitch;
+        const { masked, value } = cellAt(r, c);
+        ctx.fillStyle = masked ? hatch : LUT_CSS[lutIndex(value)];
+        roundRect(ctx, x, y, size, size, 2);
+        ctx.fill();
+        if (numbers && !masked) {
+          ctx.fillStyle = lutIndex(value) > 140 ? '#fff' : '#1b2130';
+          ctx.fillText(value >= 0.995 ? '1' : value.toFixed(2).replace(/^0/, ''), x + size / 2, y + size / 2 + 0.5);
+        }
+      }
+    }
+    if (state.active) {
+      ctx.strokeStyle = '#111827';
+      ctx.lineWidth = 2;
+      ctx.strokeRect(state.active.c * pitch + 1, state.active.r * pitch + 1, size - 2, size - 2);
+    }
+  }
+  function roundRect(ctx, x, y, w, h, radius) {
+    ctx.beginPath();
+    if (ctx.roundRect) ctx.roundRect(x, y, w, h, radius);
+    else ctx.rect(x, y, w, h);
+  }
+  let hatchCanvas = null;
+  function hatchTile() {  // the masked cells' diagonal hatching, as a repeating tile
+    if (hatchCanvas) return hatchCanvas;
+    hatchCanvas = document.createElement('canvas');
+    hatchCanvas.width = hatchCanvas.height = 6;
+    const t = hatchCanvas.getContext('2d');
+    t.fillStyle = '#f5f6f8';
+    t.fillRect(0, 0, 6, 6);
+    t.strokeStyle = '#dfe3e9';
+    t.lineWidth = 1.5;
+    t.beginPath();
+    for (let k = -6; k <= 12; k += 6) { t.moveTo(k, 6); t.lineTo(k + 6, 0); }
+    t.stroke();
+    return hatchCanvas;
+  }
+  // The cell under a point of the page (null between cells or outside).
+  function cellFromPoint(clientX, clientY) {
+    const v = state.view;
+    if (!v || !canvas) return null;
+    const box = canvas.getBoundingClientRect();
+    const pitch = (state.cellSize || 20) + GAP;
+    const x = clientX - box.left, y = clientY - box.top;
+    const c = Math.floor(x / pitch), r = Math.floor(y / pitch);
+    if (x < 0 || y < 0 || r >= v.rowTok.length || c >= v.colTok.length) return null;
+    return { r, c };
+  }
+  function cellRect(r, c) {
+    const box = canvas.getBoundingClientRect();
+    const size = state.cellSize || 20, pitch = size + GAP;
+    const left = box.left + c * pitch, top = box.top + r * pitch;
+    return { left, top, right: left + size, bottom: top + size, x: left, y: top };
   }
 
   // Square cells sized to fill the width (and, where it can, the height) left
@@ -455,6 +536,8 @@
     hm.style.setProperty('--label-font', `${labelFont(size)}px`);
     // Numbers only where they are legible (at least 9 px, in cells of 26 px).
     hm.classList.toggle('numbers', Boolean(state.showNumbers) && size >= 26);
+    state.cellSize = size;
+    drawCells();
   }
   const labelFont = (size) => Math.max(10.5, Math.min(14, Math.round(size * 0.66)));
 
@@ -466,13 +549,14 @@
     if (r < 0 || c < 0 || r >= rows || c >= cols) return;
     clearHighlight();
     state.active = { r, c };
-    const cell = cells[r * cols + c];
-    cell.classList.add('active');
+    drawCells();
     rowLabels[r].classList.add('hl');
     colLabels[c].classList.add('hl');
-    const masked = cell.classList.contains('masked');
+    const cell = cellAt(r, c);
+    const masked = cell.masked;
     const q = tokenText(v.rowTok[r]), k = tokenText(v.colTok[c]);
-    const value = cell.dataset.value;
+    const value = cell.value.toFixed(4);
+    el.heatmap.dataset.active = `${r},${c}`;
     const predicting = v.predicts && v.predicts[r] !== undefined ? ` (predicting “${tokenText(v.predicts[r])}”)` : '';
     el.readout.textContent = masked
       ? `${q} → ${k}: masked, a future position (0)`
@@ -495,7 +579,7 @@
       : `row ${r + 1}, col ${c + 1}` + predicting;
     tt.append(sub);
     tt.hidden = false;
-    placeTooltip(anchor || cell.getBoundingClientRect());
+    placeTooltip(anchor || cellRect(r, c));
   }
 
   function placeTooltip(a) {
@@ -510,7 +594,12 @@
   }
 
   function clearHighlight() {
-    for (const n of el.heatmap.querySelectorAll('.active, .hl')) n.classList.remove('active', 'hl');
+    for (const n of el.heatmap.querySelectorAll('.hl')) n.classList.remove('hl');
+    delete el.heatmap.dataset.active;
+    if (state.active) {
+      state.active = null;
+      drawCells();
+    }
   }
   function hideTooltip() {
     el.tooltip.hidden = true;
@@ -518,15 +607,13 @@
 
   // A tap shows the cell's weight (a touch screen has no hover).
   el.heatmap.addEventListener('click', (e) => {
-    const cell = e.target.closest('.cell');
-    if (!cell) return;
-    const r = Number(cell.dataset.row), c = Number(cell.dataset.col);
-    setActive(r, c, cell.getBoundingClientRect());
+    const hit = cellFromPoint(e.clientX, e.clientY);
+    if (hit) setActive(hit.r, hit.c, cellRect(hit.r, hit.c));
   });
   el.heatmap.addEventListener('mousemove', (e) => {
-    const cell = e.target.closest('.cell');
-    if (!cell) return;
-    const r = Number(cell.dataset.row), c = Number(cell.dataset.col);
+    const hit = cellFromPoint(e.clientX, e.clientY);
+    if (!hit) return;
+    const { r, c } = hit;
     if (!state.active || state.active.r !== r || state.active.c !== c) setActive(r, c, { x: e.clientX, y: e.clientY });
     else placeTooltip({ x: e.clientX, y: e.clientY });
   });
