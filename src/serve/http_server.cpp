@@ -336,6 +336,8 @@ void HttpServer::sweep() {
     if (p->shut || p->phase == Peer::Phase::kAnswering) continue;
     std::chrono::seconds allowed(p->phase == Peer::Phase::kBody ? limits.body_seconds : limits.header_seconds);
     if (p->over_limit) allowed = std::min(allowed, std::chrono::seconds(2));
+    // Stopping: a request not yet read in full is not waited for.
+    if (draining_) allowed = std::chrono::seconds(0);
     if (now - p->since < allowed) continue;
     // The descriptor stays MHD's: shutdown() only makes its next read see
     // the end, and MHD closes the connection (no descriptor reuse race).
@@ -666,8 +668,8 @@ int HttpServer::run() {
   const MHD_socket quiet = MHD_quiesce_daemon(daemon);
   if (quiet != MHD_INVALID_SOCKET) ::close(quiet);
   batcher_.stop();  // every queued job answered: their connections resume
-  // Requests whose bodies are still arriving get 503 once in, or are closed
-  // at their deadline; answers being written go out.
+  // Connections still sending a request are closed (sweep); answers being
+  // written go out.
   const auto give_up = Clock::now() + std::chrono::seconds(limits.body_seconds + 2);
   while (exchanges_ > 0 && Clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
