@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -321,7 +322,7 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
   };
 
   std::vector<std::string> files(std::begin(kExportFiles) + 1, std::end(kExportFiles));
-  if (!protect) files.pop_back();  // placeholders.py
+  if (!protect) files.erase(std::remove(files.begin(), files.end(), "placeholders.py"), files.end());
   StagingFolder staged(output + ".export-tmp");
   // The marker first: a staging folder cut short is recognised as ours too.
   const nlohmann::json marker = {

@@ -90,7 +90,15 @@ Reply error_reply(int status, const std::string& message) {
   Reply r;
   r.status = status;
   r.body = error_json(status, message);
+  if (status == 503) r.headers.push_back({"Retry-After", "1"});  // every 503 here passes
   return r;
+}
+
+// The Content-Length a request declares, if any.
+std::optional<unsigned long long> declared_length(MHD_Connection* c) {
+  const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (!length) return std::nullopt;
+  return std::strtoull(length, nullptr, 10);
 }
 
 // gzip at level 1 (fast: a 600 KB attention answer in a few ms, about a
@@ -358,7 +366,6 @@ std::optional<Reply> HttpServer::first_look(MHD_Connection* c, const std::string
     Reply r = error_reply(503, "too many connections (at most " + std::to_string(options_.connections.max_per_client) +
                                    " from one address, " + std::to_string(options_.connections.max_connections) +
                                    " in all); retry later");
-    r.headers.push_back({"Retry-After", "1"});
     r.close = true;
     return r;
   }
@@ -385,23 +392,15 @@ std::optional<Reply> HttpServer::first_look(MHD_Connection* c, const std::string
     return r;
   }
   if (path == kTranslatePath) {
-    if (draining_) {
-      Reply r = error_reply(503, "the service is shutting down");
-      r.headers.push_back({"Retry-After", "1"});
-      return r;
-    }
+    if (draining_) return error_reply(503, "the service is shutting down");
     if (const auto bad = check_json_body(text(MHD_HTTP_HEADER_CONTENT_TYPE), kTranslatePath))
       return error_reply(bad->status, bad->message);
-    const char* length = header(MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const std::optional<unsigned long long> length = declared_length(c);
     if (!length && !header(MHD_HTTP_HEADER_TRANSFER_ENCODING))
       return error_reply(411, "body: a POST needs a Content-Length (or chunked encoding) and a JSON body");
-    if (length) {
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(length, &end, 10);
-      if (n > static_cast<unsigned long long>(options_.max_body_bytes))
-        return error_reply(413, "body: " + std::string(length) + " bytes, larger than the limit of " +
-                                    std::to_string(options_.max_body_bytes) + " (--max-body-bytes)");
-    }
+    if (length && *length > static_cast<unsigned long long>(options_.max_body_bytes))
+      return error_reply(413, "body: " + text(MHD_HTTP_HEADER_CONTENT_LENGTH) + " bytes, larger than the limit of " +
+                                  std::to_string(options_.max_body_bytes) + " (--max-body-bytes)");
     return std::nullopt;  // read the body
   }
   Reply r;
@@ -457,9 +456,7 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
     ex->suspended = true;
     return std::nullopt;
   } catch (const RequestError& e) {
-    Reply r = error_reply(e.status(), e.what());
-    if (e.status() == 503) r.headers.push_back({"Retry-After", "1"});
-    return r;
+    return error_reply(e.status(), e.what());
   }
 }
 
@@ -534,9 +531,9 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
     ++exchanges_;
     Peer* peer = peer_of(c);
     set_phase(peer, Peer::Phase::kBody);
+    const std::optional<unsigned long long> length = declared_length(c);
     if (std::optional<Reply> early = first_look(c, ex->path, ex->method, peer)) {
-      const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-      const bool body_follows = (length && std::strtoull(length, nullptr, 10) > 0) ||
+      const bool body_follows = (length && *length > 0) ||
                                 MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
       if (body_follows) {
         // Refused before its body: the body is not read, and the connection
@@ -550,10 +547,8 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
       ex->early = std::move(early);
       return MHD_YES;
     }
-    const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (length && !reserve(*ex, static_cast<int64_t>(std::strtoull(length, nullptr, 10)))) {
+    if (length && !reserve(*ex, static_cast<int64_t>(*length))) {  // at most --max-body-bytes (first_look)
       Reply busy = error_reply(503, "the service is reading too many request bodies at once; retry later");
-      busy.headers.push_back({"Retry-After", "1"});
       busy.close = true;
       set_phase(peer, Peer::Phase::kAnswering);
       return send(c, *ex, std::move(busy));
@@ -568,13 +563,14 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
     return send(c, *ex, std::move(reply));
   }
   if (*upload_size > 0) {  // a piece of the body
-    if (!ex->too_large && ex->body.size() + *upload_size > static_cast<size_t>(options_.max_body_bytes)) {
+    const int64_t size = static_cast<int64_t>(ex->body.size() + *upload_size);
+    if (ex->too_large || ex->over_budget) {
+      // already refused: the rest is read and dropped
+    } else if (size > options_.max_body_bytes) {
       ex->too_large = true;
-      ex->body.clear();
-      ex->body.shrink_to_fit();
+    } else if (size > ex->reserved && !reserve(*ex, size - ex->reserved)) {  // a chunked body growing
+      ex->over_budget = true;
     }
-    const int64_t grow = static_cast<int64_t>(ex->body.size() + *upload_size) - ex->reserved;
-    if (!ex->too_large && grow > 0 && !reserve(*ex, grow)) ex->over_budget = true;  // chunked
     if (ex->too_large || ex->over_budget) {
       ex->body.clear();
       ex->body.shrink_to_fit();
