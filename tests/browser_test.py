@@ -11,6 +11,7 @@ v1/translate directly, and every heatmap cell shown is compared with them.
 Prints one PASS line, or FAIL with the reason and exits 1.
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -214,6 +215,23 @@ def severe_console(driver, allowed=()):
     return list(dict.fromkeys(messages))
 
 
+@contextlib.contextmanager
+def chromium(label, phone=False):
+    """A Chromium session with a fresh profile, removed afterwards; its errors as Failure naming label."""
+    profile = tempfile.mkdtemp(prefix="nmt-browser-test-")
+    driver = None
+    try:
+        driver = start_chromium(profile, phone=phone)
+        driver.set_page_load_timeout(20)
+        yield driver
+    except WebDriverException as e:
+        raise Failure(f"{label}: {e.msg or e}") from None
+    finally:
+        if driver is not None:
+            driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
 def run(args):
     base = args.url if args.url.endswith("/") else args.url + "/"
     status, info = api(base, "v1/info")
@@ -224,12 +242,8 @@ def run(args):
     S, T = len(att["source"]), len(att["target_in"])
     shape = {"encoder_self": (S, S), "decoder_self": (T, T), "cross": (T, S)}
 
-    profile = tempfile.mkdtemp(prefix="nmt-browser-test-")
-    driver = None
     checked_cells = 0
-    try:
-        driver = start_chromium(profile)
-        driver.set_page_load_timeout(20)
+    with chromium("browser") as driver:
         driver.get(base)
         model_text = wait(driver, 10, lambda d: text_of(d, "model-info") or False,
                           "#model-info stayed empty (GET v1/info from the page failed?)")
@@ -382,12 +396,6 @@ def run(args):
         translate_in_page(driver, args.sentence)
         again = wait(driver, 30, lambda d: text_of(d, "translation") or False, "#translation stayed empty")
         check(again == answer["translations"][0], "the page's own translation failed after the other site's POST")
-    except WebDriverException as e:
-        raise Failure(f"browser: {e.msg or e}") from None
-    finally:
-        if driver is not None:
-            driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
     phone_cell = run_phone(base, args, S, T)
     return S, T, checked_cells, refused_checked, cross_origin, phone_cell
 
@@ -395,11 +403,7 @@ def run(args):
 def run_phone(base, args, S, T):
     """The page on a 390x844 touch screen: no keyboard hint, cells a finger can
     hit (the map pans), a tap shows the weight. Returns the cell size."""
-    profile = tempfile.mkdtemp(prefix="nmt-browser-phone-")
-    driver = None
-    try:
-        driver = start_chromium(profile, phone=True)
-        driver.set_page_load_timeout(20)
+    with chromium("browser (phone)", phone=True) as driver:
         driver.get(base)
         wait(driver, 10, lambda d: text_of(d, "model-info") or False, "phone: #model-info stayed empty")
         width = driver.execute_script("return window.innerWidth;")
@@ -432,12 +436,6 @@ def run_phone(base, args, S, T):
         errors = severe_console(driver)
         check(not errors, f"phone: console errors: {errors}")
         return look["w"]
-    except WebDriverException as e:
-        raise Failure(f"browser (phone): {e.msg or e}") from None
-    finally:
-        if driver is not None:
-            driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def hover_cell(driver, r, c, tap=False):

@@ -4,6 +4,7 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
+#include <memory>
 #include <type_traits>
 
 #include "model/decoder_step_cpu.h"
@@ -593,11 +594,20 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   p.layers.assign(static_cast<size_t>(layers), DecoderStepLayer{});
   // The dense layers: packed by prepare_decoding, else float32 views of the
   // parameters (pointers only, made once) and cache.output_weight_t.
+  // Parallel decoding batches step one model from several threads: the views
+  // are read and published atomically (two threads may both make them at
+  // first; each keeps its own copy for the step).
   const InferenceWeights* packed = inference();
-  if (packed == nullptr && !packed_from_params(float32_views_.get()))
-    float32_views_ = std::make_shared<const InferenceWeights>(pack_inference_weights(
-        params_, ops::ComputeType::kFloat32, ops::ComputeType::kFloat32, /*with_output=*/false));
-  const InferenceWeights& dense = packed ? *packed : *float32_views_;
+  std::shared_ptr<const InferenceWeights> views;
+  if (packed == nullptr) {
+    views = std::atomic_load(&float32_views_);
+    if (!packed_from_params(views.get())) {
+      views = std::make_shared<const InferenceWeights>(pack_inference_weights(
+          params_, ops::ComputeType::kFloat32, ops::ComputeType::kFloat32, /*with_output=*/false));
+      std::atomic_store(&float32_views_, views);
+    }
+  }
+  const InferenceWeights& dense = packed ? *packed : *views;
   ops::PackedLinear table_output;
   if (packed == nullptr) {
     const ParamEntry* out_b = find_param(params_, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kBias);

@@ -353,7 +353,7 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   std::vector<ParamEntry> params_;
   std::shared_ptr<const InferenceWeights> inference_;  // prepare_decoding's
   // Unprepared: float32 views of the dense layers for the fused step, made
-  // once instead of every step.
+  // once instead of every step (read and written with std::atomic_load/store).
   std::shared_ptr<const InferenceWeights> float32_views_;
 };
 TORCH_MODULE(Transformer);
