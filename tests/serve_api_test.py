@@ -240,6 +240,20 @@ check(second.returncode == 2 and "cannot listen" in second.stderr,
       f"a port in use: exit {second.returncode}, {second.stderr.strip()[-120:]!r}")
 rc = server.stop()
 check(rc == 0, f"SIGTERM when idle: exit {rc}")
+# The port file says the service is up: a SIGTERM sent the moment it appears
+# stops it cleanly (the handlers were once installed after it was written,
+# and such a signal killed the server: exit -15).
+early = []
+for i in range(8):
+    port_file = os.path.join(work, f"early{i}.port")
+    proc = subprocess.Popen([nmt, "serve", "--checkpoint", checkpoint, "--port", "0", "--port-file", port_file,
+                             "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not os.path.exists(port_file) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.0005)
+    proc.send_signal(signal.SIGTERM)
+    early.append(proc.wait(timeout=60))
+check(early == [0] * 8, f"SIGTERM as the port file appears: exits {early} (want all 0)")
 
 # 3c. API keys (--api-key-file): the API needs "Authorization: Bearer KEY";
 #     /healthz and the explorer's files stay open; a bad key file is refused.
@@ -258,7 +272,8 @@ check(status == 200 and json.loads(payload)["translations"] == expected_greedy[:
 check(keyed.request("GET", "/metrics", None, {})[0] == 401, "keyed: /metrics needs the key")
 check(keyed.request("GET", "/healthz", None, {})[0] == 200 and keyed.request("GET", "/", None, {})[0] == 200,
       "keyed: /healthz and the explorer page stay open")
-check(keyed.stop() == 0, "keyed: SIGTERM")
+rc = keyed.stop()
+check(rc == 0, f"keyed: SIGTERM: exit {rc}")
 with open(os.path.join(work, "short_keys.txt"), "w") as f:
     f.write("short\n")
 for what, flags, needle in [

@@ -616,6 +616,11 @@ int HttpServer::run() {
   // As many bodies of the largest size at once as the old thread-per-connection
   // layer read (256), and never less than 64 MiB.
   body_budget_ = std::max<int64_t>(int64_t{64} << 20, 256 * options_.max_body_bytes);
+  // SIGINT/SIGTERM: refuse new work and new connections, finish what was
+  // read, answer it, then stop. Caught from before the first connection:
+  // the port file says the service is up, and a signal sent the moment it
+  // appears must stop it cleanly, not kill it (exit 0, not -15).
+  install_interrupt_handlers("the requests already read");
   int port = 0;
   const int listening = listen_socket(options_.host, options_.port, &port);
 
@@ -651,9 +656,6 @@ int HttpServer::run() {
                  options_.host);
   if (!options_.port_file.empty()) write_file_atomic(options_.port_file, std::to_string(port) + "\n");
 
-  // SIGINT/SIGTERM: refuse new work and new connections, finish what was
-  // read, answer it, then stop.
-  install_interrupt_handlers("the requests already read");
   auto last_sweep = Clock::now();
   while (!interrupted()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
