@@ -131,6 +131,39 @@ TEST(PackedMatmul, Bf16MatchesTheRoundedOperandsProduct) {
   }
 }
 
+// float32 in panels (decoding's prepared weights) gives the bits of the
+// row-major product (float32_view: the op-by-op path and a model in
+// training read the weights where they are), and both are within float32
+// rounding of the float64 product: every shape's partial panel, leftover
+// vectors and leftover rows.
+TEST(PackedMatmul, Float32PanelsGiveTheRowMajorBits) {
+  std::mt19937 rng(15);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    std::vector<float> x(s.rows * s.in), w(s.in * s.out), bias(s.out);
+    for (float& v : x) v = normal(rng);
+    for (float& v : w) v = normal(rng);
+    for (float& v : bias) v = normal(rng);
+    const PackedLinear packed(ComputeType::kFloat32, w.data(), bias.data(), s.in, s.out);
+    const PackedLinear view = PackedLinear::float32_view(w.data(), bias.data(), s.in, s.out);
+    std::vector<float> a(s.rows * s.out, -1.0f), b(s.rows * s.out, -2.0f);
+    packed.forward(x.data(), s.rows, s.in, a.data());
+    view.forward(x.data(), s.rows, s.in, b.data());
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << describe(s);
+    double worst = 0.0;
+    for (int64_t m = 0; m < s.rows; ++m)
+      for (int64_t n = 0; n < s.out; ++n) {
+        double exact = bias[n], magnitude = std::fabs(bias[n]);
+        for (int64_t k = 0; k < s.in; ++k) {
+          exact += static_cast<double>(x[m * s.in + k]) * w[k * s.out + n];
+          magnitude += std::fabs(static_cast<double>(x[m * s.in + k]) * w[k * s.out + n]);
+        }
+        worst = std::max(worst, std::fabs(a[m * s.out + n] - exact) / magnitude);
+      }
+    EXPECT_LE(worst, 1e-6 * std::sqrt(static_cast<double>(s.in))) << describe(s);
+  }
+}
+
 // A row's result is bit for bit the same alone or among others, from a
 // strided x: each sentence's translation stays independent of its batch.
 TEST(PackedMatmul, ARowDoesNotDependOnItsCompany) {
@@ -187,6 +220,8 @@ TEST(PackedMatmul, ComputeTypeNames) {
   // The packed sizes: a quarter and a half of float32's (whole panels).
   std::vector<float> w(256 * 768, 0.5f);
   EXPECT_EQ(PackedLinear(ComputeType::kFloat32, w.data(), nullptr, 256, 768).weight_bytes(), 256 * 768 * 4);
+  EXPECT_EQ(PackedLinear(ComputeType::kFloat32, w.data(), nullptr, 256, 700).weight_bytes(), 256 * 704 * 4);
+  EXPECT_EQ(PackedLinear::float32_view(w.data(), nullptr, 256, 700).weight_bytes(), 256 * 700 * 4);
   EXPECT_EQ(PackedLinear(ComputeType::kBf16, w.data(), nullptr, 256, 768).weight_bytes(), 256 * 768 * 2);
   EXPECT_EQ(PackedLinear(ComputeType::kInt8, w.data(), nullptr, 256, 768).weight_bytes(), 256 * 768);
 }

@@ -47,10 +47,13 @@ const float* float_data(const ParamEntry& e) {
 
 }  // namespace
 
-InferenceWeights pack_inference_weights(const std::vector<ParamEntry>& table, ops::ComputeType type,
-                                        ops::ComputeType output_type, bool with_output) {
+namespace {
+
+// The layers of `table`, each made by make(weight [in, out], bias or
+// nullptr, in, out); the output projection is left to the caller.
+template <typename Make>
+InferenceWeights dense_layers(const std::vector<ParamEntry>& table, const Make& make) {
   InferenceWeights w;
-  w.type = type, w.output_type = output_type;
   int64_t encoder_layers = 0, decoder_layers = 0;
   for (const ParamEntry& e : table) {
     if (e.stack == ParamStack::kEncoder) encoder_layers = std::max(encoder_layers, e.layer + 1);
@@ -58,32 +61,48 @@ InferenceWeights pack_inference_weights(const std::vector<ParamEntry>& table, op
   }
   w.encoder.resize(static_cast<size_t>(encoder_layers));
   w.decoder.resize(static_cast<size_t>(decoder_layers));
-  const ParamEntry* embedding = nullptr;
-  const ParamEntry* out_weight = nullptr;
-  const ParamEntry* out_bias = nullptr;
   for (const ParamEntry& e : table) {
-    if (!table.empty() && w.packed_from == nullptr) w.packed_from = e.tensor.data_ptr();
-    if (e.stack == ParamStack::kDecoder && e.role == ParamRole::kEmbedding) embedding = &e;
-    if (e.role == ParamRole::kOutProj) (e.part == ParamPart::kWeight ? out_weight : out_bias) = &e;
+    if (w.packed_from == nullptr) w.packed_from = e.tensor.data_ptr();
     if (!is_dense(e.role) || e.part != ParamPart::kWeight) continue;
     ops::PackedLinear* s = slot(w, e);
     if (s == nullptr) continue;
     const ParamEntry* bias = find_param(table, e.stack, e.layer, e.role, ParamPart::kBias);
     // ff1's bias is added by the ReLU kernel that follows it.
     const float* b = bias && e.role != ParamRole::kFf1 ? float_data(*bias) : nullptr;
-    *s = ops::PackedLinear(type, float_data(e), b, e.tensor.size(0), e.tensor.size(1));
+    *s = make(float_data(e), b, e.tensor.size(0), e.tensor.size(1));
   }
-  if (!with_output) return w;
+  return w;
+}
+
+}  // namespace
+
+InferenceWeights float32_views(const std::vector<ParamEntry>& table) {
+  return dense_layers(table, &ops::PackedLinear::float32_view);
+}
+
+InferenceWeights pack_inference_weights(const std::vector<ParamEntry>& table, ops::ComputeType type,
+                                        ops::ComputeType output_type) {
+  InferenceWeights w = dense_layers(table, [type](const float* weight, const float* bias, int64_t in, int64_t out) {
+    return ops::PackedLinear(type, weight, bias, in, out);
+  });
+  w.type = type, w.output_type = output_type;
+  const ParamEntry* embedding = nullptr;
+  const ParamEntry* out_weight = nullptr;
+  const ParamEntry* out_bias = nullptr;
+  for (const ParamEntry& e : table) {
+    if (e.stack == ParamStack::kDecoder && e.role == ParamRole::kEmbedding) embedding = &e;
+    if (e.role == ParamRole::kOutProj) (e.part == ParamPart::kWeight ? out_weight : out_bias) = &e;
+  }
   // The output projection: its own weight, else the target embedding
   // (tied), [V, C] either way; the layers read it as [C, V].
   const ParamEntry* table_entry = out_weight ? out_weight : embedding;
   if (table_entry == nullptr) throw std::invalid_argument("packing for decoding: the model has no output projection");
   const float* t = float_data(*table_entry);
   const int64_t vocab = table_entry->tensor.size(0), c = table_entry->tensor.size(1);
-  w.output_table.resize(static_cast<size_t>(vocab * c));
+  std::vector<float> transposed(static_cast<size_t>(vocab * c));  // [C, V]
   for (int64_t v = 0; v < vocab; ++v)
-    for (int64_t k = 0; k < c; ++k) w.output_table[static_cast<size_t>(k * vocab + v)] = t[v * c + k];
-  w.output = ops::PackedLinear(output_type, w.output_table.data(), out_bias ? float_data(*out_bias) : nullptr, c, vocab);
+    for (int64_t k = 0; k < c; ++k) transposed[static_cast<size_t>(k * vocab + v)] = t[v * c + k];
+  w.output = ops::PackedLinear(output_type, transposed.data(), out_bias ? float_data(*out_bias) : nullptr, c, vocab);
   return w;
 }
 

@@ -3,9 +3,9 @@
 // role from the parameter table. TransformerImpl::prepare_decoding makes
 // them; the fused encoder (model/encoder_cpu.h), the cross-attention
 // keys/values and the fused decoder step (model/decoder_step_cpu.h) read
-// them. float32 layers point at the parameters themselves; bf16 and int8
-// ones are copies, so a model whose weights change afterwards (training)
-// must be prepared again.
+// them. They are copies in every type (float32 in rows_matmul's panels), so
+// a model whose weights change afterwards (training) must be prepared again;
+// float32_views() instead points at the parameters as they are.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,6 @@ struct InferenceWeights {
   ops::ComputeType output_type = ops::ComputeType::kFloat32;  // the output projection's
   std::vector<EncoderLayerWeights> encoder;
   std::vector<DecoderLayerWeights> decoder;
-  std::vector<float> output_table;  // [C, V]: the output projection transposed (float32 reads it)
   ops::PackedLinear output;         // C -> V, with the output bias of an untied model
   const void* packed_from = nullptr;  // the first parameter's data when packed (a moved model must repack)
 };
@@ -44,9 +43,12 @@ struct InferenceWeights {
 ops::ComputeType output_compute_type(ops::ComputeType type);
 
 // table: parameter_table(model), float32 on the CPU. Throws std::invalid_argument otherwise.
-// with_output = false leaves the output projection out (float32 views of the
-// layers alone cost nothing; the transposed output table does).
 InferenceWeights pack_inference_weights(const std::vector<ParamEntry>& table, ops::ComputeType type,
-                                        ops::ComputeType output_type, bool with_output = true);
+                                        ops::ComputeType output_type);
+
+// The layers as float32 views of the parameters (PackedLinear::float32_view:
+// no copy, so they follow the weights as training changes them), without
+// the output projection (the caller has it transposed already).
+InferenceWeights float32_views(const std::vector<ParamEntry>& table);
 
 }  // namespace nmt

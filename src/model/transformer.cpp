@@ -602,8 +602,7 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   if (packed == nullptr) {
     views = std::atomic_load(&float32_views_);
     if (!packed_from_params(views.get())) {
-      views = std::make_shared<const InferenceWeights>(pack_inference_weights(
-          params_, ops::ComputeType::kFloat32, ops::ComputeType::kFloat32, /*with_output=*/false));
+      views = std::make_shared<const InferenceWeights>(float32_views(params_));
       std::atomic_store(&float32_views_, views);
     }
   }
@@ -611,8 +610,8 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   ops::PackedLinear table_output;
   if (packed == nullptr) {
     const ParamEntry* out_b = find_param(params_, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kBias);
-    table_output = ops::PackedLinear(ops::ComputeType::kFloat32, cache.output_weight_t.data_ptr<float>(),
-                                     out_b ? out_b->tensor.data_ptr<float>() : nullptr, c, vocab);
+    table_output = ops::PackedLinear::float32_view(cache.output_weight_t.data_ptr<float>(),
+                                                   out_b ? out_b->tensor.data_ptr<float>() : nullptr, c, vocab);
   }
   p.output = packed ? &packed->output : &table_output;
   place_norms(params_, ParamStack::kDecoder, p.layers, p.norm1_w, p.norm1_b);

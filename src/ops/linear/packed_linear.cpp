@@ -34,7 +34,11 @@ std::optional<ComputeType> resolve_compute_type(const std::string& name) {
 PackedLinear::PackedLinear(ComputeType type, const float* w, const float* bias, int64_t in, int64_t out)
     : type_(type), in_(in), out_(out) {
   if (type == ComputeType::kFloat32) {
-    w_ = w, bias_ = bias;
+    // The same values, in panels (cpu::RowsMatmulParams::panels).
+    w_float_.assign(static_cast<size_t>(cpu::panels(out) * cpu::kPanel * in), 0.0f);
+    for (int64_t k = 0; k < in; ++k)
+      for (int64_t n = 0; n < out; ++n) w_float_[static_cast<size_t>(cpu::rows_matmul_panel_index(k, n, in))] = w[k * out + n];
+    bias_ = bias;
     return;
   }
   const int64_t padded_out = cpu::panels(out) * cpu::kPanel;
@@ -70,13 +74,20 @@ PackedLinear::PackedLinear(ComputeType type, const float* w, const float* bias, 
   }
 }
 
+PackedLinear PackedLinear::float32_view(const float* w, const float* bias, int64_t in, int64_t out) {
+  PackedLinear l;
+  l.in_ = in, l.out_ = out, l.w_view_ = w, l.bias_ = bias;
+  return l;
+}
+
 void PackedLinear::forward(const float* x, int64_t rows, int64_t x_stride, float* y) const {
   if (rows <= 0) return;
   switch (type_) {
     case ComputeType::kFloat32: {
       cpu::RowsMatmulParams m{};
-      m.x = x, m.w = w_, m.bias = bias_, m.y = y;
+      m.x = x, m.w = w_view_ ? w_view_ : w_float_.data(), m.bias = bias_, m.y = y;
       m.rows = rows, m.in = in_, m.out = out_, m.x_stride = x_stride;
+      m.panels = w_view_ == nullptr;
       cpu::rows_matmul(m);
       return;
     }
@@ -100,7 +111,8 @@ void PackedLinear::forward(const float* x, int64_t rows, int64_t x_stride, float
 
 int64_t PackedLinear::weight_bytes() const {
   switch (type_) {
-    case ComputeType::kFloat32: return in_ * out_ * static_cast<int64_t>(sizeof(float));
+    case ComputeType::kFloat32:
+      return w_view_ ? in_ * out_ * static_cast<int64_t>(sizeof(float)) : static_cast<int64_t>(w_float_.size() * sizeof(float));
     case ComputeType::kBf16: return static_cast<int64_t>(w_bf16_.size() * sizeof(bf16));
     case ComputeType::kInt8: return static_cast<int64_t>(w_int8_.size());
   }

@@ -30,10 +30,16 @@ std::optional<ComputeType> resolve_compute_type(const std::string& name);
 class PackedLinear {
  public:
   PackedLinear() = default;
-  // w: [in, out] row-major, bias: [out] or nullptr. float32 keeps the
-  // pointers (the caller keeps the weights alive and unchanged); bf16 and
-  // int8 copy what they need.
+  // w: [in, out] row-major, bias: [out] or nullptr. Each type copies w into
+  // its own layout (float32: rows_matmul's panels); float32 keeps the bias
+  // pointer (the caller keeps it alive and unchanged).
   PackedLinear(ComputeType type, const float* w, const float* bias, int64_t in, int64_t out);
+
+  // float32 read where it is (w: [in, out] row-major): for weights that
+  // change between calls (a model being trained), which a copy would miss.
+  // The same results as the packed float32 layer, a little slower at few
+  // rows (rows_matmul_cpu.h).
+  static PackedLinear float32_view(const float* w, const float* bias, int64_t in, int64_t out);
 
   // y: [rows, out] = x: [rows, in] (rows x_stride apart) · w + bias.
   void forward(const float* x, int64_t rows, int64_t x_stride, float* y) const;
@@ -47,7 +53,8 @@ class PackedLinear {
  private:
   ComputeType type_ = ComputeType::kFloat32;
   int64_t in_ = 0, out_ = 0;
-  const float* w_ = nullptr;     // float32: the caller's [in, out]
+  std::vector<float> w_float_;   // float32: in panels (ops/linear/cpu/rows_matmul_cpu.h)
+  const float* w_view_ = nullptr;  // float32_view: the caller's [in, out]
   const float* bias_ = nullptr;  // float32: the caller's [out], or nullptr
   std::vector<int8_t> w_int8_;   // int8: packed (ops/linear/cpu/packed_matmul_cpu.h)
   std::vector<bf16> w_bf16_;     // bf16: packed

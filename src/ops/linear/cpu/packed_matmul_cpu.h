@@ -26,14 +26,13 @@
 
 #include "ops/bf16.h"
 #include "ops/cpu_isa.h"
+#include "ops/linear/cpu/panel.h"
 
 namespace nmt::ops::cpu {
 
-inline constexpr int64_t kPanel = 64;       // output columns per panel
 inline constexpr int64_t kInt8Group = 4;    // k per int32 lane (vpdpbusd)
 inline constexpr int64_t kBf16Group = 2;    // k per float lane (vdpbf16ps)
 
-inline int64_t panels(int64_t out) { return (out + kPanel - 1) / kPanel; }
 inline int64_t groups(int64_t in, int64_t group) { return (in + group - 1) / group; }
 
 struct Int8MatmulParams {

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/cpu_simd.h"
 
@@ -22,6 +23,14 @@ constexpr int kVecs = 4;
 constexpr int kRows = kAccRegs / kVecs;  // 6 with AVX-512, 3 otherwise
 constexpr int64_t kBlock = kVecs * kLanes<float>;  // columns per tile
 
+// Where w's element (k, j) is, and how far apart (k, j) and (k + 1, j) are,
+// in either layout (RowsMatmulParams::panels).
+const float* w_at(const RowsMatmulParams& p, int64_t k, int64_t j) {
+  return p.w + (p.panels ? rows_matmul_panel_index(k, j, p.in) : k * p.out + j);
+}
+int64_t w_k_stride(const RowsMatmulParams& p) { return p.panels ? kPanel : p.out; }
+static_assert(kPanel % kBlock == 0, "a column block lies within one panel");
+
 // y[m0 .. m0+R) x [j0, j0 + NV vectors): accumulators start at the bias,
 // then take x[m][k] · w[k][j] for k in order.
 template <int R, int NV>
@@ -32,8 +41,10 @@ void tile(const RowsMatmulParams& p, int64_t m0, int64_t j0) {
     for (int r = 0; r < R; ++r) acc[r][v] = b;
   }
   const float* x = p.x + m0 * p.x_stride;
+  const float* w0 = w_at(p, 0, j0);
+  const int64_t ldw = w_k_stride(p);
   for (int64_t k = 0; k < p.in; ++k) {
-    const float* w = p.w + k * p.out + j0;
+    const float* w = w0 + k * ldw;
     Vec<float> wv[NV];
     for (int v = 0; v < NV; ++v) wv[v] = vec_loadu(w + v * kLanes<float>);
     for (int r = 0; r < R; ++r) {
@@ -68,7 +79,16 @@ void tail(const RowsMatmulParams& p, int64_t j0) {
     const float* x = p.x + m * p.x_stride;
     for (int64_t j = j0; j < p.out; ++j) {
       float acc = p.bias ? p.bias[j] : 0.0f;
-      for (int64_t k = 0; k < p.in; ++k) acc += x[k] * p.w[k * p.out + j];
+      for (int64_t k = 0; k < p.in; ++k) {
+        // Fused where the ISA fuses (as the vector tiles' products are),
+        // spelled out: left to the compiler, the two layouts' loops were
+        // contracted differently and gave different last bits.
+#if defined(__FMA__)
+        acc = std::fma(x[k], *w_at(p, k, j), acc);
+#else
+        acc += x[k] * *w_at(p, k, j);
+#endif
+      }
       p.y[m * p.out + j] = acc;
     }
   }
