@@ -191,7 +191,11 @@ struct FakeStreams {
   std::mutex mutex;
   std::vector<std::string> log;  // "+line" when a job's line joined, "-line" when it ended
   int64_t max_tokens = 0;
+  std::vector<int64_t> adds;  // jobs per StepStream::add call
   std::atomic<int64_t> steps{0};
+  // While hold is set, a step waits (held says one is waiting): jobs
+  // submitted meanwhile are all queued when the step ends.
+  std::atomic<bool> hold{false}, held{false};
   void record(const std::string& event) {
     std::lock_guard<std::mutex> lock(mutex);
     log.push_back(event);
@@ -205,15 +209,29 @@ struct FakeStreams {
 class FakeStream : public StepStream {
  public:
   explicit FakeStream(FakeStreams& shared) : shared_(shared) {}
-  void add(const Job& job, uint64_t ticket) override {
-    for (size_t i = 0; i < job.lines.size(); ++i) {
-      rows_.push_back({ticket, i, job.tokens[i], job.tokens[i], job.lines[i]});
-      shared_.record("+" + job.lines[i]);
+  void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
+    {
+      std::lock_guard<std::mutex> lock(shared_.mutex);
+      shared_.adds.push_back(static_cast<int64_t>(jobs.size()));
     }
-    jobs_[ticket] = {Sentences(job.lines.size()), job.lines.size()};
+    for (const auto& [job, ticket] : jobs)
+      for (const std::string& line : job->lines)
+        if (line == "bad") throw std::runtime_error("cannot start 'bad'");
+    for (const auto& [job, ticket] : jobs) {
+      for (size_t i = 0; i < job->lines.size(); ++i) {
+        rows_.push_back({ticket, i, job->tokens[i], job->tokens[i], job->lines[i]});
+        shared_.record("+" + job->lines[i]);
+      }
+      jobs_[ticket] = {Sentences(job->lines.size()), job->lines.size()};
+    }
   }
   std::vector<std::pair<uint64_t, Sentences>> step() override {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (shared_.hold) {
+      shared_.held = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    shared_.held = false;
     ++shared_.steps;
     {
       std::lock_guard<std::mutex> lock(shared_.mutex);
@@ -320,6 +338,39 @@ TEST(Batcher, ABeamJobAtTheHeadClosesTheStreamToNewcomers) {
   // First come, first served: "later" joined only after the beam job was taken.
   EXPECT_EQ(streams.events(), (std::vector<std::string>{"+running", "-running", "+later", "-later"}));
   EXPECT_EQ(fake.batches, (std::vector<std::vector<std::string>>{{"beam"}}));
+}
+
+// Jobs that queued during a step join the stream together, in one add (one
+// encoder pass); if that add fails, they are started one at a time and only
+// the job that cannot start fails.
+TEST(Batcher, NewcomersBetweenTwoStepsStartInOneAddAndFailAlone) {
+  FakeRunner fake;
+  FakeStreams streams;
+  Batcher b(no_delay(), [&](const auto& jobs) { return fake(jobs); }, fake_streams(streams));
+  auto running = b.submit(job({"running"}, 600));
+  wait_for([&] { return streams.steps > 0; });
+  streams.hold = true;
+  wait_for([&] { return streams.held.load(); });
+  std::vector<std::future<JobResult>> together;
+  for (const char* line : {"a", "b", "c"}) together.push_back(b.submit(job({line}, 2)));
+  streams.hold = false;
+  for (auto& f : together) EXPECT_TRUE(f.get().sentences[0].translation.rfind("S(", 0) == 0);
+  {
+    std::lock_guard<std::mutex> lock(streams.mutex);
+    EXPECT_EQ(streams.adds, (std::vector<int64_t>{1, 3}));
+  }
+  streams.hold = true;
+  wait_for([&] { return streams.held.load(); });
+  auto x = b.submit(job({"x"}, 2));
+  auto bad = b.submit(job({"bad"}, 2));
+  auto y = b.submit(job({"y"}, 2));
+  streams.hold = false;
+  EXPECT_EQ(x.get().sentences[0].translation, "S(x)");
+  EXPECT_THROW(bad.get(), std::runtime_error);
+  EXPECT_EQ(y.get().sentences[0].translation, "S(y)");
+  EXPECT_EQ(running.get().sentences[0].translation, "S(running)");
+  std::lock_guard<std::mutex> lock(streams.mutex);
+  EXPECT_EQ(streams.adds, (std::vector<int64_t>{1, 3, 3, 1, 1, 1}));
 }
 
 TEST(Batcher, StopFinishesTheJobsInAStream) {

@@ -175,13 +175,20 @@ void Batcher::run() {
       continue;
     }
     const auto now = Clock::now();
-    for (auto& p : joining) {
-      const uint64_t ticket = next_ticket++;
-      try {
-        stream->add(p->job, ticket);
-        running[ticket] = {std::move(p), now};
-      } catch (...) {
-        p->fail(std::current_exception());
+    std::vector<std::pair<const Job*, uint64_t>> added;
+    for (auto& p : joining) added.emplace_back(&p->job, next_ticket++);
+    try {
+      if (!added.empty()) stream->add(added);
+      for (size_t i = 0; i < joining.size(); ++i) running[added[i].second] = {std::move(joining[i]), now};
+    } catch (...) {
+      // One at a time: only a job that cannot start fails.
+      for (size_t i = 0; i < joining.size(); ++i) {
+        try {
+          stream->add({added[i]});
+          running[added[i].second] = {std::move(joining[i]), now};
+        } catch (...) {
+          joining[i]->fail(std::current_exception());
+        }
       }
     }
     try {

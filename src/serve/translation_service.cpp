@@ -119,26 +119,35 @@ class TranslationService::GreedyStream : public StepStream {
       : service_(service), options_(service.worker_options(0)),
         decoder_(service.m_.model, options_, service.m_.device) {}
 
-  void add(const Job& job, uint64_t ticket) override {
-    Pending p{std::vector<SentenceResult>(job.lines.size()), &job, 0, 0, 0};
+  void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
     std::vector<std::vector<int64_t>> sources, owed;
     std::vector<uint64_t> rows;
-    for (size_t i = 0; i < job.sources.size(); ++i) {
-      const PreparedLine& line = job.sources[i];
-      if (line.ids.empty()) continue;  // translates to "", as decode_lines has it
-      p.source_tokens += static_cast<int64_t>(line.ids.size());
-      sources.push_back(line.ids);
-      owed.push_back(line.text.owed());
-      rows.push_back(next_row_);
-      row_of_[next_row_++] = {ticket, i};
-      ++p.running;
+    std::vector<std::pair<uint64_t, Pending>> added;
+    std::vector<std::pair<uint64_t, std::pair<uint64_t, size_t>>> lines;  // decoder ticket -> (job ticket, line)
+    uint64_t next_row = next_row_;
+    for (const auto& [job, ticket] : jobs) {
+      Pending p{std::vector<SentenceResult>(job->lines.size()), job, 0, 0, 0};
+      for (size_t i = 0; i < job->sources.size(); ++i) {
+        const PreparedLine& line = job->sources[i];
+        if (line.ids.empty()) continue;  // translates to "", as decode_lines has it
+        p.source_tokens += static_cast<int64_t>(line.ids.size());
+        sources.push_back(line.ids);
+        owed.push_back(line.text.owed());
+        rows.push_back(next_row);
+        lines.push_back({next_row++, {ticket, i}});
+        ++p.running;
+      }
+      added.emplace_back(ticket, std::move(p));
     }
-    jobs_[ticket] = std::move(p);
-    if (sources.empty()) {
-      done_.push_back(ticket);
-      return;
+    // Only once every line has started are the jobs recorded: a throw here
+    // leaves the stream as it was.
+    if (!sources.empty()) decoder_.add(sources, rows, owed);
+    next_row_ = next_row;
+    row_of_.insert(lines.begin(), lines.end());
+    for (auto& [ticket, p] : added) {
+      if (p.running == 0) done_.push_back(ticket);  // only empty lines: reported at the next step
+      jobs_[ticket] = std::move(p);
     }
-    decoder_.add(sources, rows, owed);
   }
 
   std::vector<std::pair<uint64_t, Sentences>> step() override {
