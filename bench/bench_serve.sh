@@ -2,9 +2,13 @@
 # `nmt serve` under load on loopback, against `nmt translate` on the same
 # sentences in the same run.
 #
-# Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--sentences N]
+# Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--longest] [--sentences N]
 #          [--requests R] [--threads N] [--soak-minutes M] [--compute-type T]
 #          [--hold IDLE,SLOW] [--out DIR]
+#   --longest: the N longest lines (in characters; ties in file order) of
+#   data/real/test.zh and valid.zh instead of FILE's first N (the "long
+#   sentences" row: 33.5 characters on average, against 15.2 for the first
+#   500 test lines)
 #   defaults: data/real/test.zh, 500 sentences, 2000 requests per level,
 #   2 threads, no soak, the checkpoint's decode.compute_type, --hold
 #   10000,1000, docs/bench
@@ -38,11 +42,12 @@
 # Writes OUT/serve.md and OUT/serve.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-checkpoint="" lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench compute=() hold=10000,1000
+checkpoint="" longest=0 lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench compute=() hold=10000,1000
 while (($#)); do
   case $1 in
     --checkpoint) checkpoint=$2; shift 2 ;;
     --lines) lines=$2; shift 2 ;;
+    --longest) longest=1; shift ;;
     --sentences) sentences=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
@@ -65,7 +70,17 @@ server=""
 cleanup() { [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 mkdir -p "$out"
-head -n "$sentences" "$lines" >"$work/lines.zh"
+if [ "$longest" = 1 ]; then
+  described="the $sentences longest lines (in characters) of \`data/real/test.zh\` and \`valid.zh\` (\`--longest\`)"
+  /usr/bin/python3 -c '
+import sys
+n = int(sys.argv[1])
+lines = [l.rstrip("\n") for f in sys.argv[2:] for l in open(f, encoding="utf-8")]
+print("\n".join(sorted(lines, key=lambda l: -len(l))[:n]))' "$sentences" data/real/test.zh data/real/valid.zh >"$work/lines.zh"
+else
+  described="the first $sentences sentences of \`$lines\`"
+  head -n "$sentences" "$lines" >"$work/lines.zh"
+fi
 n=$(wc -l <"$work/lines.zh")
 
 # The offline reference translates as many sentences as a load level sends
@@ -165,15 +180,15 @@ cp "$work/serve.jsonl" "$out/serve.jsonl"
 compute_name="as its config says"
 [ ${#compute[@]} -eq 0 ] || compute_name=${compute[1]}
 $python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" "$compute_name" "${offline_runs[*]}" \
-  >"$out/serve.md" <<'PY'
+  "$described" >"$out/serve.md" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 offline, n, threads, ckpt, requests = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
-compute, offline_runs = sys.argv[7], sys.argv[8].split()
+compute, offline_runs, described = sys.argv[7], sys.argv[8].split(), sys.argv[9]
 load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous" and "held_idle" not in r]
 held = next((r for r in rows if "held_idle" in r), None)
 static = [r for r in rows if "concurrency" in r and r["batching"] == "static"]
-print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {n} sentences of the test set, {threads} threads, "
+print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {described}, {threads} threads, "
       f"checkpoint `{ckpt}`, compute type {compute}; closed-loop clients on loopback, one sentence per request, {requests} requests "
       f"per level going round the sentences.\n")
 print(f"Offline `nmt translate --batch-size 32` over the {requests} sentences a level sends (the {n}, round): "
