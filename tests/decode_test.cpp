@@ -206,6 +206,35 @@ TEST(Decode, ArgmaxRowsAsTorch) {
   EXPECT_EQ(argmax_rows(torch::ones({2, 1})), (std::vector<int64_t>{0, 0}));
 }
 
+// The fused encoder computes each sentence's own positions only: a short
+// sentence beside a long one gets the bits it gets alone (float32 and int8,
+// both attention kernels), and its padding positions are zeros.
+TEST(Decode, FusedEncoderGivesASentenceItsBitsWhateverItsCompany) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  torch::NoGradGuard no_grad;
+  size_t shortest = 0, longest = 0;
+  for (size_t i = 0; i < t.sources.size(); ++i) {
+    if (t.sources[i].size() < t.sources[shortest].size()) shortest = i;
+    if (t.sources[i].size() > t.sources[longest].size()) longest = i;
+  }
+  ASSERT_LT(t.sources[shortest].size() + 2, t.sources[longest].size());
+  auto [alone_src, alone_len] = make_source_batch({t.sources[shortest]});
+  auto [pair_src, pair_len] = make_source_batch({t.sources[longest], t.sources[shortest]});
+  const int64_t n = alone_src.size(1);
+  for (const auto type : {ops::ComputeType::kFloat32, ops::ComputeType::kInt8})
+    for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
+      SCOPED_TRACE(std::string(ops::compute_type_name(type)) + ", " + ops::backend_name(backend));
+      model->set_attention_backend(backend);
+      model->prepare_decoding(type);
+      const auto alone = model->encode(alone_src, alone_len);  // [1, n, C]
+      const auto pair = model->encode(pair_src, pair_len);     // [2, S, C]
+      EXPECT_TRUE(torch::equal(pair[1].narrow(0, 0, n), alone[0]));
+      EXPECT_EQ(pair[1].narrow(0, n, pair.size(1) - n).abs().max().item<float>(), 0.0f);
+    }
+  model->unprepare_decoding();
+}
+
 // Decoding in each compute type (prepare_decoding): the fused encoder and
 // step near the op-by-op float32 path, each within its type's tolerance, and
 // the learnt sentences translated as well as in float32 (the toy test's
@@ -248,7 +277,13 @@ TEST(Decode, ComputeTypesStayNearFloat32) {
     ASSERT_TRUE(model->decoding_prepared());
     EXPECT_EQ(model->compute_type(), type);
     const auto m = model->encode(src, len);
-    EXPECT_LT(relative(m, memory), tolerance) << "encoder output";
+    // Compared at the sentences' own positions: the fused encoder computes
+    // only those and leaves zeros at the padding (the op-by-op path computes
+    // values there that nothing reads).
+    const auto valid = (torch::arange(src.size(1)).unsqueeze(0) < len.unsqueeze(1)).unsqueeze(2);  // [B, S, 1]
+    ASSERT_LT(valid.all().item<bool>(), 1) << "the batch should have padding";
+    EXPECT_LT(relative(m * valid, memory * valid), tolerance) << "encoder output";
+    EXPECT_EQ(m.masked_select(~valid).abs().max().item<float>(), 0.0f) << "padding positions";
     DecoderCache cache = model->start_decoding(m, len, 9);
     ASSERT_TRUE(model->fused_step_applies(tgt.select(1, 0), cache));
     double worst = 0;

@@ -1,7 +1,9 @@
 #include "model/encoder_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "model/fused_cpu_blocks.h"
 #include "ops/activation/cpu/bias_relu_dropout_cpu.h"
@@ -11,7 +13,7 @@ namespace nmt {
 
 namespace {
 
-// The encoder's scratch, carved out of one buffer; N = B · S rows.
+// The encoder's scratch, carved out of one buffer, for up to N = B · S rows.
 struct Buffers {
   float* x;      // x: [N, C], the residual stream
   float* h;      // h: [N, C], its LayerNorm
@@ -41,22 +43,27 @@ void add_norm(float* x, const float* y, const float* g, const float* b, int64_t 
   fused::add_norm(x, y, g, b, buf.h, buf.mean, buf.rstd, rows, p.channels, p.eps);
 }
 
-// Every position of every sentence attends to its sentence's first
-// src_lengths[b] positions. qkv: [B, S, 3C] (heads D apart in each third);
-// attn: [B, S, C].
-void attend(const EncoderCpuParams& p, const Buffers& buf) {
-  const int64_t S = p.length, C = p.channels, D = C / p.heads;
-  ops::AttentionForwardParams<float> a{};
-  a.q = buf.qkv, a.k = buf.qkv + C, a.v = buf.qkv + 2 * C, a.o = buf.attn, a.lse = buf.lse, a.probs = buf.probs;
-  a.key_lengths = p.src_lengths;
-  a.q_stride_b = a.k_stride_b = a.v_stride_b = S * 3 * C;
-  a.q_stride_h = a.k_stride_h = a.v_stride_h = D;
-  a.q_stride_t = a.k_stride_t = a.v_stride_t = 3 * C;
-  a.o_stride_b = S * C, a.o_stride_h = D, a.o_stride_t = C;
-  a.batch = p.batch, a.heads = p.heads, a.q_len = S, a.k_len = S, a.head_dim = D;
-  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  a.causal = false;
-  fused::attention(a, p.naive_attention);
+// Each sentence's positions attend to its own positions. The rows are
+// packed, sentence after sentence (row_offset[b] is sentence b's first):
+// qkv: [N, 3C] (heads D apart in each third); attn: [N, C].
+void attend(const EncoderCpuParams& p, const std::vector<int64_t>& row_offset, const Buffers& buf) {
+  const int64_t C = p.channels, D = C / p.heads;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t len = row_offset[b + 1] - row_offset[b];
+    if (len == 0) continue;
+    ops::AttentionForwardParams<float> a{};
+    a.q = buf.qkv + row_offset[b] * 3 * C, a.k = a.q + C, a.v = a.q + 2 * C;
+    a.o = buf.attn + row_offset[b] * C, a.lse = buf.lse, a.probs = buf.probs;
+    a.key_lengths = &len;
+    a.q_stride_b = a.k_stride_b = a.v_stride_b = len * 3 * C;
+    a.q_stride_h = a.k_stride_h = a.v_stride_h = D;
+    a.q_stride_t = a.k_stride_t = a.v_stride_t = 3 * C;
+    a.o_stride_b = len * C, a.o_stride_h = D, a.o_stride_t = C;
+    a.batch = 1, a.heads = p.heads, a.q_len = len, a.k_len = len, a.head_dim = D;
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    a.causal = false;
+    fused::attention(a, p.naive_attention);
+  }
 }
 
 }  // namespace
@@ -68,23 +75,34 @@ int64_t encoder_cpu_workspace_floats(int64_t batch, int64_t length, int64_t chan
 }
 
 void encoder_cpu(const EncoderCpuParams& p) {
-  const int64_t B = p.batch, S = p.length, C = p.channels, N = B * S;
-  if (N == 0) return;
+  const int64_t B = p.batch, S = p.length, C = p.channels;
+  if (B * S == 0) return;
   const Buffers buf = carve(p.workspace, B, S, C, p.heads, p.ff_dim, p.naive_attention);
+  // Only the sentences' own positions are computed, packed one sentence
+  // after another: a batch of sentences of different lengths (the few that
+  // join a service's running batch between two steps) would otherwise pay
+  // for every padding position in every layer. Each position's result is
+  // the same either way (every op but attention works row by row, and
+  // attention sees only the sentence's own keys).
+  std::vector<int64_t> row_offset(static_cast<size_t>(B + 1), 0);
+  for (int64_t b = 0; b < B; ++b) row_offset[b + 1] = row_offset[b] + std::clamp<int64_t>(p.src_lengths[b], 0, S);
+  const int64_t N = row_offset[B];
 
   // pass 1: x = embedding * sqrt(C) + position; h = norm1(x) of the first layer.
-  ops::cpu::EmbeddingParams<float> e{};
-  e.ids = p.tokens, e.table = p.embedding, e.positions = p.position_table, e.out = buf.x;
-  e.batch = B, e.length = S, e.channels = C, e.vocab = p.vocab, e.position_offset = 0;
-  e.scale = p.embed_scale;
-  ops::cpu::embedding_forward(e);
+  for (int64_t b = 0; b < B; ++b) {
+    ops::cpu::EmbeddingParams<float> e{};
+    e.ids = p.tokens + b * S, e.table = p.embedding, e.positions = p.position_table, e.out = buf.x + row_offset[b] * C;
+    e.batch = 1, e.length = row_offset[b + 1] - row_offset[b], e.channels = C, e.vocab = p.vocab;
+    e.position_offset = 0, e.scale = p.embed_scale;
+    if (e.length > 0) ops::cpu::embedding_forward(e);
+  }
   add_norm(buf.x, nullptr, p.norm1_w, p.norm1_b, N, p, buf);
 
   for (const EncoderLayerCpu& l : p.layers) {
     // pass 2: self-attention over the sentence's own tokens, its output
     // projection, the residual add and the feed-forward block's norm.
     l.qkv->forward(buf.h, N, C, buf.qkv);
-    attend(p, buf);
+    attend(p, row_offset, buf);
     l.out->forward(buf.attn, N, C, buf.tmp);
     add_norm(buf.x, buf.tmp, l.norm2_w, l.norm2_b, N, p, buf);
     // pass 3: feed-forward, bias and ReLU fused after the first product.
@@ -95,7 +113,12 @@ void encoder_cpu(const EncoderCpuParams& p) {
     l.ff2->forward(buf.ff, N, p.ff_dim, buf.tmp);
     add_norm(buf.x, buf.tmp, l.next_w, l.next_b, N, p, buf);
   }
-  std::memcpy(p.memory, buf.h, sizeof(float) * N * C);
+  // pass 4: back to [B, S, C], zeros at the padding positions.
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = row_offset[b + 1] - row_offset[b];
+    std::memcpy(p.memory + b * S * C, buf.h + row_offset[b] * C, sizeof(float) * len * C);
+    std::memset(p.memory + (b * S + len) * C, 0, sizeof(float) * (S - len) * C);
+  }
 }
 
 }  // namespace nmt

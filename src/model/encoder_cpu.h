@@ -47,7 +47,7 @@ struct EncoderCpuParams {
   std::vector<EncoderLayerCpu> layers;
   bool naive_attention = false;  // the naive kernel (else flash)
   float* workspace;  // encoder_cpu_workspace_floats(...) floats
-  float* memory;     // memory: [B, S, C] (written): the encoder's output after its final norm
+  float* memory;     // memory: [B, S, C] (written): the encoder's output after its final norm, zeros past each sentence's length
 };
 
 void encoder_cpu(const EncoderCpuParams& p);
