@@ -94,6 +94,11 @@ Reply error_reply(int status, const std::string& message) {
   return r;
 }
 
+// A request refused because the bodies being read at once would pass the
+// service's budget (HttpServer::reserve): when it announces its length, or
+// as a chunked body grows past it.
+constexpr const char* kBodiesBusy = "the service is reading too many request bodies at once; retry later";
+
 // The Content-Length a request declares, if any.
 std::optional<unsigned long long> declared_length(MHD_Connection* c) {
   const char* length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -262,7 +267,9 @@ class HttpServer {
   void connection(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode what);
 
   // The answer to a request whose headers just arrived, if it needs no body.
-  std::optional<Reply> first_look(MHD_Connection* c, const std::string& path, const std::string& method, Peer* peer);
+  // length: the request's declared Content-Length (declared_length), read once by the caller.
+  std::optional<Reply> first_look(MHD_Connection* c, const std::string& path, const std::string& method, Peer* peer,
+                                  std::optional<unsigned long long> length);
   // The body is in: translate (or answer at once).
   std::optional<Reply> translate(const std::shared_ptr<Exchange>& ex);
   Reply translated(Exchange& ex);
@@ -357,7 +364,7 @@ void HttpServer::sweep() {
 }
 
 std::optional<Reply> HttpServer::first_look(MHD_Connection* c, const std::string& path, const std::string& method,
-                                            Peer* peer) {
+                                            Peer* peer, std::optional<unsigned long long> length) {
   const auto header = [c](const char* name) -> const char* {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
   };
@@ -395,7 +402,6 @@ std::optional<Reply> HttpServer::first_look(MHD_Connection* c, const std::string
     if (draining_) return error_reply(503, "the service is shutting down");
     if (const auto bad = check_json_body(text(MHD_HTTP_HEADER_CONTENT_TYPE), kTranslatePath))
       return error_reply(bad->status, bad->message);
-    const std::optional<unsigned long long> length = declared_length(c);
     if (!length && !header(MHD_HTTP_HEADER_TRANSFER_ENCODING))
       return error_reply(411, "body: a POST needs a Content-Length (or chunked encoding) and a JSON body");
     if (length && *length > static_cast<unsigned long long>(options_.max_body_bytes))
@@ -425,7 +431,7 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
     if (ex->too_large)
       throw RequestError(413, "body: larger than the limit of " + std::to_string(options_.max_body_bytes) +
                                   " bytes (--max-body-bytes)");
-    if (ex->over_budget) throw RequestError(503, "the service is reading too many request bodies at once; retry later");
+    if (ex->over_budget) throw RequestError(503, kBodiesBusy);
     if (draining_) throw RequestError(503, "the service is shutting down");
     TranslateRequest request = parse_translate_request(ex->body, options_.limits);
     ex->texts = request.text.size();
@@ -532,7 +538,7 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
     Peer* peer = peer_of(c);
     set_phase(peer, Peer::Phase::kBody);
     const std::optional<unsigned long long> length = declared_length(c);
-    if (std::optional<Reply> early = first_look(c, ex->path, ex->method, peer)) {
+    if (std::optional<Reply> early = first_look(c, ex->path, ex->method, peer, length)) {
       const bool body_follows = (length && *length > 0) ||
                                 MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
       if (body_follows) {
@@ -548,7 +554,7 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
       return MHD_YES;
     }
     if (length && !reserve(*ex, static_cast<int64_t>(*length))) {  // at most --max-body-bytes (first_look)
-      Reply busy = error_reply(503, "the service is reading too many request bodies at once; retry later");
+      Reply busy = error_reply(503, kBodiesBusy);
       busy.close = true;
       set_phase(peer, Peer::Phase::kAnswering);
       return send(c, *ex, std::move(busy));

@@ -121,10 +121,9 @@ class TranslationService::GreedyStream : public StepStream {
 
   void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
     std::vector<std::vector<int64_t>> sources, owed;
-    std::vector<uint64_t> rows;
+    std::vector<uint64_t> rows;                       // decoder tickets, from next_row_ on
+    std::vector<std::pair<uint64_t, size_t>> lines;   // rows[i] is (job ticket, line) lines[i]
     std::vector<std::pair<uint64_t, Pending>> added;
-    std::vector<std::pair<uint64_t, std::pair<uint64_t, size_t>>> lines;  // decoder ticket -> (job ticket, line)
-    uint64_t next_row = next_row_;
     for (const auto& [job, ticket] : jobs) {
       Pending p{std::vector<SentenceResult>(job->lines.size()), job, 0, 0, 0};
       for (size_t i = 0; i < job->sources.size(); ++i) {
@@ -133,8 +132,8 @@ class TranslationService::GreedyStream : public StepStream {
         p.source_tokens += static_cast<int64_t>(line.ids.size());
         sources.push_back(line.ids);
         owed.push_back(line.text.owed());
-        rows.push_back(next_row);
-        lines.push_back({next_row++, {ticket, i}});
+        rows.push_back(next_row_ + rows.size());
+        lines.push_back({ticket, i});
         ++p.running;
       }
       added.emplace_back(ticket, std::move(p));
@@ -142,8 +141,8 @@ class TranslationService::GreedyStream : public StepStream {
     // Only once every line has started are the jobs recorded: a throw here
     // leaves the stream as it was.
     if (!sources.empty()) decoder_.add(sources, rows, owed);
-    next_row_ = next_row;
-    row_of_.insert(lines.begin(), lines.end());
+    next_row_ += rows.size();
+    for (size_t i = 0; i < rows.size(); ++i) row_of_[rows[i]] = lines[i];
     for (auto& [ticket, p] : added) {
       if (p.running == 0) done_.push_back(ticket);  // only empty lines: reported at the next step
       jobs_[ticket] = std::move(p);

@@ -37,23 +37,17 @@ PackedLinear::PackedLinear(ComputeType type, const float* w, const float* bias, 
     // The same values, in panels (cpu::RowsMatmulParams::panels).
     w_float_.assign(static_cast<size_t>(cpu::panels(out) * cpu::kPanel * in), 0.0f);
     for (int64_t k = 0; k < in; ++k)
-      for (int64_t n = 0; n < out; ++n) w_float_[static_cast<size_t>(cpu::rows_matmul_panel_index(k, n, in))] = w[k * out + n];
+      for (int64_t n = 0; n < out; ++n) w_float_[static_cast<size_t>(cpu::panel_index(k, n, in))] = w[k * out + n];
     bias_ = bias;
     return;
   }
   const int64_t padded_out = cpu::panels(out) * cpu::kPanel;
   padded_bias_.assign(static_cast<size_t>(padded_out), 0.0f);
   if (bias) std::copy(bias, bias + out, padded_bias_.begin());
-  // Element (k, n) of w goes to panel n / kPanel, group k / G, column
-  // n % kPanel, slot k % G (G k side by side: the layout's innermost).
-  const auto packed_index = [&](int64_t k, int64_t n, int64_t group) {
-    const int64_t g = cpu::groups(in, group);
-    return ((n / cpu::kPanel * g + k / group) * cpu::kPanel + n % cpu::kPanel) * group + k % group;
-  };
   if (type == ComputeType::kBf16) {
     w_bf16_.assign(static_cast<size_t>(padded_out * cpu::groups(in, cpu::kBf16Group) * cpu::kBf16Group), bf16{0});
     for (int64_t k = 0; k < in; ++k)
-      for (int64_t n = 0; n < out; ++n) w_bf16_[packed_index(k, n, cpu::kBf16Group)] = to_bf16(w[k * out + n]);
+      for (int64_t n = 0; n < out; ++n) w_bf16_[cpu::panel_index(k, n, in, cpu::kBf16Group)] = to_bf16(w[k * out + n]);
     return;
   }
   // int8: each output column's own scale, max |w| / 127, so its largest
@@ -68,7 +62,7 @@ PackedLinear::PackedLinear(ComputeType type, const float* w, const float* bias, 
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (int64_t k = 0; k < in; ++k) {
       const auto q = static_cast<int8_t>(std::clamp(std::nearbyint(w[k * out + n] * inv), -127.0f, 127.0f));
-      w_int8_[packed_index(k, n, cpu::kInt8Group)] = q;
+      w_int8_[cpu::panel_index(k, n, in, cpu::kInt8Group)] = q;
       sum_[n] += q;
     }
   }

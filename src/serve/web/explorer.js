@@ -481,7 +481,8 @@
     t.stroke();
     return hatchCanvas;
   }
-  // The cell under a point of the page (null between cells or outside).
+  // The cell under a point of the page (null outside the map; a point on the
+  // gap between two cells counts as the cell before it).
   function cellFromPoint(clientX, clientY) {
     const v = state.view;
     if (!v || !canvas) return null;
@@ -547,7 +548,7 @@
     if (!v) return;
     const rows = v.rowTok.length, cols = v.colTok.length;
     if (r < 0 || c < 0 || r >= rows || c >= cols) return;
-    clearHighlight();
+    clearHighlight(false);  // drawn once below, with the new cell outlined
     state.active = { r, c };
     drawCells();
     rowLabels[r].classList.add('hl');
@@ -593,12 +594,12 @@
     tt.style.top = `${Math.max(4, y)}px`;
   }
 
-  function clearHighlight() {
+  function clearHighlight(redraw = true) {
     for (const n of el.heatmap.querySelectorAll('.hl')) n.classList.remove('hl');
     delete el.heatmap.dataset.active;
     if (state.active) {
       state.active = null;
-      drawCells();
+      if (redraw) drawCells();
     }
   }
   function hideTooltip() {
@@ -619,10 +620,7 @@
   });
   el.heatmap.addEventListener('mouseleave', () => {
     hideTooltip();
-    if (document.activeElement !== el.heatmap) {
-      clearHighlight();
-      state.active = null;
-    }
+    if (document.activeElement !== el.heatmap) clearHighlight();
   });
   el.heatmap.addEventListener('keydown', (e) => {
     const v = state.view;
@@ -640,13 +638,12 @@
     } else if (e.key === 'Escape') {
       hideTooltip();
       clearHighlight();
-      state.active = null;
     }
   });
   el.heatmap.addEventListener('focus', () => {
     if (state.view && !state.active) setActive(0, 0);
   });
-  el.heatmap.addEventListener('blur', () => { hideTooltip(); clearHighlight(); state.active = null; });
+  el.heatmap.addEventListener('blur', () => { hideTooltip(); clearHighlight(); });
 
   // ---- legend -------------------------------------------------------------
   function renderLegend() {

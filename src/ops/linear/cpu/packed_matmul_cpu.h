@@ -33,7 +33,6 @@ namespace nmt::ops::cpu {
 inline constexpr int64_t kInt8Group = 4;    // k per int32 lane (vpdpbusd)
 inline constexpr int64_t kBf16Group = 2;    // k per float lane (vdpbf16ps)
 
-inline int64_t groups(int64_t in, int64_t group) { return (in + group - 1) / group; }
 
 struct Int8MatmulParams {
   const float* x;         // x: [M, K], row stride x_stride

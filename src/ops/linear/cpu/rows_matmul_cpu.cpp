@@ -26,7 +26,7 @@ constexpr int64_t kBlock = kVecs * kLanes<float>;  // columns per tile
 // Where w's element (k, j) is, and how far apart (k, j) and (k + 1, j) are,
 // in either layout (RowsMatmulParams::panels).
 const float* w_at(const RowsMatmulParams& p, int64_t k, int64_t j) {
-  return p.w + (p.panels ? rows_matmul_panel_index(k, j, p.in) : k * p.out + j);
+  return p.w + (p.panels ? panel_index(k, j, p.in) : k * p.out + j);
 }
 int64_t w_k_stride(const RowsMatmulParams& p) { return p.panels ? kPanel : p.out; }
 static_assert(kPanel % kBlock == 0, "a column block lies within one panel");

@@ -15,19 +15,14 @@
 
 namespace nmt::ops::cpu {
 
-// Element (k, n) of w [K, N] in the panel layout, [panels(N)][K][kPanel]
-// (zero-padded past N: panels(N) · kPanel · K floats).
-inline int64_t rows_matmul_panel_index(int64_t k, int64_t n, int64_t in) {
-  return (n / kPanel * in + k) * kPanel + n % kPanel;
-}
-
 struct RowsMatmulParams {
   const float* x;     // x: [M, K], row stride x_stride
   const float* w;     // w: [K, N], row-major; or, with panels, the panel layout
   const float* bias;  // bias: [N], or nullptr
   float* y;           // y: [M, N] (written)
   int64_t rows, in, out, x_stride;  // M, K, N
-  // w in panels of kPanel columns, each [K][kPanel] contiguous: a column block is
+  // w in panels of kPanel columns (panel.h, group 1), each [K][kPanel]
+  // contiguous: a column block is
   // then one sequential stream. Row-major, its K rows are N floats apart,
   // each in another page for the output projection, and a first pass over
   // it (every step's, as the decoder's weights leave cache between uses)
