@@ -140,16 +140,20 @@ def ramp(i):
 RAMP = [ramp(i) for i in range(256)]
 
 
+def near(rgb, ramp_colour):
+    """Whether rgb is ramp_colour, within 2 in each channel (the canvas's rounding)."""
+    return max(abs(a - b) for a, b in zip(rgb, ramp_colour)) <= 2
+
+
 def colour_matches(rgb, value, scale, steps=3):
     """Whether rgb is the ramp's colour for value, within a few of its 256 steps."""
     x = min(max(value, 0.0), 1.0)
     i = round((x ** 0.5 if scale == "sqrt" else x) * 255)
-    return any(max(abs(a - b) for a, b in zip(rgb, RAMP[j])) <= 2
-               for j in range(max(0, i - steps), min(255, i + steps) + 1))
+    return any(near(rgb, RAMP[j]) for j in range(max(0, i - steps), min(255, i + steps) + 1))
 
 
 def on_ramp(rgb):
-    return any(max(abs(a - b) for a, b in zip(rgb, c)) <= 2 for c in RAMP)
+    return any(near(rgb, c) for c in RAMP)
 
 
 def walk_readout(driver, rows, cols):
@@ -342,13 +346,14 @@ def run(args):
         select(driver, "kind", "cross")
         select(driver, "layer", str(len(att["cross"]) - 1))
         select(driver, "head", "mean")
+        shown = expected_matrix(att, "cross", len(att["cross"]) - 1, "mean")  # what this view draws
         # The keyboard reads the map too: focus it, move one right and one down.
         if S > 1 and T > 1:
             heatmap = driver.find_element(By.ID, "heatmap")
             driver.execute_script("arguments[0].focus();", heatmap)
             heatmap.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_DOWN)
             readout = text_of(driver, "readout")
-            value = f"{expected_matrix(att, 'cross', len(att['cross']) - 1, 'mean')[1][1]:.4f}"
+            value = f"{shown[1][1]:.4f}"
             check("row 2, column 2" in readout and value in readout,
                   f"arrow keys on the map: readout {readout!r} does not show cell (1,1) = {value}")
             driver.execute_script("arguments[0].blur();", heatmap)
@@ -357,7 +362,7 @@ def run(args):
         tip = wait(driver, 3, lambda d: d.execute_script(
             "const t = document.getElementById('tooltip'); return !t.hidden && t.textContent;"),
             "hovering a cell shows no tooltip")
-        value = f"{expected_matrix(att, 'cross', len(att['cross']) - 1, 'mean')[r][c]:.4f}"
+        value = f"{shown[r][c]:.4f}"
         check("→" in tip and value in tip, f"tooltip {tip!r} lacks 'query → key' and the value {value}")
         highlighted = driver.execute_script("return document.querySelectorAll('#heatmap .hl').length;")
         check(highlighted >= 2, "hovering a cell highlights no row/column labels")

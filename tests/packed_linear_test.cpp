@@ -36,6 +36,37 @@ std::string describe(const Shape& s) {
          std::to_string(s.out) + " (" + isa_name(kernel_isa()) + ")";
 }
 
+// Operands drawn from normal: x, then w (each divided by w_divisor), then bias.
+struct Operands {
+  std::vector<float> x, w, bias;
+};
+Operands random_operands(const Shape& s, std::mt19937& rng, std::normal_distribution<float>& normal,
+                         float w_divisor) {
+  Operands o{std::vector<float>(s.rows * s.in), std::vector<float>(s.in * s.out), std::vector<float>(s.out)};
+  for (float& v : o.x) v = normal(rng);
+  for (float& v : o.w) v = normal(rng) / w_divisor;
+  for (float& v : o.bias) v = normal(rng);
+  return o;
+}
+
+// The largest |y - (x·w + bias)| over the outputs, each relative to
+// Σ_k |x_k w_k| + |bias|, the float64 product taken of the operands as
+// operand() maps them (the identity, or a rounding the kernel applies).
+template <typename Operand>
+double worst_relative_error(const std::vector<float>& y, const Operands& o, const Shape& s, Operand operand) {
+  double worst = 0.0;
+  for (int64_t m = 0; m < s.rows; ++m)
+    for (int64_t n = 0; n < s.out; ++n) {
+      double ref = o.bias[n], mag = std::fabs(o.bias[n]);
+      for (int64_t k = 0; k < s.in; ++k) {
+        const double p = double(operand(o.x[m * s.in + k])) * double(operand(o.w[k * s.out + n]));
+        ref += p, mag += std::fabs(p);
+      }
+      worst = std::max(worst, std::fabs(y[m * s.out + n] - ref) / (mag + 1e-30));
+    }
+  return worst;
+}
+
 // Integers in [-127, 127] with ±127 in every row of x and every column of w,
 // so both scales are exactly 1 and quantization leaves them as they are:
 // the kernel's output must then be the int32 sum itself, exactly.
@@ -73,10 +104,7 @@ TEST(PackedMatmul, Int8ErrorWithinTheQuantizationBound) {
   std::mt19937 rng(12);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const Shape& s : kShapes) {
-    std::vector<float> x(s.rows * s.in), w(s.in * s.out), bias(s.out);
-    for (float& v : x) v = normal(rng);
-    for (float& v : w) v = normal(rng) / std::sqrt(static_cast<float>(s.in));
-    for (float& v : bias) v = normal(rng);
+    const auto [x, w, bias] = random_operands(s, rng, normal, std::sqrt(static_cast<float>(s.in)));
     const PackedLinear layer(ComputeType::kInt8, w.data(), bias.data(), s.in, s.out);
     std::vector<float> y(s.rows * s.out);
     layer.forward(x.data(), s.rows, s.in, y.data());
@@ -110,24 +138,12 @@ TEST(PackedMatmul, Bf16MatchesTheRoundedOperandsProduct) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const auto round = [](float v) { return to_float(to_bf16(v)); };
   for (const Shape& s : kShapes) {
-    std::vector<float> x(s.rows * s.in), w(s.in * s.out), bias(s.out);
-    for (float& v : x) v = normal(rng);
-    for (float& v : w) v = normal(rng) / std::sqrt(static_cast<float>(s.in));
-    for (float& v : bias) v = normal(rng);
-    const PackedLinear layer(ComputeType::kBf16, w.data(), bias.data(), s.in, s.out);
+    const Operands o = random_operands(s, rng, normal, std::sqrt(static_cast<float>(s.in)));
+    const PackedLinear layer(ComputeType::kBf16, o.w.data(), o.bias.data(), s.in, s.out);
     std::vector<float> y(s.rows * s.out);
-    layer.forward(x.data(), s.rows, s.in, y.data());
-    double worst = 0.0;
-    for (int64_t m = 0; m < s.rows; ++m)
-      for (int64_t n = 0; n < s.out; ++n) {
-        double ref = bias[n], mag = std::fabs(bias[n]);
-        for (int64_t k = 0; k < s.in; ++k) {
-          const double p = double(round(x[m * s.in + k])) * double(round(w[k * s.out + n]));
-          ref += p, mag += std::fabs(p);
-        }
-        worst = std::max(worst, std::fabs(y[m * s.out + n] - ref) / (mag * 1e-6 + 1e-30));
-      }
-    EXPECT_LE(worst, 1.0) << describe(s) << ": error beyond 1e-6 of Σ|x·w|";
+    layer.forward(o.x.data(), s.rows, s.in, y.data());
+    const double worst = worst_relative_error(y, o, s, round);
+    EXPECT_LE(worst, 1e-6) << describe(s) << ": error beyond 1e-6 of Σ|x·w|";
   }
 }
 
@@ -140,26 +156,14 @@ TEST(PackedMatmul, Float32PanelsGiveTheRowMajorBits) {
   std::mt19937 rng(15);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const Shape& s : kShapes) {
-    std::vector<float> x(s.rows * s.in), w(s.in * s.out), bias(s.out);
-    for (float& v : x) v = normal(rng);
-    for (float& v : w) v = normal(rng);
-    for (float& v : bias) v = normal(rng);
-    const PackedLinear packed(ComputeType::kFloat32, w.data(), bias.data(), s.in, s.out);
-    const PackedLinear view = PackedLinear::float32_view(w.data(), bias.data(), s.in, s.out);
+    const Operands o = random_operands(s, rng, normal, 1.0f);
+    const PackedLinear packed(ComputeType::kFloat32, o.w.data(), o.bias.data(), s.in, s.out);
+    const PackedLinear view = PackedLinear::float32_view(o.w.data(), o.bias.data(), s.in, s.out);
     std::vector<float> a(s.rows * s.out, -1.0f), b(s.rows * s.out, -2.0f);
-    packed.forward(x.data(), s.rows, s.in, a.data());
-    view.forward(x.data(), s.rows, s.in, b.data());
+    packed.forward(o.x.data(), s.rows, s.in, a.data());
+    view.forward(o.x.data(), s.rows, s.in, b.data());
     EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << describe(s);
-    double worst = 0.0;
-    for (int64_t m = 0; m < s.rows; ++m)
-      for (int64_t n = 0; n < s.out; ++n) {
-        double exact = bias[n], magnitude = std::fabs(bias[n]);
-        for (int64_t k = 0; k < s.in; ++k) {
-          exact += static_cast<double>(x[m * s.in + k]) * w[k * s.out + n];
-          magnitude += std::fabs(static_cast<double>(x[m * s.in + k]) * w[k * s.out + n]);
-        }
-        worst = std::max(worst, std::fabs(a[m * s.out + n] - exact) / magnitude);
-      }
+    const double worst = worst_relative_error(a, o, s, [](float v) { return v; });
     EXPECT_LE(worst, 1e-6 * std::sqrt(static_cast<double>(s.in))) << describe(s);
   }
 }

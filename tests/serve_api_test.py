@@ -31,7 +31,9 @@ def check(ok, what):
 
 
 class Server:
-    def __init__(self, name, *flags):
+    # poll: how often to look for the port file (a test that signals the
+    # server the moment it appears looks often).
+    def __init__(self, name, *flags, poll=0.05):
         self.port_file = os.path.join(work, name + ".port")
         self.log = open(os.path.join(work, name + ".log"), "w")
         self.proc = subprocess.Popen([nmt, "serve", "--checkpoint", checkpoint, "--port", "0",
@@ -41,7 +43,7 @@ class Server:
         while not os.path.exists(self.port_file):
             if self.proc.poll() is not None or time.time() > deadline:
                 raise SystemExit(f"FAIL: {name} did not start: " + open(self.log.name).read()[-500:])
-            time.sleep(0.05)
+            time.sleep(poll)
         self.port = int(open(self.port_file).read())
 
     def request(self, method, path, body=None, headers=None, timeout=60):
@@ -243,16 +245,7 @@ check(rc == 0, f"SIGTERM when idle: exit {rc}")
 # The port file says the service is up: a SIGTERM sent the moment it appears
 # stops it cleanly (the handlers were once installed after it was written,
 # and such a signal killed the server: exit -15).
-early = []
-for i in range(8):
-    port_file = os.path.join(work, f"early{i}.port")
-    proc = subprocess.Popen([nmt, "serve", "--checkpoint", checkpoint, "--port", "0", "--port-file", port_file,
-                             "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while not os.path.exists(port_file) and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.0005)
-    proc.send_signal(signal.SIGTERM)
-    early.append(proc.wait(timeout=60))
+early = [Server(f"early{i}", poll=0.0005).stop() for i in range(8)]
 check(early == [0] * 8, f"SIGTERM as the port file appears: exits {early} (want all 0)")
 
 # 3c. API keys (--api-key-file): the API needs "Authorization: Bearer KEY";
