@@ -21,7 +21,7 @@ esac
 build_packages=(
   build-essential cmake ninja-build pkg-config ccache
   libtorch-dev libopenblas0-pthread libgloo-dev
-  libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev nlohmann-json3-dev libcpp-httplib-dev
+  libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev nlohmann-json3-dev
   libmicrohttpd-dev zlib1g-dev
   python3
 )

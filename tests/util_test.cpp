@@ -11,12 +11,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/huge_page_allocator.h"
 #include "util/sha256.h"
 #include "util/utf8.h"
 
@@ -197,3 +200,42 @@ TEST(RemoveOwnedTree, DeletesOnlyFoldersHoldingNothingButOurFiles) {
 
 }  // namespace
 }  // namespace nmt
+
+namespace {
+// The huge pages the kernel gave the mapping holding `p`, in kB (smaps'
+// AnonHugePages of that mapping), or -1 if it is not found.
+long anon_huge_kb_at(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (std::isxdigit(static_cast<unsigned char>(line[0])) && (range >> std::hex >> lo >> dash >> hi) && dash == '-') {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      return std::stol(line.substr(14));
+    }
+  }
+  return -1;
+}
+
+TEST(HugePageAllocator, LargeArraysGetHugePagesSmallOnesOrdinaryMemory) {
+  std::vector<float, nmt::HugePageAllocator<float>> small(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  std::vector<float, nmt::HugePageAllocator<float>> large(size_t{6} << 20);  // 24 MB, touched by the zeroing
+  for (size_t i = 0; i < large.size(); i += 1000) large[i] = static_cast<float>(i);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large.data()) % (size_t{2} << 20), 0u);
+  EXPECT_EQ(large[6000], 6000.0f);
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(thp, modes);
+  if (modes.empty() || modes.find("[never]") != std::string::npos)
+    GTEST_SKIP() << "transparent huge pages are off here (" << modes << ")";
+  // The kernel may decline (memory too fragmented); most of 24 MB in huge
+  // pages shows the advice was given before the first touch.
+  EXPECT_GE(anon_huge_kb_at(large.data() + large.size() / 2), 12 * 1024) << "THP: " << modes;
+}
+
+}  // namespace

@@ -1,9 +1,12 @@
 // serve_load: a bounded, closed-loop load generator for `nmt serve` on loopback.
 //
-// C clients, one thread and one keep-alive connection each, send one sentence
-// per request (cycling through LINES, each client starting at its own offset)
-// and wait for the answer before sending the next, until N requests have been
-// answered in total. Prints one JSON object: sentences/s, latency percentiles
+// C clients, one keep-alive connection each, send one sentence per request
+// (cycling through LINES, each client starting at its own offset) and wait for
+// the answer before sending the next, until N requests have been answered in
+// total. One thread serves every client on epoll, as wrk does: answers that
+// arrive together wake the client once, not one thread each (with a thread
+// per client, every answer woke a thread that preempted the server on a
+// small machine). Prints one JSON object: sentences/s, latency percentiles
 // (ms), the percentiles of the server's own translation time of each request's
 // batch (its Server-Timing header), status counts, failures, and the CPU time
 // this program itself used.
@@ -16,21 +19,27 @@
 //
 // Usage: serve_load --port P --lines FILE --concurrency C --requests N [--expect FILE]
 //   --expect: the offline translations, line for line; answers that differ count as failures.
-#include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -111,12 +120,85 @@ double server_translate_ms(const std::string& header) {
 }
 
 struct Results {
-  std::mutex mutex;
   std::vector<double> latencies_s;  // answered with 200 (and equal to --expect when given)
   std::vector<double> translate_ms;
   std::map<std::string, long> statuses;
   std::vector<std::string> failures;
 };
+
+// One client: a keep-alive connection and the request it waits on.
+struct Client {
+  int fd = -1;
+  bool connected = false;
+  std::string out;     // the request's bytes
+  size_t sent = 0;     // of out
+  std::string in;      // the answer's bytes so far
+  size_t line = 0;     // the line it asked for
+  Clock::time_point t0;
+  bool waiting = false;  // a request is in flight
+};
+
+// The parts of an HTTP/1.1 answer this program reads.
+struct Answer {
+  int status = 0;
+  size_t length = 0;  // header and body bytes
+  std::string body;
+  std::string server_timing;
+  bool close = false;  // Connection: close
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A complete answer at the start of `in`: true and `a` filled; false while
+// more bytes are needed; throws on an answer it cannot read.
+bool parse_answer(const std::string& in, Answer& a) {
+  const size_t head_end = in.find("\r\n\r\n");
+  if (head_end == std::string::npos) return false;
+  const std::string head = in.substr(0, head_end);
+  if (head.compare(0, 9, "HTTP/1.1 ") != 0 || head.size() < 12) throw std::runtime_error("not an HTTP/1.1 answer");
+  a.status = std::atoi(head.c_str() + 9);
+  bool has_length = false;
+  size_t body_length = 0;
+  for (size_t at = head.find("\r\n"); at != std::string::npos;) {
+    const size_t next = head.find("\r\n", at + 2);
+    const std::string field = head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
+    at = next;
+    const size_t colon = field.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string name = lower(field.substr(0, colon));
+    std::string value = field.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    if (name == "content-length") has_length = true, body_length = std::strtoul(value.c_str(), nullptr, 10);
+    else if (name == "server-timing") a.server_timing = value;
+    else if (name == "connection") a.close = lower(value) == "close";
+    else if (name == "transfer-encoding") throw std::runtime_error("chunked answer (serve_load reads Content-Length)");
+  }
+  if (!has_length) throw std::runtime_error("answer without Content-Length");
+  if (in.size() < head_end + 4 + body_length) return false;
+  a.body = in.substr(head_end + 4, body_length);
+  a.length = head_end + 4 + body_length;
+  return true;
+}
+
+// A non-blocking TCP connection to 127.0.0.1:port under way (-1 on failure).
+int open_connection(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 }  // namespace
 
@@ -126,55 +208,134 @@ int main(int argc, char** argv) {
   const std::vector<std::string> expect = args.expect.empty() ? std::vector<std::string>{} : read_lines(args.expect);
   if (!expect.empty() && expect.size() < lines.size()) usage_error(args.expect + ": fewer lines than --lines");
 
-  std::atomic<long> issued{0};
   Results results;
+  const int epoll = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll < 0) usage_error("epoll_create1 failed");
+  std::vector<Client> clients(static_cast<size_t>(args.concurrency));
+  long issued = 0, finished = 0;
   const auto start = Clock::now();
-  auto client = [&](int k) {
-    httplib::Client http("127.0.0.1", args.port);
-    http.set_keep_alive(true);
-    http.set_read_timeout(120, 0);
-    http.set_tcp_nodelay(true);
-    for (long n; (n = issued.fetch_add(1)) < args.requests;) {
-      const size_t i = static_cast<size_t>((static_cast<long>(k) * 997 + n) % static_cast<long>(lines.size()));
-      const std::string body = nlohmann::json{{"text", {lines[i]}}}.dump();
-      const auto t0 = Clock::now();
-      auto response = http.Post("/v1/translate", body, "application/json");
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      std::string status;
-      std::string failure;
-      double translate = std::nan("");
-      if (!response) {
-        status = httplib::to_string(response.error());
-        // When it failed, and after how long: a connection refused at once
-        // and a reply cut off mid-wait are different faults.
-        char when[96];
-        std::snprintf(when, sizeof when, " after %.0f ms, %.2f s into the run", dt * 1000.0,
-                      std::chrono::duration<double>(t0 - start).count());
-        failure = "line " + std::to_string(i + 1) + ": " + status + when;
-      } else {
-        status = std::to_string(response->status);
-        translate = server_translate_ms(response->get_header_value("Server-Timing"));
-        if (response->status != 200) {
-          failure = "line " + std::to_string(i + 1) + ": " + status;
-        } else if (!expect.empty()) {
-          const auto answer = nlohmann::json::parse(response->body, nullptr, false);
-          const bool same = !answer.is_discarded() && answer.contains("translations") &&
-                            answer["translations"].is_array() && !answer["translations"].empty() &&
-                            answer["translations"][0] == expect[i];
-          if (!same) failure = "line " + std::to_string(i + 1) + ": answer differs from the offline translation";
-        }
-      }
-      std::lock_guard<std::mutex> lock(results.mutex);
-      ++results.statuses[status];
-      if (!std::isnan(translate)) results.translate_ms.push_back(translate);
-      if (failure.empty()) results.latencies_s.push_back(dt);
-      else results.failures.push_back(failure);
+
+  const auto record = [&](Client& c, const std::string& status, const std::string& failure, double translate) {
+    const double dt = std::chrono::duration<double>(Clock::now() - c.t0).count();
+    ++results.statuses[status];
+    if (!std::isnan(translate)) results.translate_ms.push_back(translate);
+    if (failure.empty()) {
+      results.latencies_s.push_back(dt);
+    } else {
+      // When it failed, and after how long: a connection refused at once and
+      // a reply cut off mid-wait are different faults.
+      char when[96];
+      std::snprintf(when, sizeof when, " after %.0f ms, %.2f s into the run", dt * 1000.0,
+                    std::chrono::duration<double>(c.t0 - start).count());
+      results.failures.push_back("line " + std::to_string(c.line + 1) + ": " + failure + when);
     }
+    c.waiting = false;
+    ++finished;
+  };
+  const auto drop = [&](Client& c) {
+    if (c.fd >= 0) close(c.fd);  // also leaves the epoll set
+    c.fd = -1, c.connected = false, c.in.clear();
+  };
+  // Client k's next request, on its connection (opened again when it was
+  // closed); false when every request has been issued.
+  const auto send_next = [&](size_t k) {
+    Client& c = clients[k];
+    if (issued >= args.requests) return false;
+    const long n = issued++;
+    c.line = static_cast<size_t>((static_cast<long>(k) * 997 + n) % static_cast<long>(lines.size()));
+    const std::string body = nlohmann::json{{"text", {lines[c.line]}}}.dump();
+    c.out = "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(args.port) +
+            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    c.sent = 0, c.waiting = true, c.t0 = Clock::now();
+    if (c.fd < 0) {
+      c.fd = open_connection(args.port);
+      if (c.fd < 0) return record(c, "connect", "cannot open a socket", std::nan("")), true;
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;  // edge-triggered: reads drain the socket
+      ev.data.u64 = k;
+      epoll_ctl(epoll, EPOLL_CTL_ADD, c.fd, &ev);
+      return true;  // written once connected (EPOLLOUT)
+    }
+    const ssize_t w = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (w > 0) c.sent = static_cast<size_t>(w);
+    return true;  // the rest, or an error, shows up as an event
+  };
+  const auto fail = [&](size_t k, const std::string& status, const std::string& failure) {
+    Client& c = clients[k];
+    drop(c);
+    if (c.waiting) record(c, status, failure, std::nan(""));
   };
 
-  std::vector<std::thread> threads;
-  for (int k = 0; k < args.concurrency; ++k) threads.emplace_back(client, k);
-  for (auto& t : threads) t.join();
+  for (size_t k = 0; k < clients.size(); ++k) send_next(k);
+  std::vector<epoll_event> events(clients.size());
+  char buffer[65536];
+  while (finished < issued || issued < args.requests) {
+    // Requests whose connection could not even be opened finished at once:
+    // give their clients the next one.
+    for (size_t k = 0; k < clients.size(); ++k)
+      if (!clients[k].waiting) send_next(k);
+    const int ready = epoll_wait(epoll, events.data(), static_cast<int>(events.size()), 1000);
+    for (int e = 0; e < ready; ++e) {
+      const size_t k = events[static_cast<size_t>(e)].data.u64;
+      const uint32_t what = events[static_cast<size_t>(e)].events;
+      Client& c = clients[k];
+      if (c.fd < 0) continue;
+      if (!c.connected && (what & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        int error = 0;
+        socklen_t len = sizeof error;
+        getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &error, &len);
+        if (error != 0) {
+          fail(k, "connect", std::string("connect: ") + std::strerror(error));
+          continue;
+        }
+        c.connected = true;
+      }
+      if (c.connected && c.sent < c.out.size() && (what & EPOLLOUT)) {
+        const ssize_t w = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (w < 0 && errno != EAGAIN) {
+          fail(k, "write", std::string("write: ") + std::strerror(errno));
+          continue;
+        }
+        if (w > 0) c.sent += static_cast<size_t>(w);
+      }
+      if (!(what & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))) continue;
+      bool closed = false;
+      for (;;) {
+        const ssize_t r = recv(c.fd, buffer, sizeof buffer, 0);
+        if (r > 0) c.in.append(buffer, static_cast<size_t>(r));
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0 || (r < 0 && errno != EAGAIN)) closed = true;
+        if (r <= 0) break;
+      }
+      Answer a;
+      bool complete = false;
+      try {
+        complete = c.waiting && parse_answer(c.in, a);
+      } catch (const std::exception& error) {
+        fail(k, "read", error.what());
+        continue;
+      }
+      if (!complete) {
+        if (closed) fail(k, "read", "connection closed before the answer ended");
+        continue;
+      }
+      c.in.erase(0, a.length);
+      std::string failure;
+      if (a.status != 200) {
+        failure = std::to_string(a.status);
+      } else if (!expect.empty()) {
+        const auto answer = nlohmann::json::parse(a.body, nullptr, false);
+        const bool same = !answer.is_discarded() && answer.contains("translations") &&
+                          answer["translations"].is_array() && !answer["translations"].empty() &&
+                          answer["translations"][0] == expect[c.line];
+        if (!same) failure = "answer differs from the offline translation";
+      }
+      record(c, std::to_string(a.status), failure, server_translate_ms(a.server_timing));
+      if (closed || a.close) drop(c);
+      send_next(k);
+    }
+  }
+  close(epoll);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
 
   rusage usage{};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/bf16.h"
+#include "util/huge_page_allocator.h"
 
 namespace nmt::ops {
 
@@ -53,11 +54,14 @@ class PackedLinear {
  private:
   ComputeType type_ = ComputeType::kFloat32;
   int64_t in_ = 0, out_ = 0;
-  std::vector<float> w_float_;   // float32: in panels (ops/linear/cpu/rows_matmul_cpu.h)
+  // The weights in 2 MB pages where large (util/huge_page_allocator.h).
+  template <typename T>
+  using Weights = std::vector<T, HugePageAllocator<T>>;
+  Weights<float> w_float_;       // float32: in panels (ops/linear/cpu/rows_matmul_cpu.h)
   const float* w_view_ = nullptr;  // float32_view: the caller's [in, out]
   const float* bias_ = nullptr;  // float32: the caller's [out], or nullptr
-  std::vector<int8_t> w_int8_;   // int8: packed (ops/linear/cpu/packed_matmul_cpu.h)
-  std::vector<bf16> w_bf16_;     // bf16: packed
+  Weights<int8_t> w_int8_;      // int8: packed (ops/linear/cpu/packed_matmul_cpu.h)
+  Weights<bf16> w_bf16_;         // bf16: packed
   std::vector<float> scale_;     // int8: per output column, padded to whole panels
   std::vector<int32_t> sum_;     // int8: Σ_k q[k][n], padded
   std::vector<float> padded_bias_;  // bf16, int8: bias (or zeros), padded
