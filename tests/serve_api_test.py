@@ -85,6 +85,22 @@ ss = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=T
 backlog = int(ss.stdout.split()[2]) if ss.returncode == 0 and ss.stdout.split() else -1
 check(backlog >= 128, f"listen backlog {backlog} (ss: {ss.stdout.strip() or ss.stderr.strip()}), want >= 128")
 
+# The HTTP threads run as SCHED_BATCH (no preempting a worker mid-step when a
+# request arrives); the workers and the main thread keep the default policy.
+policies = {}
+for tid in os.listdir(f"/proc/{server.proc.pid}/task"):
+    try:
+        name = open(f"/proc/{server.proc.pid}/task/{tid}/comm").read().strip()
+        stat = open(f"/proc/{server.proc.pid}/task/{tid}/stat").read()
+    except OSError:
+        continue
+    policy = int(stat.rsplit(")", 1)[1].split()[38])  # field 41 of proc(5): policy (0 other, 3 batch)
+    policies.setdefault(name, set()).add(policy)
+http_policies = policies.get("MHD-worker", set())
+other_policies = set().union(*(v for k, v in policies.items() if k != "MHD-worker"))
+check(http_policies == {3} and other_policies == {0},
+      f"scheduling policies: HTTP threads {sorted(http_policies)} (want [3], SCHED_BATCH), others {sorted(other_policies)} (want [0])")
+
 # 1. The same answers as nmt translate: one request of 16 lines, then every
 #    line as its own request from 24 threads at once (dynamic batches).
 status, _, answer = server.translate(lines[:16])

@@ -4,6 +4,8 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -630,6 +632,20 @@ int HttpServer::run() {
   int port = 0;
   const int listening = listen_socket(options_.host, options_.port, &port);
 
+  // The epoll threads start as SCHED_BATCH (threads inherit the policy of the
+  // thread that creates them; this one goes back to its own after). Such a
+  // thread, woken by a request or an answer, does not preempt a worker in
+  // the middle of a decoding step: it runs on an idle core at once, else
+  // when the worker's time slice ends, and then handles every connection
+  // ready by then. Under load that is one switch for many requests instead
+  // of one or two each (a worker preempted ~1,500 times a second at
+  // concurrency 32 on 2 cores), which cost throughput; with a core idle
+  // (little load) nothing waits.
+  int policy = SCHED_OTHER;
+  sched_param param{};
+  const bool policy_known = pthread_getschedparam(pthread_self(), &policy, &param) == 0;
+  const sched_param batch{};
+  const bool batched = policy_known && policy == SCHED_OTHER && pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch) == 0;
   MHD_Daemon* daemon = MHD_start_daemon(
       MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
       &HttpServer::on_request, this,
@@ -641,6 +657,7 @@ int HttpServer::run() {
       MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::on_completed, this,
       MHD_OPTION_NOTIFY_CONNECTION, &HttpServer::on_connection, this,
       MHD_OPTION_END);
+  if (batched) pthread_setschedparam(pthread_self(), policy, &param);
   if (!daemon) {
     ::close(listening);
     throw std::runtime_error("serve: the HTTP layer (libmicrohttpd) did not start");
