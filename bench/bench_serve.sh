@@ -18,8 +18,9 @@
 #    its log, model loading left out); its output is what every answer of
 #    the service must equal.
 # 2. The service (defaults: --max-batch-tokens 1024 --max-delay-ms 10) under
-#    serve_load (bench/src/serve_load.cpp, built beside nmt; a C++ client, so
-#    that the load generator takes little of the cores the server runs on):
+#    serve_load (bench/src/serve_load.cpp, built beside nmt; a C++ client on
+#    one epoll thread, so that the load generator takes little of the cores
+#    the server runs on):
 #    closed-loop clients, one sentence per request, at
 #    concurrency 1, 8, 32 and 128; R requests each, going round the N
 #    sentences (a level's first and last requests run at lower concurrency:
