@@ -638,14 +638,15 @@ int HttpServer::run() {
   // the middle of a decoding step: it runs on an idle core at once, else
   // when the worker's time slice ends, and then handles every connection
   // ready by then. Under load that is one switch for many requests instead
-  // of one or two each (a worker preempted ~1,500 times a second at
-  // concurrency 32 on 2 cores), which cost throughput; with a core idle
-  // (little load) nothing waits.
+  // of one or two each (the workers were preempted ~1,200 times a second at
+  // concurrency 32 on 2 cores, ~500 after), which cost throughput; with a
+  // core idle (little load) nothing waits.
   int policy = SCHED_OTHER;
   sched_param param{};
   const bool policy_known = pthread_getschedparam(pthread_self(), &policy, &param) == 0;
   const sched_param batch{};
-  const bool batched = policy_known && policy == SCHED_OTHER && pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch) == 0;
+  const bool batched =
+      policy_known && policy == SCHED_OTHER && pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch) == 0;
   MHD_Daemon* daemon = MHD_start_daemon(
       MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
       &HttpServer::on_request, this,

@@ -1,9 +1,9 @@
 // An allocator for large read-mostly arrays (packed weights) that asks the
 // kernel for 2 MB pages (transparent huge pages, madvise mode). A decoding
 // step streams every weight once: in 4 KB pages that is thousands of pages a
-// step, more than the TLB holds, and the hardware prefetchers stop at each
-// page's end. Arrays under 1 MB, or where the kernel declines, stay in
-// ordinary pages; the contents are the same either way.
+// step, more than the TLB holds. Arrays under 1 MB (a 2 MB page would be
+// mostly waste), or where the kernel declines, stay in ordinary pages; the
+// contents are the same either way.
 #pragma once
 
 #include <cstddef>
