@@ -141,6 +141,37 @@ check(status == 200 and steps > 0 and rows > 1.5 * steps, "concurrent requests w
 check('nmt_http_requests_total{path="/v1/translate",code="200"}' in metrics and "nmt_queue_sentences 0" in metrics
       and "# TYPE nmt_translate_latency_seconds histogram" in metrics, "/metrics in Prometheus text format")
 
+# The benchmark's load generator (bench/src/serve_load.cpp, built beside nmt)
+# against this server: every answer equal to nmt translate's; with wrong
+# expectations every answer a failure; against a closed port every request a
+# connection failure, and no hang.
+serve_load = os.path.join(os.path.dirname(os.path.abspath(nmt)), "serve_load")
+check(os.access(serve_load, os.X_OK), f"{serve_load} is built")
+if os.access(serve_load, os.X_OK):
+    expect_file, wrong_file = os.path.join(work, "expect.en"), os.path.join(work, "wrong.en")
+    with open(expect_file, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in expected_greedy))
+    with open(wrong_file, "w", encoding="utf-8") as f:
+        f.write("".join("x" + t + "\n" for t in expected_greedy))
+
+    def load(port, expect, requests):
+        out = subprocess.run([serve_load, "--port", str(port), "--lines", lines_file, "--concurrency", "8",
+                              "--requests", str(requests), "--expect", expect],
+                             capture_output=True, text=True, timeout=120)
+        return json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr}
+
+    r = load(server.port, expect_file, 120)
+    check(r.get("statuses") == {"200": 120} and r.get("failures") == 0 and r.get("sentences_per_s", 0) > 0
+          and r.get("p50_ms") is not None, f"serve_load: 120 answers equal to nmt translate: {r}")
+    r = load(server.port, wrong_file, 40)
+    check(r.get("statuses") == {"200": 40} and r.get("failures") == 40, f"serve_load: wrong expectations fail: {r}")
+    closed = Server("closed")
+    closed_port = closed.port
+    closed.stop()
+    r = load(closed_port, expect_file, 20)
+    check(r.get("statuses") == {"connect": 20} and r.get("failures") == 20,
+          f"serve_load: a closed port gives connection failures: {r}")
+
 # 2. Attention maps.
 status, _, answer = server.translate([lines[0], ""], attention=True)
 att = answer.get("attention", [{}])[0] if status == 200 else {}
