@@ -130,8 +130,8 @@ struct Results {
 struct Client {
   int fd = -1;
   bool connected = false;
-  std::string out;     // the request's bytes
-  size_t sent = 0;     // of out
+  const std::string* out = nullptr;  // the request's bytes
+  size_t sent = 0;                   // of *out
   std::string in;      // the answer's bytes so far
   size_t line = 0;     // the line it asked for
   Clock::time_point t0;
@@ -236,29 +236,35 @@ int main(int argc, char** argv) {
     if (c.fd >= 0) close(c.fd);  // also leaves the epoll set
     c.fd = -1, c.connected = false, c.in.clear();
   };
-  // Client k's next request, on its connection (opened again when it was
-  // closed); false when every request has been issued.
+  // Every line's request, made once (the generator shares the server's cores).
+  std::vector<std::string> requests;
+  for (const std::string& line : lines) {
+    const std::string body = nlohmann::json{{"text", {line}}}.dump();
+    requests.push_back("POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(args.port) +
+                       "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                       "\r\n\r\n" + body);
+  }
+  // Client k's next request, if any is left, on its connection (opened again
+  // when it was closed).
   const auto send_next = [&](size_t k) {
     Client& c = clients[k];
-    if (issued >= args.requests) return false;
+    if (issued >= args.requests) return;
     const long n = issued++;
     c.line = static_cast<size_t>((static_cast<long>(k) * 997 + n) % static_cast<long>(lines.size()));
-    const std::string body = nlohmann::json{{"text", {lines[c.line]}}}.dump();
-    c.out = "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(args.port) +
-            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    c.out = &requests[c.line];
     c.sent = 0, c.waiting = true, c.t0 = Clock::now();
     if (c.fd < 0) {
       c.fd = open_connection(args.port);
-      if (c.fd < 0) return record(c, "connect", "cannot open a socket", std::nan("")), true;
+      if (c.fd < 0) return record(c, "connect", "cannot open a socket", std::nan(""));
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;  // edge-triggered: reads drain the socket
       ev.data.u64 = k;
       epoll_ctl(epoll, EPOLL_CTL_ADD, c.fd, &ev);
-      return true;  // written once connected (EPOLLOUT)
+      return;  // written once connected (EPOLLOUT)
     }
-    const ssize_t w = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    const ssize_t w = send(c.fd, c.out->data(), c.out->size(), MSG_NOSIGNAL);
     if (w > 0) c.sent = static_cast<size_t>(w);
-    return true;  // the rest, or an error, shows up as an event
+    // The rest, or an error, shows up as an event.
   };
   const auto fail = [&](size_t k, const std::string& status, const std::string& failure) {
     Client& c = clients[k];
@@ -290,8 +296,8 @@ int main(int argc, char** argv) {
         }
         c.connected = true;
       }
-      if (c.connected && c.sent < c.out.size() && (what & EPOLLOUT)) {
-        const ssize_t w = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (c.connected && c.waiting && c.sent < c.out->size() && (what & EPOLLOUT)) {
+        const ssize_t w = send(c.fd, c.out->data() + c.sent, c.out->size() - c.sent, MSG_NOSIGNAL);
         if (w < 0 && errno != EAGAIN) {
           fail(k, "write", std::string("write: ") + std::strerror(errno));
           continue;

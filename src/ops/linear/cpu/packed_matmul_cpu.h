@@ -33,7 +33,6 @@ namespace nmt::ops::cpu {
 inline constexpr int64_t kInt8Group = 4;    // k per int32 lane (vpdpbusd)
 inline constexpr int64_t kBf16Group = 2;    // k per float lane (vdpbf16ps)
 
-
 struct Int8MatmulParams {
   const float* x;         // x: [M, K], row stride x_stride
   const int8_t* w;        // w: packed as above
