@@ -4,14 +4,14 @@
 #
 # Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--longest] [--sentences N]
 #          [--requests R] [--threads N] [--soak-minutes M] [--compute-type T]
-#          [--hold IDLE,SLOW] [--out DIR]
+#          [--hold IDLE,SLOW] [--rounds K] [--out DIR]
 #   --longest: the N longest lines (in characters; ties in file order) of
 #   data/real/test.zh and valid.zh instead of FILE's first N (the "long
 #   sentences" row: 33.5 characters on average, against 15.2 for the first
 #   500 test lines)
 #   defaults: data/real/test.zh, 500 sentences, 2000 requests per level,
 #   2 threads, no soak, the checkpoint's decode.compute_type, --hold
-#   10000,1000, docs/bench
+#   10000,1000, 9 rounds, docs/bench
 #
 # 1. Offline: nmt translate --batch-size 32 over as many sentences as a load
 #    level sends (R, round the N), three runs, the median (sentences/s from
@@ -31,6 +31,11 @@
 #    CPU seconds the load generator itself used.
 #    Before them, concurrency 32 with --batching static (whole batches,
 #    no joining between decoding steps), for comparison in the same run.
+# 2b. The concurrency-32 goal in K paired rounds (--rounds K; 0 skips): an
+#    offline run, then concurrency 32 against the running service, K times
+#    in turn; each round's ratio and their median. This machine's speed
+#    drifts by a fifth within minutes, so a ratio of two runs taken minutes
+#    apart says little; neighbours in time share the drift.
 # 3. Held connections (--hold IDLE,SLOW; 0,0 skips): bench/serve_hold.py keeps
 #    IDLE connections that send nothing and SLOW ones that send their headers
 #    a byte a second open from other loopback addresses, opening again
@@ -44,6 +49,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 checkpoint="" longest=0 lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench compute=() hold=10000,1000
+rounds=9
 while (($#)); do
   case $1 in
     --checkpoint) checkpoint=$2; shift 2 ;;
@@ -55,6 +61,7 @@ while (($#)); do
     --soak-minutes) soak=$2; shift 2 ;;
     --compute-type) compute=(--compute-type "$2"); shift 2 ;;
     --hold) hold=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_serve: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -90,12 +97,16 @@ n=$(wc -l <"$work/lines.zh")
 # to run). Its first N lines are the answers every request must equal.
 awk -v r="$requests" '{ line[NR] = $0 } END { for (i = 0; i < r; i++) print line[i % NR + 1] }' "$work/lines.zh" \
   >"$work/requests.zh"
+# offline_run: one offline pass over the requests' sentences; prints its sentences/s.
+offline_run() {
+  "$nmt" translate --checkpoint "$checkpoint" --input "$work/requests.zh" --output "$work/offline_all.en" \
+    --threads "$threads" "${compute[@]}" --batch-size 32 2>"$work/offline.log"
+  sed -n 's/.*translated [0-9]* lines in \([0-9.]*\) s (\([0-9.]*\) sentences\/s.*/\2/p' "$work/offline.log"
+}
 offline_runs=()
 for run in 1 2 3; do
   echo "bench_serve: offline nmt translate over $requests sentences (the $n, round), run $run of 3" >&2
-  "$nmt" translate --checkpoint "$checkpoint" --input "$work/requests.zh" --output "$work/offline_all.en" \
-    --threads "$threads" "${compute[@]}" --batch-size 32 2>"$work/offline.log"
-  offline_runs+=("$(sed -n 's/.*translated [0-9]* lines in \([0-9.]*\) s (\([0-9.]*\) sentences\/s.*/\2/p' "$work/offline.log")")
+  offline_runs+=("$(offline_run)")
 done
 head -n "$n" "$work/offline_all.en" >"$work/offline.en"
 offline=$(printf '%s\n' "${offline_runs[@]}" | sort -g | sed -n 2p)
@@ -125,6 +136,16 @@ load static 32
 kill -TERM "$server" && wait "$server" || true
 start_server continuous
 for c in 1 8 32 128; do load continuous "$c"; done
+for round in $(seq "$rounds"); do
+  echo "bench_serve: paired round $round of $rounds: offline, then concurrency 32" >&2
+  paired_offline=$(offline_run)
+  paired=$("$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency 32 --requests "$requests" \
+    --expect "$work/offline.en")
+  $python -c 'import json, sys
+r = json.loads(sys.argv[1])
+print(json.dumps({"paired_round": int(sys.argv[2]), "offline": float(sys.argv[3]), "serve": r["sentences_per_s"],
+                  "failures": r["failures"]}))' "$paired" "$round" "$paired_offline" >>"$work/serve.jsonl"
+done
 hold_idle=${hold%,*} hold_slow=${hold#*,}
 if [ "$hold_idle" -gt 0 ] || [ "$hold_slow" -gt 0 ]; then
   echo "bench_serve: $hold_idle idle and $hold_slow slow-header connections held, concurrency 8" >&2
@@ -182,7 +203,7 @@ compute_name="as its config says"
 [ ${#compute[@]} -eq 0 ] || compute_name=${compute[1]}
 $python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" "$compute_name" "${offline_runs[*]}" \
   "$described" >"$out/serve.md" <<'PY'
-import json, sys
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 offline, n, threads, ckpt, requests = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 compute, offline_runs, described = sys.argv[7], sys.argv[8].split(), sys.argv[9]
@@ -206,8 +227,18 @@ c32 = next((r for r in load if r["concurrency"] == 32), None)
 print("\n`continuous`: greedy requests join the running batch between decoding steps and leave it when they end "
       "(the default); `static`: whole batches, each translated until its longest sentence ends.\n")
 print("Goals:")
+paired = [r for r in rows if "paired_round" in r]
+if paired:
+    ratios = [r["serve"] / r["offline"] for r in paired]
+    middle = statistics.median(ratios)
+    print(f"- concurrency 32, {len(paired)} paired rounds (an offline run, then the service, in turn): median "
+          f"**{middle:.3f}** of offline throughput (goal >= 0.9); by round "
+          f"{', '.join(f'{x:.3f}' for x in ratios)} ({min(ratios):.3f} to {max(ratios):.3f}, "
+          f"{sum(x >= 0.9 for x in ratios)} of {len(ratios)} at 0.9 or more; offline "
+          f"{min(r['offline'] for r in paired):.1f} to {max(r['offline'] for r in paired):.1f} sentences/s); "
+          f"{sum(r['failures'] for r in paired)} failed requests (goal 0)")
 if c32:
-    print(f"- concurrency 32: {c32['sentences_per_s'] / offline:.2f} of offline throughput (goal >= 0.9), "
+    print(f"- concurrency 32, the table's run: {c32['sentences_per_s'] / offline:.2f} of the offline median above, "
           f"{c32['failures']} failed requests (goal 0)")
 if one:
     print(f"- concurrency 1: p99 {one['p99_ms']} ms against a single translate call's p99 {one['translate_p99_ms']} ms "
