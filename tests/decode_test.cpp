@@ -187,22 +187,36 @@ TEST(Decode, FusedStepGivesTheOpByOpLogits) {
 }
 
 // Greedy's argmax picks what torch.argmax picks: the first of equal
-// maxima, a NaN above everything; random rows, ties and NaN rows.
+// maxima, a NaN above everything; random rows, ties and NaN rows, in the
+// vector part of a row and in its last few columns (the kernels.ops_* runs
+// repeat this with each instruction set's copy).
 TEST(Decode, ArgmaxRowsAsTorch) {
   torch::manual_seed(3);
-  auto x = torch::randn({7, 6000});
+  auto x = torch::randn({12, 6003});
   x[1].fill_(0.5);                                     // all equal: index 0
   x[2][10] = 9, x[2][4000] = 9;                        // a tie: the first
   x[3][123] = std::numeric_limits<float>::quiet_NaN();  // NaN wins
+  x[3][4] = std::numeric_limits<float>::infinity();
   x[4][0] = std::numeric_limits<float>::quiet_NaN();
-  x[5][5999] = 100;                                    // the last column
+  x[5][6002] = 100;                                    // the last column
   x[6] = -std::numeric_limits<float>::infinity();
+  x[7][6001] = std::numeric_limits<float>::quiet_NaN();  // a NaN in the last columns only
+  x[8][17] = 50, x[8][6000] = 50;                      // a tie across the vectors and the tail
+  x[9][5999] = 50, x[9][6000] = 50;                    // a tie across the last vector's end
+  x[10][3000] = -std::numeric_limits<float>::infinity();
+  x[11] = -std::numeric_limits<float>::infinity(), x[11][6001] = -1e30f;
   const auto want = x.argmax(-1);
   const std::vector<int64_t> got = argmax_rows(x);
-  ASSERT_EQ(got.size(), 7u);
-  for (int64_t r = 0; r < 7; ++r) EXPECT_EQ(got[r], want[r].item<int64_t>()) << "row " << r;
-  // Strided rows (a view) and one column.
-  EXPECT_EQ(argmax_rows(x.narrow(1, 100, 50))[5], x.narrow(1, 100, 50).argmax(-1)[5].item<int64_t>());
+  ASSERT_EQ(got.size(), 12u);
+  for (int64_t r = 0; r < 12; ++r) EXPECT_EQ(got[r], want[r].item<int64_t>()) << "row " << r;
+  // Strided rows (a view), widths around a vector's, and one column.
+  for (int64_t width : {1, 7, 15, 16, 17, 50}) {
+    const auto view = x.narrow(1, 100, width);
+    const auto want_view = view.argmax(-1);
+    const std::vector<int64_t> got_view = argmax_rows(view);
+    for (int64_t r = 0; r < 12; ++r)
+      EXPECT_EQ(got_view[r], want_view[r].item<int64_t>()) << "width " << width << ", row " << r;
+  }
   EXPECT_EQ(argmax_rows(torch::ones({2, 1})), (std::vector<int64_t>{0, 0}));
 }
 
