@@ -14,6 +14,7 @@
 
 #include "ops/activation/bias_relu_dropout.h"
 #include "ops/adam/flat_adam.h"
+#include "ops/attention/attention.h"
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
@@ -339,6 +340,44 @@ TEST(Embedding, MatchesTheCompositeForwardAndBackward) {
         EXPECT_LT(error(table.grad(), rtable.grad()), tol);
         EXPECT_EQ(table.grad()[0].abs().max().item<double>(), 0.0);  // the padding row
       }
+}
+
+// On one thread (a decoding worker's) the ops run without an OpenMP team
+// (ops/cpu_parallel.h); every row must still be computed, as a team of
+// threads computes it: bit for bit the same forward results.
+TEST(OneThread, EveryForwardOpGivesTheTeamsResult) {
+  torch::NoGradGuard no_grad;
+  at::manual_seed(12);
+  const int threads = at::get_num_threads();
+  const int64_t B = 5, T = 37, C = 64, H = 4, F = 256, V = 50;
+  const at::Tensor ids = at::randint(1, V, {B, T}, at::kLong), table = at::randn({V, C}),
+                   pos = at::randn({T + 3, C}), x = at::randn({B, T, C}), y = at::randn({B, T, C}),
+                   gamma = at::randn({C}), beta = at::randn({C}), h = at::randn({B, T, F}), bias = at::randn({F}),
+                   w = at::randn({C, 6000}) / 8, wb = at::randn({6000}), q = at::randn({B, H, T, C / H}),
+                   k = at::randn({B, H, T + 9, C / H}), v = at::randn({B, H, T + 9, C / H});
+  const Dropout d = dropout(0.2, 5);
+  AttentionOptions lengths;
+  lengths.key_lengths = at::tensor({46, 3, 0, 20, 46}, at::kLong);
+  AttentionOptions causal;
+  causal.causal = true;
+  const auto run = [&] {
+    return std::vector<at::Tensor>{
+        embed_tokens(ids, table, pos, 3, 1.5, 0, d),
+        add_layer_norm(x, y, gamma, beta, 1e-5, d, at::kFloat).norm,
+        bias_relu_dropout(h, bias, d),
+        rows_matmul(x.reshape({B * T, C}), w, wb),
+        attention_flash_cpu(q.narrow(2, 0, 1), k, v, lengths),  // decoding: one query row
+        attention_flash_cpu(q, k, v, lengths),                   // query blocks
+        attention_flash_cpu(q, q, q, causal)};
+  };
+  at::set_num_threads(1);
+  const std::vector<at::Tensor> alone = run();
+  at::set_num_threads(std::max(threads, 3));
+  const std::vector<at::Tensor> team = run();
+  at::set_num_threads(threads);
+  const char* names[] = {"embedding", "add_layer_norm", "bias_relu_dropout", "rows_matmul", "attention, one row",
+                         "attention, blocks", "attention, causal"};
+  for (size_t i = 0; i < team.size(); ++i) EXPECT_TRUE(torch::equal(alone[i], team[i])) << names[i];
 }
 
 TEST(LinearCrossEntropy, MatchesTheCompositeOverSeveralChunks) {

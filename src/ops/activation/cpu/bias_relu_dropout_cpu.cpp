@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ops/cpu_parallel.h"
 #include "ops/cpu_simd.h"
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
@@ -12,8 +13,7 @@ template <typename T, typename U>
 void bias_relu_dropout_forward(const BiasReluDropoutParams<T, U>& p) {
   const int64_t F = p.channels;
   const bool drop = p.dropout.p > 0;
-#pragma omp parallel
-  {
+  detail::in_team([&] {
     detail::AlignedBuffer<T> mask(drop ? F : 0);
 #pragma omp for schedule(static, 8)
     for (int64_t r = 0; r < p.rows; ++r) {
@@ -26,7 +26,7 @@ void bias_relu_dropout_forward(const BiasReluDropoutParams<T, U>& p) {
         store_as(out + c, drop ? v * mask[c] : v);
       }
     }
-  }
+  });
 }
 
 template <typename T, typename U>

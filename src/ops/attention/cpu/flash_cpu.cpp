@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/cpu_parallel.h"
 #include "ops/cpu_simd.h"
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
@@ -687,10 +688,15 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
     scratches.reserve(static_cast<size_t>(max_threads));
     for (int t = 0; t < max_threads; ++t) scratches.emplace_back(Tk);
     const int64_t rows = B * H * Tq;
-#pragma omp parallel for schedule(static) num_threads(max_threads) if (rows > 1)
-    for (int64_t r = 0; r < rows; ++r)
-      forward_query_row(params, r / (H * Tq), r / Tq % H, r % Tq,
-                        scratches[static_cast<size_t>(omp_get_thread_num())]);
+    const auto row = [&](int64_t r) {
+      forward_query_row(params, r / (H * Tq), r / Tq % H, r % Tq, scratches[static_cast<size_t>(omp_get_thread_num())]);
+    };
+    if (rows > 1 && !detail::alone()) {
+#pragma omp parallel for schedule(static) num_threads(max_threads)
+      for (int64_t r = 0; r < rows; ++r) row(r);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) row(r);
+    }
     return;
   }
   const int64_t num_q_blocks = (Tq + kBlockQ - 1) / kBlockQ;
@@ -720,8 +726,7 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
   scratches.reserve(static_cast<size_t>(max_threads));
   for (int t = 0; t < max_threads; ++t) scratches.emplace_back(D);
 
-#pragma omp parallel num_threads(max_threads)
-  {
+  detail::in_team([&] {
     ForwardScratch<T>& scratch = scratches[static_cast<size_t>(omp_get_thread_num())];
     // Dynamic: causal blocks differ in cost. Within a head the heaviest
     // (last) query blocks go first so the tail of the schedule is short.
@@ -731,7 +736,7 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
       const int64_t qb = num_q_blocks - 1 - task % num_q_blocks;
       forward_query_block(p, bh / H, bh % H, qb * kBlockQ, scratch);
     }
-  }
+  });
 }
 
 template <typename T>

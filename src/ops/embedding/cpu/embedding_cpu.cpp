@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ops/cpu_parallel.h"
 #include "ops/cpu_simd.h"
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
@@ -12,8 +13,7 @@ template <typename T>
 void embedding_forward(const EmbeddingParams<T>& p) {
   const int64_t C = p.channels;
   const bool drop = p.dropout.p > 0;
-#pragma omp parallel
-  {
+  detail::in_team([&] {
     detail::AlignedBuffer<T> mask(drop ? C : 0);
 #pragma omp for schedule(static, 16)
     for (int64_t r = 0; r < p.batch * p.length; ++r) {
@@ -28,7 +28,7 @@ void embedding_forward(const EmbeddingParams<T>& p) {
         out[c] = drop ? v * mask[c] : v;
       }
     }
-  }
+  });
 }
 
 template <typename T>

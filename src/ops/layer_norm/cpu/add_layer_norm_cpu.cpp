@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu_parallel.h"
 #include "ops/cpu_simd.h"
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
@@ -24,8 +25,7 @@ template <typename T, typename U>
 void add_layer_norm_forward(const AddLayerNormForwardParams<T, U>& p) {
   const int64_t C = p.channels;
   const bool drop = p.y != nullptr && p.dropout.p > 0;
-#pragma omp parallel
-  {
+  detail::in_team([&] {
     detail::AlignedBuffer<T> mask(drop ? C : 0);
 #pragma omp for schedule(static, kRowsPerChunk)
     for (int64_t r = 0; r < p.rows; ++r) {
@@ -60,7 +60,7 @@ void add_layer_norm_forward(const AddLayerNormForwardParams<T, U>& p) {
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) store_as(n + c, (sv[c] - mean) * rstd * p.gamma[c] + p.beta[c]);
     }
-  }
+  });
 }
 
 template <typename T, typename U>

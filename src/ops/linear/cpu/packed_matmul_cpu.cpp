@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/cpu_parallel.h"
 #include "ops/cpu_simd.h"
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
@@ -35,9 +36,10 @@ struct Scratch {
   }
 };
 
-// Whether a product is worth more than one thread (as rows_matmul decides).
+// Whether a product is worth more than one thread (as rows_matmul decides),
+// and has them.
 bool worth_threads(int64_t rows, int64_t in, int64_t out) {
-  return panels(out) > 1 && rows * in * out > (int64_t{1} << 18);
+  return panels(out) > 1 && rows * in * out > (int64_t{1} << 18) && !detail::alone();
 }
 
 // ---------------------------------------------------------------- int8
@@ -339,8 +341,12 @@ void int8_matmul(const Int8MatmulParams& p) {
   const int8_t* q = qx;
   const float* s = x_scale;
   const int64_t n = panels(p.out);
-#pragma omp parallel for schedule(static) if (worth_threads(p.rows, p.in, p.out))
-  for (int64_t panel = 0; panel < n; ++panel) int8_panel(p, q, stride, s, panel);
+  if (worth_threads(p.rows, p.in, p.out)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t panel = 0; panel < n; ++panel) int8_panel(p, q, stride, s, panel);
+  } else {
+    for (int64_t panel = 0; panel < n; ++panel) int8_panel(p, q, stride, s, panel);
+  }
 }
 
 void bf16_matmul(const Bf16MatmulParams& p) {
@@ -351,8 +357,12 @@ void bf16_matmul(const Bf16MatmulParams& p) {
   round_rows(p, stride, qx);
   const bf16* q = qx;
   const int64_t n = panels(p.out);
-#pragma omp parallel for schedule(static) if (worth_threads(p.rows, p.in, p.out))
-  for (int64_t panel = 0; panel < n; ++panel) bf16_panel(p, q, stride, panel);
+  if (worth_threads(p.rows, p.in, p.out)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t panel = 0; panel < n; ++panel) bf16_panel(p, q, stride, panel);
+  } else {
+    for (int64_t panel = 0; panel < n; ++panel) bf16_panel(p, q, stride, panel);
+  }
 }
 
 }  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

@@ -1,0 +1,35 @@
+// OpenMP regions that cost nothing where they would run on one thread. A
+// worker of the service, or of parallel decoding batches, runs its ops on
+// one thread; entering a region there still starts a team of one and ends
+// it with a futex wake, a system call (0.35 us here), some fifty times per
+// decoding step. Kernel sources only (compiled with OpenMP).
+#pragma once
+
+#include <omp.h>
+
+#ifndef NMT_KERNEL_ISA
+#error "kernel sources are compiled once per instruction set with NMT_KERNEL_ISA defined (see CMakeLists.txt)"
+#endif
+
+// In the instruction set's own namespace, as ops/cpu_simd.h's helpers: the
+// copies are compiled with different flags and must not be merged.
+namespace nmt::ops::cpu::NMT_KERNEL_ISA::detail {
+
+// Whether a region entered here would have this thread alone, and nothing
+// around it to bind to: a worksharing loop then runs every iteration here
+// (an orphaned `omp for` outside any region), exactly as a team of one would.
+inline bool alone() { return omp_get_max_threads() == 1 && !omp_in_parallel(); }
+
+// body() on a team of threads, or on this thread where the team would be
+// this thread alone; its `omp for` loops share the work either way.
+template <typename Body>
+void in_team(Body&& body) {
+  if (alone()) {
+    body();
+    return;
+  }
+#pragma omp parallel
+  body();
+}
+
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA::detail
