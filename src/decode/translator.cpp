@@ -400,9 +400,16 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
   // and a step of a few rows costs nearly a full pass over the weights. Each
   // sentence gets the tokens decode() gives it.
   std::atomic<size_t> next_line{0};
+  const bool continuous = options.beam <= 0 && options.use_cache;
+  const int64_t longest = order.empty() ? 0 : static_cast<int64_t>(lines[order.back()].ids.size());
+  // The running batches take the longest lines first: the input's last
+  // steps, where a worker may be left decoding alone while the others have
+  // run out of lines, are then the short lines' (longest first, as in
+  // scheduling jobs on several machines).
+  if (continuous) std::reverse(order.begin(), order.end());
   const auto run_stream = [&] {
     ContinuousGreedy stream(model, options, device);
-    stream.plan(static_cast<int64_t>(batch), order.empty() ? 0 : static_cast<int64_t>(lines[order.back()].ids.size()));
+    stream.plan(static_cast<int64_t>(batch), longest);
     const size_t refill = std::max<size_t>(1, batch / 4);
     for (bool more = true;;) {
       // Each step is a safe point; the last sentences of a long input can
@@ -428,7 +435,6 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
       for (auto& [line, ids] : stream.step()) finish(static_cast<size_t>(line), std::move(ids));
     }
   };
-  const bool continuous = options.beam <= 0 && options.use_cache;
   const auto work = [&] { continuous ? run_stream() : run_batches(); };
   const int intra = at::get_num_threads();
   size_t workers = options.parallel_batches > 0 ? static_cast<size_t>(options.parallel_batches)
