@@ -68,6 +68,7 @@ while (($#)); do
   esac
 done
 [ -n "$checkpoint" ] || { echo "bench_serve: --checkpoint DIR is required" >&2; exit 2; }
+[[ $rounds =~ ^[0-9]+$ ]] || { echo "bench_serve: --rounds wants a number of paired rounds (0 skips them), not '$rounds'" >&2; exit 2; }
 nmt=${NMT_BUILD_DIR:-build}/nmt
 [ -x "$nmt" ] || { echo "bench_serve: no $nmt (run scripts/setup.sh)" >&2; exit 2; }
 serve_load=${NMT_BUILD_DIR:-build}/serve_load

@@ -1,7 +1,8 @@
 // The index of each row's largest value, as torch.argmax picks it: the
 // first of equal maxima, and the first NaN where a row has one. Greedy
 // decoding takes one per row and step over the whole vocabulary; a scalar
-// loop with its NaN test per element was 5% of the service's CPU time.
+// loop with its NaN test per element took 1.7% of the service's CPU time at
+// concurrency 32 (this, 0.4%).
 // Plain C++ kernels, compiled per instruction set (ops/cpu_isa.h).
 #pragma once
 
