@@ -68,7 +68,13 @@ while (($#)); do
   esac
 done
 [ -n "$checkpoint" ] || { echo "bench_serve: --checkpoint DIR is required" >&2; exit 2; }
-[[ $rounds =~ ^[0-9]+$ ]] || { echo "bench_serve: --rounds wants a number of paired rounds (0 skips them), not '$rounds'" >&2; exit 2; }
+# Counts: a whole number each (at least 1 where 0 would mean nothing to measure).
+for flag in sentences:1 requests:1 threads:1 soak-minutes:0 rounds:0; do
+  name=${flag%:*} least=${flag#*:} var=${name%-minutes}
+  value=${!var}
+  [[ $value =~ ^[0-9]+$ ]] && ((10#$value >= least)) ||
+    { echo "bench_serve: --$name wants a whole number of at least $least, not '$value'" >&2; exit 2; }
+done
 nmt=${NMT_BUILD_DIR:-build}/nmt
 [ -x "$nmt" ] || { echo "bench_serve: no $nmt (run scripts/setup.sh)" >&2; exit 2; }
 serve_load=${NMT_BUILD_DIR:-build}/serve_load
