@@ -8,6 +8,8 @@
 
 #include <omp.h>
 
+#include <cstdint>
+
 #ifndef NMT_KERNEL_ISA
 #error "kernel sources are compiled once per instruction set with NMT_KERNEL_ISA defined (see CMakeLists.txt)"
 #endif
@@ -31,6 +33,19 @@ void in_team(Body&& body) {
   }
 #pragma omp parallel
   body();
+}
+
+// f(i) for every i in [0, n): shared out over a team (static schedule) where
+// `worth` says the work pays for more threads and there are more, else on
+// this thread in order.
+template <typename F>
+void parallel_for(int64_t n, bool worth, F&& f) {
+  if (worth && !alone()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) f(i);
 }
 
 }  // namespace nmt::ops::cpu::NMT_KERNEL_ISA::detail

@@ -688,15 +688,9 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
     scratches.reserve(static_cast<size_t>(max_threads));
     for (int t = 0; t < max_threads; ++t) scratches.emplace_back(Tk);
     const int64_t rows = B * H * Tq;
-    const auto row = [&](int64_t r) {
+    detail::parallel_for(rows, rows > 1, [&](int64_t r) {
       forward_query_row(params, r / (H * Tq), r / Tq % H, r % Tq, scratches[static_cast<size_t>(omp_get_thread_num())]);
-    };
-    if (rows > 1 && !detail::alone()) {
-#pragma omp parallel for schedule(static) num_threads(max_threads)
-      for (int64_t r = 0; r < rows; ++r) row(r);
-    } else {
-      for (int64_t r = 0; r < rows; ++r) row(r);
-    }
+    });
     return;
   }
   const int64_t num_q_blocks = (Tq + kBlockQ - 1) / kBlockQ;

@@ -36,10 +36,9 @@ struct Scratch {
   }
 };
 
-// Whether a product is worth more than one thread (as rows_matmul decides),
-// and has them.
+// Whether a product is worth more than one thread (as rows_matmul decides).
 bool worth_threads(int64_t rows, int64_t in, int64_t out) {
-  return panels(out) > 1 && rows * in * out > (int64_t{1} << 18) && !detail::alone();
+  return panels(out) > 1 && rows * in * out > (int64_t{1} << 18);
 }
 
 // ---------------------------------------------------------------- int8
@@ -341,12 +340,8 @@ void int8_matmul(const Int8MatmulParams& p) {
   const int8_t* q = qx;
   const float* s = x_scale;
   const int64_t n = panels(p.out);
-  if (worth_threads(p.rows, p.in, p.out)) {
-#pragma omp parallel for schedule(static)
-    for (int64_t panel = 0; panel < n; ++panel) int8_panel(p, q, stride, s, panel);
-  } else {
-    for (int64_t panel = 0; panel < n; ++panel) int8_panel(p, q, stride, s, panel);
-  }
+  detail::parallel_for(n, worth_threads(p.rows, p.in, p.out),
+                       [&](int64_t panel) { int8_panel(p, q, stride, s, panel); });
 }
 
 void bf16_matmul(const Bf16MatmulParams& p) {
@@ -357,12 +352,7 @@ void bf16_matmul(const Bf16MatmulParams& p) {
   round_rows(p, stride, qx);
   const bf16* q = qx;
   const int64_t n = panels(p.out);
-  if (worth_threads(p.rows, p.in, p.out)) {
-#pragma omp parallel for schedule(static)
-    for (int64_t panel = 0; panel < n; ++panel) bf16_panel(p, q, stride, panel);
-  } else {
-    for (int64_t panel = 0; panel < n; ++panel) bf16_panel(p, q, stride, panel);
-  }
+  detail::parallel_for(n, worth_threads(p.rows, p.in, p.out), [&](int64_t panel) { bf16_panel(p, q, stride, panel); });
 }
 
 }  // namespace nmt::ops::cpu::NMT_KERNEL_ISA

@@ -103,12 +103,8 @@ void rows_matmul(const RowsMatmulParams& p) {
   // block of w (in × kBlock floats) is read from memory once and then from
   // cache.
   const int64_t blocks = p.out / kBlock;
-  if (blocks > 1 && p.rows * p.in * p.out > (int64_t{1} << 18) && !detail::alone()) {
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < blocks; ++b) column_block<kVecs>(p, b * kBlock);
-  } else {
-    for (int64_t b = 0; b < blocks; ++b) column_block<kVecs>(p, b * kBlock);
-  }
+  detail::parallel_for(blocks, blocks > 1 && p.rows * p.in * p.out > (int64_t{1} << 18),
+                       [&](int64_t b) { column_block<kVecs>(p, b * kBlock); });
   // pass 2: the whole vectors of columns left over (the [256, 6000] output
   // projection leaves 16 with AVX2), then the last few columns.
   int64_t j0 = blocks * kBlock;
