@@ -14,6 +14,9 @@
 //
 //   flash_standalone_test            run the correctness cases
 //   flash_standalone_test --bench    also time B=8, H=8, T=4096, D=64
+//   flash_standalone_test --bench-tilings
+//                                    also time the bf16 backward's dK/dV tilings
+//   flash_standalone_test --no-cases ...   only the benchmarks asked for
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -441,6 +445,24 @@ bool run_case(const Case& c, int index) {
             report("b.dk.atomic", worst_error(widen(dkb_d.download(B * H * Tk * D)), rg.dk, kBf16GradAtol, kBf16GradRtol));
             report("b.dv.atomic", worst_error(widen(dvb_d.download(B * H * Tk * D)), rg.dv, kBf16GradAtol, kBf16GradRtol));
           }
+          // Every other tiling of the dK/dV kernel, in both modes (the dQ
+          // kernel of the deterministic mode is the same for all).
+          for (int t = 0; t < cuda_ops::flash_attention_backward_bf16_tilings(); ++t) {
+            const std::string tag = "b.t" + std::to_string(t);
+            for (const bool atomic : {true, false}) {
+              dqb_d.poison(), dkb_d.poison(), dvb_d.poison(), dq_accum_d.poison();
+              if (!check_call((tag + (atomic ? " atomic" : " deterministic")).c_str(),
+                              cuda_ops::flash_attention_backward_bf16_tiling(
+                                  hb, delta_d.get(), atomic ? dq_accum_d.get() : nullptr, nullptr, t)))
+                continue;
+              // The worst of dq, dk, dv as a fraction of the tolerance.
+              const double worst = std::max(
+                  {worst_error(widen(dqb_d.download(B * H * Tq * D)), rg.dq, kBf16GradAtol, kBf16GradRtol),
+                   worst_error(widen(dkb_d.download(B * H * Tk * D)), rg.dk, kBf16GradAtol, kBf16GradRtol),
+                   worst_error(widen(dvb_d.download(B * H * Tk * D)), rg.dv, kBf16GradAtol, kBf16GradRtol)});
+              report((tag + (atomic ? ".atomic" : "")).c_str(), worst);
+            }
+          }
         } else {
           detail += " b.bwd=n/a";
         }
@@ -479,6 +501,8 @@ std::vector<Case> make_cases() {
   add({"D=80 generic non-causal", 2, 1, 70, 95, 80, false, {95, 60}});
   add({"D=128", 2, 2, 200, 200, 128, true, {}});
   add({"D=128 non-causal lengths", 2, 1, 97, 161, 128, false, {3, 161}});
+  add({"D=128 three key blocks of 128", 2, 2, 280, 300, 128, false, {300, 170}});
+  add({"D=128 long causal", 1, 2, 600, 600, 128, true, {}});
   add({"D=192 generic", 1, 2, 70, 70, 192, true, {}});
   add({"D=256 generic", 1, 2, 70, 45, 256, false, {45}});
   add({"D=8 generic", 2, 2, 40, 40, 8, true, {}});
@@ -584,9 +608,101 @@ void run_benchmark() {
   cudaFree(dscratch);
 }
 
+// ---------------------------------------------------------------------------
+// --bench-tilings: the bf16 tensor-core backward with each dK/dV tiling, B = 8,
+// H = 8, at the shapes bench_gpu.sh reports (T = 1024 and 4096, D = 64 and
+// 128, causal and not, and the model's 64 x 512 cross shape), in the mode the
+// LibTorch glue picks (atomic dQ from kAtomicDqMinKeys keys). One line per
+// shape and tiling: forward ms, backward ms, their sum (medians of 7 timings
+// of 10 runs each).
+// ---------------------------------------------------------------------------
+float median_ms(const std::function<void()>& fn, int reps) {
+  std::vector<float> t;
+  for (int r = 0; r < 7; ++r) t.push_back(time_ms(fn, reps));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void run_tiling_benchmark() {
+  using nmt::ops::bf16;
+  struct Shape {
+    int64_t tq, tk, d;
+    bool causal;
+  };
+  std::vector<Shape> shapes;
+  for (const int64_t d : {64, 128})
+    for (const int64_t t : {1024, 4096})
+      for (const bool causal : {false, true}) shapes.push_back({t, t, d, causal});
+  shapes.push_back({64, 512, 64, false});
+  const int64_t B = 8, H = 8;
+  std::mt19937 rng(11);
+  for (const Shape& sh : shapes) {
+    const int64_t nq = B * H * sh.tq * sh.d, nk = B * H * sh.tk * sh.d;
+    const auto bits = [&](int64_t n) {
+      std::vector<bf16> out;
+      for (const float x : random_vector(n, rng, 1.0f)) out.push_back(nmt::ops::to_bf16(x));
+      return out;
+    };
+    DeviceBuffer<bf16> q(nq), k(nk), v(nk), o(nq), d_o(nq), dq(nq), dk(nk), dv(nk);
+    DeviceBuffer<float> lse(B * H * sh.tq), delta(B * H * sh.tq), accum(nq);
+    q.upload(bits(nq)), k.upload(bits(nk)), v.upload(bits(nk)), d_o.upload(bits(nq));
+    AttentionForwardParams<bf16, float> fp{};
+    fp.q = q.get(), fp.k = k.get(), fp.v = v.get(), fp.o = o.get(), fp.lse = lse.get();
+    fp.q_stride_t = sh.d, fp.q_stride_h = sh.tq * sh.d, fp.q_stride_b = H * sh.tq * sh.d;
+    fp.k_stride_t = fp.v_stride_t = sh.d, fp.k_stride_h = fp.v_stride_h = sh.tk * sh.d;
+    fp.k_stride_b = fp.v_stride_b = H * sh.tk * sh.d;
+    fp.batch = B, fp.heads = H, fp.q_len = sh.tq, fp.k_len = sh.tk, fp.head_dim = sh.d;
+    fp.scale = 1.0f / std::sqrt(static_cast<float>(sh.d));
+    fp.causal = sh.causal;
+    AttentionBackwardParams<bf16, float> bp{};
+    bp.q = fp.q, bp.k = fp.k, bp.v = fp.v, bp.o = o.get(), bp.lse = lse.get();
+    bp.d_o = d_o.get(), bp.dq = dq.get(), bp.dk = dk.get(), bp.dv = dv.get();
+    bp.q_stride_b = bp.o_stride_b = bp.do_stride_b = bp.dq_stride_b = fp.q_stride_b;
+    bp.q_stride_h = bp.o_stride_h = bp.do_stride_h = bp.dq_stride_h = fp.q_stride_h;
+    bp.q_stride_t = bp.o_stride_t = bp.do_stride_t = bp.dq_stride_t = sh.d;
+    bp.k_stride_b = bp.v_stride_b = bp.dk_stride_b = bp.dv_stride_b = fp.k_stride_b;
+    bp.k_stride_h = bp.v_stride_h = bp.dk_stride_h = bp.dv_stride_h = fp.k_stride_h;
+    bp.k_stride_t = bp.v_stride_t = bp.dk_stride_t = bp.dv_stride_t = sh.d;
+    bp.batch = B, bp.heads = H, bp.q_len = sh.tq, bp.k_len = sh.tk, bp.head_dim = sh.d;
+    bp.scale = fp.scale;
+    bp.causal = sh.causal;
+    const bool atomic = cuda_ops::bf16_backward_uses_atomic_dq(sh.tk, /*deterministic=*/false);
+    const int reps = 10;
+    const float fwd = median_ms([&] { cuda_ops::flash_attention_forward_bf16(fp, nullptr); }, reps);
+    for (int t = 0; t < cuda_ops::flash_attention_backward_bf16_tilings(); ++t) {
+      const auto bwd_call = [&] {
+        return cuda_ops::flash_attention_backward_bf16_tiling(bp, delta.get(), atomic ? accum.get() : nullptr,
+                                                              nullptr, t);
+      };
+      if (bwd_call() != 0 || cudaDeviceSynchronize() != cudaSuccess) {
+        std::printf("tiling %d: failed: %s\n", t, cudaGetErrorString(cudaGetLastError()));
+        continue;
+      }
+      const float bwd = median_ms([&] { bwd_call(); }, reps);
+      std::printf("tilings Tq=%lld Tk=%lld D=%lld causal=%d dq=%s tiling %d: fwd %.3f ms bwd %.3f ms fwd+bwd %.3f ms  [%s]\n",
+                  static_cast<long long>(sh.tq), static_cast<long long>(sh.tk), static_cast<long long>(sh.d),
+                  sh.causal ? 1 : 0, atomic ? "atomic" : "two-kernel", t, fwd, bwd, fwd + bwd,
+                  cuda_ops::flash_attention_backward_bf16_tiling_name(static_cast<int>(sh.d), t).c_str());
+      std::fflush(stdout);
+    }
+    CHECK_CUDA(cudaGetLastError());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  bool bench = false, bench_tilings = false, cases_too = true;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--bench") == 0) bench = true;
+    else if (std::strcmp(argv[a], "--bench-tilings") == 0) bench_tilings = true;
+    else if (std::strcmp(argv[a], "--no-cases") == 0) cases_too = false;
+    else {
+      std::fprintf(stderr, "flash_standalone_test: unknown argument %s (--bench, --bench-tilings, --no-cases)\n",
+                   argv[a]);
+      return 2;
+    }
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device\n");
@@ -598,12 +714,12 @@ int main(int argc, char** argv) {
 
   int passed = 0;
   int failed = 0;
-  const std::vector<Case> cases = make_cases();
+  const std::vector<Case> cases = cases_too ? make_cases() : std::vector<Case>{};
   for (size_t n = 0; n < cases.size(); ++n)
     (run_case(cases[n], static_cast<int>(n)) ? passed : failed)++;
 
-  const bool bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
   if (bench) run_benchmark();
+  if (bench_tilings) run_tiling_benchmark();
 
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

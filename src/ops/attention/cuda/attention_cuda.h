@@ -4,6 +4,8 @@
 // a cudaError_t value.
 #pragma once
 
+#include <string>
+
 #include "ops/attention/attention_params.h"
 #include "ops/bf16.h"
 
@@ -37,7 +39,7 @@ int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p, c
 // Its backward on tensor cores (flash_attention_bf16_bwd.cu): bf16 q, k, v,
 // o, dO and gradients, float32 lse from the forward. Needs a scratch of
 // B*H*Tq floats (delta = rowsum(dO * O)). With dq_scratch (B*H*Tq*head_dim
-// floats, 8-byte aligned) dQ is added up there with atomics: faster, but its
+// floats, 16-byte aligned) dQ is added up there with atomics: faster, but its
 // last bits vary from run to run. Without it (nullptr) the backward is
 // deterministic: no atomics, the same bits on every run. Only for calls
 // _supported accepts (the forward's conditions, plus 16-byte aligned dO rows
@@ -57,5 +59,12 @@ inline bool bf16_backward_uses_atomic_dq(int64_t k_len, bool deterministic) {
 }
 int flash_attention_backward_bf16(const AttentionBackwardParams<bf16, float>& p, float* delta_scratch,
                                   float* dq_scratch, cudaStream_t stream);
+// The same with one of the dK/dV kernel's tilings (0 .. tilings() - 1; the
+// default is the one above runs), for benchmarks and tests that compare them.
+// dq_scratch, where given, must be 16-byte aligned.
+int flash_attention_backward_bf16_tilings();
+std::string flash_attention_backward_bf16_tiling_name(int head_dim, int tiling);
+int flash_attention_backward_bf16_tiling(const AttentionBackwardParams<bf16, float>& p, float* delta_scratch,
+                                         float* dq_scratch, cudaStream_t stream, int tiling);
 
 }  // namespace nmt::ops::cuda

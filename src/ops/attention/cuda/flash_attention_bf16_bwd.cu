@@ -48,6 +48,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "ops/attention/cuda/attention_cuda.h"
 #include "ops/attention/cuda/flash_kernel_traits.h"
@@ -65,8 +68,8 @@ constexpr int kDeltaWarps = 8;
 
 using Params = AttentionBackwardParams<bf16, float>;
 
-template <int kD>
-using Traits = flash::FlashBwdMmaTraits<kD, flash::kTargetArch>;
+template <int kD, class Tiling = flash::BwdTiling<>>
+using Traits = flash::FlashBwdMmaTraits<kD, flash::kTargetArch, Tiling>;
 
 __device__ __forceinline__ float bf16_bits_to_float(bf16 x) {
   return __uint_as_float(static_cast<uint32_t>(x.bits) << 16);
@@ -115,33 +118,47 @@ __device__ __forceinline__ void store_rows(const float (&acc)[kOutTiles][4], bf1
   }
 }
 
-// Pass 1 of both kernels: S = A1 B1^T and dP = A2 B2^T for the warp's 16
-// rows at row0 of the fixed tiles a1, a2 ([rows][kStride]) against the
-// kStreamRows rows of the streamed tiles b1, b2 ([rows][kStride]), over the
-// head dim. dK/dV kernel: (K, Q) and (V, dO); dQ kernel: (Q, K) and (dO, V).
+// Pass 1 of both kernels: S = A1 B1^T and dP = A2 B2^T for the warp's
+// kMTiles m-tiles of 16 rows from row0 of the fixed tiles a1, a2
+// ([rows][kStride]) against the kStreamRows rows of the streamed tiles b1, b2
+// ([rows][kStride]), over the head dim. Each B fragment read from shared
+// memory feeds every m-tile. dK/dV kernel: (K, Q) and (V, dO); dQ kernel:
+// (Q, K) and (dO, V).
 template <class Tr>
-__device__ __forceinline__ void score_pair(float (&s)[Tr::kScoreTiles][4], float (&dp)[Tr::kScoreTiles][4],
-                                           const bf16* a1, const bf16* b1, const bf16* a2, const bf16* b2,
-                                           int row0, int lane) {
+__device__ __forceinline__ void score_pair(float (&s)[Tr::kMTiles][Tr::kScoreTiles][4],
+                                           float (&dp)[Tr::kMTiles][Tr::kScoreTiles][4], const bf16* a1,
+                                           const bf16* b1, const bf16* a2, const bf16* b2, int row0, int lane) {
   constexpr int kStride = Tr::kStride;
+  constexpr int kM = Tr::kMTiles;
 #pragma unroll
-  for (int n = 0; n < Tr::kScoreTiles; ++n)
+  for (int m = 0; m < kM; ++m)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) s[n][c] = dp[n][c] = 0.0f;
+    for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[m][n][c] = dp[m][n][c] = 0.0f;
 #pragma unroll
   for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-    uint32_t a1_frag[4], a2_frag[4];
-    load_a<kStride>(a1_frag, a1, row0, ks * 16, lane);
-    load_a<kStride>(a2_frag, a2, row0, ks * 16, lane);
+    uint32_t a1_frag[kM][4], a2_frag[kM][4];
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      load_a<kStride>(a1_frag[m], a1, row0 + 16 * m, ks * 16, lane);
+      load_a<kStride>(a2_frag[m], a2, row0 + 16 * m, ks * 16, lane);
+    }
 #pragma unroll
     for (int np = 0; np < Tr::kScoreTiles / 2; ++np) {
       uint32_t b1_frag[4], b2_frag[4];
       load_b_nk<kStride>(b1_frag, b1, np * 16, ks * 16, lane);
-      mma_16816(s[2 * np], a1_frag, b1_frag[0], b1_frag[1]);
-      mma_16816(s[2 * np + 1], a1_frag, b1_frag[2], b1_frag[3]);
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        mma_16816(s[m][2 * np], a1_frag[m], b1_frag[0], b1_frag[1]);
+        mma_16816(s[m][2 * np + 1], a1_frag[m], b1_frag[2], b1_frag[3]);
+      }
       load_b_nk<kStride>(b2_frag, b2, np * 16, ks * 16, lane);
-      mma_16816(dp[2 * np], a2_frag, b2_frag[0], b2_frag[1]);
-      mma_16816(dp[2 * np + 1], a2_frag, b2_frag[2], b2_frag[3]);
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        mma_16816(dp[m][2 * np], a2_frag[m], b2_frag[0], b2_frag[1]);
+        mma_16816(dp[m][2 * np + 1], a2_frag[m], b2_frag[2], b2_frag[3]);
+      }
     }
   }
 }
@@ -152,6 +169,10 @@ __device__ __forceinline__ void score_pair(float (&s)[Tr::kScoreTiles][4], float
 // transposed ([key][query]), as A fragments by ldmatrix.trans; K from k_s
 // ([key][dim]) as B fragments by ldmatrix.trans. Warp w takes m-tile
 // w / kDqWarpsPerM (16 queries) and kDqOutTiles n8 tiles of the head dim.
+// With kAtomicWidth 4 (sm_90), lanes 2u and 2u + 1, which hold columns
+// 4u'..4u'+1 and +2..+3 of rows g and g + 8, first trade halves (one
+// shuffle pair): the even lane then adds row g's four columns, the odd lane
+// row g + 8's, as one float4 each: half the atomic operations.
 template <class Tr>
 __device__ __forceinline__ void add_dq_patch(float* dq, const bf16* ds_s, const bf16* k_s, int q0, int tq,
                                              int head_dim, int warp, int lane) {
@@ -174,21 +195,47 @@ __device__ __forceinline__ void add_dq_patch(float* dq, const bf16* ds_s, const 
       mma_16816(acc[2 * dd + 1], a, b[2], b[3]);
     }
   }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = q0 + m0 + acc_row(lane, 2 * r);
-    if (i >= tq) continue;
+  if constexpr (Tr::kAtomicWidth == 4) {
+    const bool odd = (lane & 1) != 0;
+    const int i = q0 + m0 + acc_row(lane, odd ? 2 : 0);
     float* row = dq + static_cast<int64_t>(i) * head_dim;
 #pragma unroll
     for (int n = 0; n < Tr::kDqOutTiles; ++n) {
-      const int d = 8 * (n_first + n) + acc_col(lane, 2 * r);
-      if (d >= head_dim) continue;  // head_dim is even: d + 1 is in too
+      // Every lane shuffles, before any lane skips a row past Tq.
+      const float give0 = odd ? acc[n][0] : acc[n][2];
+      const float give1 = odd ? acc[n][1] : acc[n][3];
+      const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
+      const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+      const int d = 8 * (n_first + n) + acc_col(lane, 0) - (odd ? 2 : 0);
+      if (i >= tq || d >= head_dim) continue;  // head_dim % 8 == 0: all four columns in or out
+      const float4 v = odd ? make_float4(got0, got1, acc[n][2], acc[n][3])
+                           : make_float4(acc[n][0], acc[n][1], got0, got1);
 #if __CUDA_ARCH__ >= 900
-      atomicAdd(reinterpret_cast<float2*>(row + d), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
+      atomicAdd(reinterpret_cast<float4*>(row + d), v);
 #else
-      atomicAdd(row + d, acc[n][2 * r]);
-      atomicAdd(row + d + 1, acc[n][2 * r + 1]);
+      atomicAdd(row + d, v.x);
+      atomicAdd(row + d + 1, v.y);
+      atomicAdd(row + d + 2, v.z);
+      atomicAdd(row + d + 3, v.w);
 #endif
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = q0 + m0 + acc_row(lane, 2 * r);
+      if (i >= tq) continue;
+      float* row = dq + static_cast<int64_t>(i) * head_dim;
+#pragma unroll
+      for (int n = 0; n < Tr::kDqOutTiles; ++n) {
+        const int d = 8 * (n_first + n) + acc_col(lane, 2 * r);
+        if (d >= head_dim) continue;  // head_dim is even: d + 1 is in too
+#if __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2*>(row + d), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
+#else
+        atomicAdd(row + d, acc[n][2 * r]);
+        atomicAdd(row + d + 1, acc[n][2 * r + 1]);
+#endif
+      }
     }
   }
 }
@@ -207,28 +254,29 @@ __global__ void flash_backward_dq_convert_bf16_kernel(const Params p, const floa
 }
 
 // ---------------------------------------------------------------------------
-// step 2: dK, dV. grid.x = B * H * n_kblocks (key block fastest); block = 128.
-// Long, on purpose: the passes below share the accumulators and row
-// statistics held in registers from the first key tile to the epilogue; as
-// separate functions they would pass them all by reference and read out of
+// step 2: dK, dV. grid.x = B * H * n_kblocks (key block fastest); block =
+// Tr::kThreads. Long, on purpose: the passes below share the accumulators and
+// row statistics held in registers from the first key tile to the epilogue;
+// as separate functions they would pass them all by reference and read out of
 // order. Each pass is narrated where it starts.
 // ---------------------------------------------------------------------------
-template <int kD>
-__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
+template <int kD, class Tiling>
+__global__ void __launch_bounds__(Traits<kD, Tiling>::kThreads, Traits<kD, Tiling>::kMinBlocksPerSm)
     flash_backward_dkdv_bf16_kernel(const Params p, const float* delta, float* dq_accum, int n_kblocks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  using Tr = Traits<kD>;
+  using Tr = Traits<kD, Tiling>;
   constexpr int kStride = Tr::kStride;
   constexpr int kBq = Tr::kStreamRows;  // queries per step
+  constexpr int kM = Tr::kMTiles;       // m-tiles (16 keys each) per warp
   constexpr int kTileElems = kBq * kStride;
 
   extern __shared__ uint4 smem_u4[];
   bf16* smem = reinterpret_cast<bf16*>(smem_u4);
-  bf16* k_s = smem + Tr::kSmemFixedA;    // k_s: [64][kStride], this block's keys
-  bf16* v_s = smem + Tr::kSmemFixedB;    // v_s: [64][kStride]
+  bf16* k_s = smem + Tr::kSmemFixedA;    // k_s: [kBlockRows][kStride], this block's keys
+  bf16* v_s = smem + Tr::kSmemFixedB;    // v_s: [kBlockRows][kStride]
   bf16* q_s = smem + Tr::kSmemStreamA;   // q_s: [2][kBq][kStride]
   bf16* do_s = smem + Tr::kSmemStreamB;  // do_s: [2][kBq][kStride]
-  bf16* ds_s = smem + Tr::kSmemDS;       // ds_s: [64][kDsStride], dS^T of this step (atomic dQ)
+  bf16* ds_s = smem + Tr::kSmemDS;       // ds_s: [kBlockRows][kDsStride], dS^T of this step (atomic dQ)
   // stats: [2 buffers][lse (log2-scaled), delta][kBq]
   float* stats = reinterpret_cast<float*>(reinterpret_cast<char*>(smem_u4) + Tr::kSmemStatsOffsetBytes);
 
@@ -280,12 +328,15 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   if (n_steps > 0) load_step(0, 0);
   cp_async_commit();
 
-  float dk_acc[Tr::kOutTiles][4];
-  float dv_acc[Tr::kOutTiles][4];
+  // dk_acc[m], dv_acc[m]: keys k0 + key_row0 + 16m .. + 15, all head dims.
+  float dk_acc[kM][Tr::kOutTiles][4];
+  float dv_acc[kM][Tr::kOutTiles][4];
 #pragma unroll
-  for (int n = 0; n < Tr::kOutTiles; ++n)
+  for (int m = 0; m < kM; ++m)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) dk_acc[n][c] = dv_acc[n][c] = 0.0f;
+    for (int n = 0; n < Tr::kOutTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) dk_acc[m][n][c] = dv_acc[m][n][c] = 0.0f;
   const float score_scale = p.scale * kLog2e;
 
   for (int step = 0; step < n_steps; ++step) {
@@ -300,58 +351,73 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
     const float* lse_t = stats + (2 * buf) * kBq;
     const float* delta_t = stats + (2 * buf + 1) * kBq;
 
-    // pass 1: S^T = K Q^T, dP^T = V dO^T; [16 keys x kBq queries] per warp.
-    float s[Tr::kScoreTiles][4];
-    float dp[Tr::kScoreTiles][4];
+    // pass 1: S^T = K Q^T, dP^T = V dO^T; [16 keys x kBq queries] per m-tile.
+    float s[kM][Tr::kScoreTiles][4];
+    float dp[kM][Tr::kScoreTiles][4];
     score_pair<Tr>(s, dp, k_s, qt, v_s, dot, key_row0, lane);
 
-    // pass 2: P^T and dS^T in place. s[n][c]: key k0 + key_row0 + acc_row,
-    // query q0 + 8n + acc_col.
+    // pass 2: P^T and dS^T in place. s[m][n][c]: key k0 + key_row0 + 16m +
+    // acc_row, query q0 + 8n + acc_col.
     const bool need_mask = k0 + Tr::kBlockRows > key_len || q0 + kBq > tq ||
                            (causal && k0 + Tr::kBlockRows - 1 > q0);
 #pragma unroll
-    for (int n = 0; n < Tr::kScoreTiles; ++n)
+    for (int m = 0; m < kM; ++m)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int qi = 8 * n + acc_col(lane, c);
-        bool visible = true;
-        if (need_mask) {
-          const int i = q0 + qi;
-          const int j = k0 + key_row0 + acc_row(lane, c);
-          visible = i < tq && j < key_len && !(causal && j > i);
+      for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int qi = 8 * n + acc_col(lane, c);
+          bool visible = true;
+          if (need_mask) {
+            const int i = q0 + qi;
+            const int j = k0 + key_row0 + 16 * m + acc_row(lane, c);
+            visible = i < tq && j < key_len && !(causal && j > i);
+          }
+          const float prob = visible ? fast_exp2(s[m][n][c] * score_scale - lse_t[qi]) : 0.0f;
+          s[m][n][c] = prob;
+          dp[m][n][c] = prob * (dp[m][n][c] - delta_t[qi]);
         }
-        const float prob = visible ? fast_exp2(s[n][c] * score_scale - lse_t[qi]) : 0.0f;
-        s[n][c] = prob;
-        dp[n][c] = prob * (dp[n][c] - delta_t[qi]);
-      }
     // Atomic dQ: the warp's rows of dS^T, rounded to bf16 as pass 3 rounds
     // them, into ds_s (row = key within the block, column = query).
     if (dq_accum != nullptr) {
 #pragma unroll
-      for (int n = 0; n < Tr::kScoreTiles; ++n)
+      for (int m = 0; m < kM; ++m)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          *reinterpret_cast<uint32_t*>(ds_s + (key_row0 + acc_row(lane, 2 * r)) * Tr::kDsStride + 8 * n +
-                                       acc_col(lane, 2 * r)) = pack_bf16(dp[n][2 * r], dp[n][2 * r + 1]);
+        for (int n = 0; n < Tr::kScoreTiles; ++n)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            *reinterpret_cast<uint32_t*>(ds_s + (key_row0 + 16 * m + acc_row(lane, 2 * r)) * Tr::kDsStride +
+                                         8 * n + acc_col(lane, 2 * r)) =
+                pack_bf16(dp[m][n][2 * r], dp[m][n][2 * r + 1]);
     }
 
-    // pass 3: dV += P^T dO, dK += dS^T Q. n8 tiles 2kk, 2kk + 1 of P^T / dS^T
-    // are the A fragment of k16 step kk (queries q0 + 16kk ..); dO and Q as
-    // [query][dim] tiles give the B operand through ldmatrix.trans.
+    // pass 3: dV += P^T dO, dK += dS^T Q. n8 tiles 2kk, 2kk + 1 of an m-tile's
+    // P^T / dS^T are its A fragment of k16 step kk (queries q0 + 16kk ..); dO
+    // and Q as [query][dim] tiles give the B operand through ldmatrix.trans,
+    // each fragment feeding every m-tile.
 #pragma unroll
     for (int kk = 0; kk < Tr::kStreamSteps; ++kk) {
-      uint32_t p_frag[4], ds_frag[4];
-      acc_to_a(p_frag, s, kk);
-      acc_to_a(ds_frag, dp, kk);
+      uint32_t p_frag[kM][4], ds_frag[kM][4];
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        acc_to_a(p_frag[m], s[m], kk);
+        acc_to_a(ds_frag[m], dp[m], kk);
+      }
 #pragma unroll
       for (int dd = 0; dd < Tr::kOutTiles / 2; ++dd) {
         uint32_t b_frag[4];
         load_b_kn<kStride>(b_frag, dot, kk * 16, dd * 16, lane);
-        mma_16816(dv_acc[2 * dd], p_frag, b_frag[0], b_frag[1]);
-        mma_16816(dv_acc[2 * dd + 1], p_frag, b_frag[2], b_frag[3]);
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          mma_16816(dv_acc[m][2 * dd], p_frag[m], b_frag[0], b_frag[1]);
+          mma_16816(dv_acc[m][2 * dd + 1], p_frag[m], b_frag[2], b_frag[3]);
+        }
         load_b_kn<kStride>(b_frag, qt, kk * 16, dd * 16, lane);
-        mma_16816(dk_acc[2 * dd], ds_frag, b_frag[0], b_frag[1]);
-        mma_16816(dk_acc[2 * dd + 1], ds_frag, b_frag[2], b_frag[3]);
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          mma_16816(dk_acc[m][2 * dd], ds_frag[m], b_frag[0], b_frag[1]);
+          mma_16816(dk_acc[m][2 * dd + 1], ds_frag[m], b_frag[2], b_frag[3]);
+        }
       }
     }
     if (dq_accum != nullptr) {
@@ -363,11 +429,14 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   }
   cp_async_wait<0>();  // nothing may be left in flight when the block exits
 
-  // Epilogue: rows k0 + key_row0 + g (+ 8) of dK (times scale) and dV.
-  store_rows(dv_acc, p.dv + b * p.dv_stride_b + h * p.dv_stride_h, p.dv_stride_t,
-             k0 + key_row0, tk, head_dim, 1.0f, lane);
-  store_rows(dk_acc, p.dk + b * p.dk_stride_b + h * p.dk_stride_h, p.dk_stride_t,
-             k0 + key_row0, tk, head_dim, p.scale, lane);
+  // Epilogue: rows k0 + key_row0 + 16m + g (+ 8) of dK (times scale) and dV.
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    store_rows(dv_acc[m], p.dv + b * p.dv_stride_b + h * p.dv_stride_h, p.dv_stride_t,
+               k0 + key_row0 + 16 * m, tk, head_dim, 1.0f, lane);
+    store_rows(dk_acc[m], p.dk + b * p.dk_stride_b + h * p.dk_stride_h, p.dk_stride_t,
+               k0 + key_row0 + 16 * m, tk, head_dim, p.scale, lane);
+  }
 #endif
 }
 
@@ -380,6 +449,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
     flash_backward_dq_bf16_kernel(const Params p, const float* delta, int n_qblocks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using Tr = Traits<kD>;
+  static_assert(Tr::kMTiles == 1, "the dQ kernel owns one m-tile per warp");
   constexpr int kStride = Tr::kStride;
   constexpr int kBk = Tr::kStreamRows;  // keys per step
   constexpr int kTileElems = kBk * kStride;
@@ -453,9 +523,11 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
     const bf16* vt = v_s + buf * kTileElems;
 
     // pass 1: S = Q K^T, dP = dO V^T; [16 queries x kBk keys] per warp.
-    float s[Tr::kScoreTiles][4];
-    float dp[Tr::kScoreTiles][4];
-    score_pair<Tr>(s, dp, q_s, kt, do_s, vt, q_row0, lane);
+    float s1[1][Tr::kScoreTiles][4];
+    float dp1[1][Tr::kScoreTiles][4];
+    score_pair<Tr>(s1, dp1, q_s, kt, do_s, vt, q_row0, lane);
+    float(&s)[Tr::kScoreTiles][4] = s1[0];
+    float(&dp)[Tr::kScoreTiles][4] = dp1[0];
 
     // pass 2: dS in place of dP. s[n][c]: query q0 + q_row0 + acc_row, key
     // k0 + 8n + acc_col.
@@ -510,25 +582,52 @@ cudaError_t opt_in() {
   return cudaSuccess;
 }
 
+// The dK/dV kernel's tilings, per padded head dim (flash::BwdTiling: warps,
+// m-tiles per warp, rows streamed per step, floats per dQ atomic). Entry
+// kDefaultTiling is the one flash_attention_backward_bf16 runs; the others
+// are there to be measured against it (flash_standalone_test --bench-tilings).
 template <int kD>
+struct BwdTilings;
+template <>
+struct BwdTilings<64> {
+  using List = std::tuple<flash::BwdTiling<4, 1, 64, 2>, flash::BwdTiling<8, 1, 64, 2>,
+                          flash::BwdTiling<4, 2, 32, 2>, flash::BwdTiling<8, 2, 32, 2>,
+                          flash::BwdTiling<8, 1, 64, 4>, flash::BwdTiling<4, 2, 32, 4>,
+                          flash::BwdTiling<8, 1, 128, 4>>;
+};
+template <>
+struct BwdTilings<128> {
+  using List = std::tuple<flash::BwdTiling<4, 1, 32, 2>, flash::BwdTiling<8, 1, 32, 2>,
+                          flash::BwdTiling<8, 1, 64, 2>, flash::BwdTiling<4, 1, 64, 2>,
+                          flash::BwdTiling<8, 1, 32, 4>, flash::BwdTiling<8, 1, 64, 4>,
+                          flash::BwdTiling<4, 1, 32, 4>>;
+};
+constexpr int kTilingCount = 7;
+constexpr int kDefaultTiling = 0;
+static_assert(std::tuple_size_v<BwdTilings<64>::List> == kTilingCount &&
+              std::tuple_size_v<BwdTilings<128>::List> == kTilingCount);
+
+template <int kD, class Tiling>
 cudaError_t launch(const Params& p, const float* delta, float* dq_accum, cudaStream_t stream) {
-  using Tr = Traits<kD>;
+  using Tr = Traits<kD, Tiling>;
+  using TrQ = Traits<kD>;  // the dQ kernel's (deterministic mode)
   // The host pass reads the launch shape; every arch's traits must agree on it.
-  using Sm80 = flash::FlashBwdMmaTraits<kD, 800>;
-  using Sm90 = flash::FlashBwdMmaTraits<kD, 900>;
+  using Sm80 = flash::FlashBwdMmaTraits<kD, 800, Tiling>;
+  using Sm90 = flash::FlashBwdMmaTraits<kD, 900, Tiling>;
   static_assert(Sm80::kBlockRows == Sm90::kBlockRows && Sm80::kThreads == Sm90::kThreads &&
                 Sm80::kSmemBytes == Sm90::kSmemBytes);
+  static_assert(flash::FlashBwdMmaTraits<kD, 800>::kSmemBytes == flash::FlashBwdMmaTraits<kD, 900>::kSmemBytes);
   const int64_t bh = p.batch * p.heads;
   const int64_t n_kblocks = (p.k_len + Tr::kBlockRows - 1) / Tr::kBlockRows;
-  const int64_t n_qblocks = (p.q_len + Tr::kBlockRows - 1) / Tr::kBlockRows;
-  cudaError_t err = opt_in<flash_backward_dkdv_bf16_kernel<kD>, Tr::kSmemBytes, Tr::kNeedsSmemOptIn>();
+  const int64_t n_qblocks = (p.q_len + TrQ::kBlockRows - 1) / TrQ::kBlockRows;
+  cudaError_t err = opt_in<flash_backward_dkdv_bf16_kernel<kD, Tiling>, Tr::kSmemBytes, Tr::kNeedsSmemOptIn>();
   if (err != cudaSuccess) return err;
-  err = opt_in<flash_backward_dq_bf16_kernel<kD>, Tr::kSmemBytes, Tr::kNeedsSmemOptIn>();
+  err = opt_in<flash_backward_dq_bf16_kernel<kD>, TrQ::kSmemBytes, TrQ::kNeedsSmemOptIn>();
   if (err != cudaSuccess) return err;
   if (n_kblocks > 0)
-    flash_backward_dkdv_bf16_kernel<kD><<<static_cast<unsigned>(bh * n_kblocks), Tr::kThreads,
-                                          Tr::kSmemBytes, stream>>>(p, delta, dq_accum,
-                                                                    static_cast<int>(n_kblocks));
+    flash_backward_dkdv_bf16_kernel<kD, Tiling><<<static_cast<unsigned>(bh * n_kblocks), Tr::kThreads,
+                                                  Tr::kSmemBytes, stream>>>(p, delta, dq_accum,
+                                                                            static_cast<int>(n_kblocks));
   err = cudaGetLastError();
   if (err != cudaSuccess || n_qblocks == 0) return err;
   if (dq_accum != nullptr) {
@@ -538,10 +637,36 @@ cudaError_t launch(const Params& p, const float* delta, float* dq_accum, cudaStr
                                             256, 0, stream>>>(p, dq_accum);
     return cudaGetLastError();
   }
-  flash_backward_dq_bf16_kernel<kD><<<static_cast<unsigned>(bh * n_qblocks), Tr::kThreads,
-                                      Tr::kSmemBytes, stream>>>(p, delta,
-                                                                static_cast<int>(n_qblocks));
+  flash_backward_dq_bf16_kernel<kD><<<static_cast<unsigned>(bh * n_qblocks), TrQ::kThreads,
+                                      TrQ::kSmemBytes, stream>>>(p, delta,
+                                                                 static_cast<int>(n_qblocks));
   return cudaGetLastError();
+}
+
+// launch<kD, tiling I of the list> for I == tiling (a run-time index).
+template <int kD, size_t... I>
+cudaError_t launch_tiling(int tiling, const Params& p, const float* delta, float* dq_accum, cudaStream_t stream,
+                          std::index_sequence<I...>) {
+  using List = typename BwdTilings<kD>::List;
+  cudaError_t err = cudaErrorInvalidValue;
+  ((static_cast<int>(I) == tiling ? (err = launch<kD, std::tuple_element_t<I, List>>(p, delta, dq_accum, stream))
+                                  : err),
+   ...);
+  return err;
+}
+
+template <class Tiling>
+std::string tiling_name() {
+  return std::to_string(Tiling::kWarps) + " warps x " + std::to_string(Tiling::kMTiles) + " m-tiles, " +
+         std::to_string(Tiling::kStreamRowsOr0) + " rows a step, float" + std::to_string(Tiling::kAtomicWidth) +
+         " dQ atomics";
+}
+template <int kD, size_t... I>
+std::string tiling_name_of(int tiling, std::index_sequence<I...>) {
+  using List = typename BwdTilings<kD>::List;
+  std::string name;
+  ((static_cast<int>(I) == tiling ? (name = tiling_name<std::tuple_element_t<I, List>>()) : name), ...);
+  return name;
 }
 
 }  // namespace
@@ -549,7 +674,7 @@ cudaError_t launch(const Params& p, const float* delta, float* dq_accum, cudaStr
 bool flash_attention_backward_bf16_supported(const Params& p) {
   constexpr int64_t kMaxLen = int64_t{1} << 30;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
-  const int64_t rows = Traits<64>::kBlockRows;  // the same at every head dim
+  const int64_t rows = Traits<64>::kBlockRows;  // the smallest block of any tiling
   const int64_t blocks = (std::max(p.q_len, p.k_len) + rows - 1) / rows;
   const auto pairs_ok = [](const bf16* ptr, int64_t sb, int64_t sh, int64_t st) {
     return ptr != nullptr && aligned4(ptr) && sb % 2 == 0 && sh % 2 == 0 && st % 2 == 0;
@@ -566,11 +691,26 @@ bool flash_attention_backward_bf16_supported(const Params& p) {
          p.k_len < kMaxLen && p.batch * p.heads * blocks <= kMaxGridX;
 }
 
+int flash_attention_backward_bf16_tilings() { return kTilingCount; }
+
+std::string flash_attention_backward_bf16_tiling_name(int head_dim, int tiling) {
+  if (tiling < 0 || tiling >= kTilingCount) return "";
+  const std::string name = head_dim <= 64 ? tiling_name_of<64>(tiling, std::make_index_sequence<kTilingCount>())
+                                          : tiling_name_of<128>(tiling, std::make_index_sequence<kTilingCount>());
+  return tiling == kDefaultTiling ? name + " (default)" : name;
+}
+
 int flash_attention_backward_bf16(const Params& p, float* delta_scratch, float* dq_scratch,
                                   cudaStream_t stream) {
+  return flash_attention_backward_bf16_tiling(p, delta_scratch, dq_scratch, stream, kDefaultTiling);
+}
+
+int flash_attention_backward_bf16_tiling(const Params& p, float* delta_scratch, float* dq_scratch,
+                                         cudaStream_t stream, int tiling) {
   const int64_t bh = p.batch * p.heads;
   if (bh == 0) return 0;
-  if (delta_scratch == nullptr || !flash_attention_backward_bf16_supported(p))
+  if (delta_scratch == nullptr || !flash_attention_backward_bf16_supported(p) || tiling < 0 ||
+      tiling >= kTilingCount || (dq_scratch != nullptr && !aligned16(dq_scratch)))
     return static_cast<int>(cudaErrorInvalidValue);
   const int64_t rows = bh * p.q_len;
   if (rows > 0) {
@@ -586,8 +726,10 @@ int flash_attention_backward_bf16(const Params& p, float* delta_scratch, float* 
     if (err != cudaSuccess) return static_cast<int>(err);
   }
   // Tq = 0 leaves dK and dV to be zero: the dK/dV kernel sees no query tile.
-  const cudaError_t err = p.head_dim <= 64 ? launch<64>(p, delta_scratch, dq_scratch, stream)
-                                           : launch<128>(p, delta_scratch, dq_scratch, stream);
+  const auto tilings = std::make_index_sequence<kTilingCount>();
+  const cudaError_t err = p.head_dim <= 64
+                              ? launch_tiling<64>(tiling, p, delta_scratch, dq_scratch, stream, tilings)
+                              : launch_tiling<128>(tiling, p, delta_scratch, dq_scratch, stream, tilings);
   return static_cast<int>(err);
 }
 

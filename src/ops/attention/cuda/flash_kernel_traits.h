@@ -337,17 +337,23 @@ struct FlashFwdMmaTraits {
 
 // ---------------------------------------------------------------------------
 // Tensor-core backward (flash_attention_bf16_bwd.cu): two kernels of the
-// forward's shape, each warp owning 16 rows whose gradient it accumulates in
-// registers while tiles of the other side stream through shared memory:
-//   dK/dV kernel: one block per (b, h, 64 keys); warp w owns keys 16w..16w+15
-//     and streams query tiles (Q, dO, lse, delta) of kStreamRows rows;
+// forward's shape, each warp owning kMTiles m-tiles of 16 rows whose gradient
+// it accumulates in registers while tiles of the other side stream through
+// shared memory:
+//   dK/dV kernel: one block per (b, h, kBlockRows keys); warp w owns keys
+//     kRowsPerWarp w .. and streams query tiles (Q, dO, lse, delta) of
+//     kStreamRows rows;
 //   dQ kernel:    one block per (b, h, 64 queries); warp w owns queries
-//     16w..16w+15 and streams key tiles (K, V) of kStreamRows rows.
+//     16w..16w+15 and streams key tiles (K, V) of kStreamRows rows (one
+//     m-tile per warp, 4 warps: the default tiling).
 // Deterministic mode: both recompute S and dP from the forward's lse, so
 // neither needs the other's results and dQ needs no atomics: the gradients
 // are the same bits on every run. Otherwise the dK/dV kernel also adds each
 // query tile's dQ = dS K into a float32 buffer with atomics, and the dQ
 // kernel is not run (5 products per tile instead of 7).
+// The dK/dV kernel's tiling is a template choice (BwdTiling below): more keys
+// per block halve the dQ atomics and the Q / dO reads per key; two m-tiles
+// per warp let each Q or dO fragment read from shared memory feed two mmas.
 // Shared memory (bf16 elements, then float32 statistics):
 //   fixed_a [kBlockRows][kStride] | fixed_b [kBlockRows][kStride] |
 //   stream_a [2][kStreamRows][kStride] | stream_b [2][kStreamRows][kStride] |
@@ -355,31 +361,45 @@ struct FlashFwdMmaTraits {
 //   stats [2][2][kStreamRows] floats (lse and delta of a query tile, double-buffered)
 // fixed = K, V (dK/dV kernel) or Q, dO (dQ kernel); stream = Q, dO or K, V.
 // ---------------------------------------------------------------------------
-template <int kD, int kArch>
+// kWarps warps of kMTiles m-tiles each; kStreamRows rows of the other side
+// per step (0: 64 at D <= 64, else 32); dQ added kAtomicWidth floats per
+// atomic (2: float2; 4: float4, sm_90, pairs of lanes trade halves first).
+template <int kWarps_ = 4, int kMTiles_ = 1, int kStreamRows_ = 0, int kAtomicWidth_ = 2>
+struct BwdTiling {
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kMTiles = kMTiles_;
+  static constexpr int kStreamRowsOr0 = kStreamRows_;
+  static constexpr int kAtomicWidth = kAtomicWidth_;
+};
+
+template <int kD, int kArch, class Tiling = BwdTiling<>>
 struct FlashBwdMmaTraits {
   using Arch = ArchTraits<kArch>;
   static constexpr int kHeadDim = kD;  // padded head dim; columns >= the real D are zeros
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = Tiling::kWarps;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kRowsPerWarp = 16;                  // one m-tile per warp
+  static constexpr int kMTiles = Tiling::kMTiles;
+  static constexpr int kRowsPerWarp = 16 * kMTiles;
   static constexpr int kBlockRows = kWarps * kRowsPerWarp;  // keys (dK/dV) or queries (dQ) per block
   // Rows of the other side per step. At D = 128 the dK and dV accumulators
-  // alone are 128 registers per thread, so the score tiles shrink to 32 columns.
-  static constexpr int kStreamRows = kD <= 64 ? 64 : 32;
+  // alone are 128 registers per thread and m-tile, so the score tiles shrink
+  // to 32 columns by default.
+  static constexpr int kStreamRows = Tiling::kStreamRowsOr0 != 0 ? Tiling::kStreamRowsOr0 : (kD <= 64 ? 64 : 32);
+  static constexpr int kAtomicWidth = Tiling::kAtomicWidth;
   static constexpr int kElemBytes = 2;  // bf16
   static constexpr int kVec = 16 / kElemBytes;
   static constexpr int kPad = kVec;  // odd 16-byte units per row: conflict-free ldmatrix
   static constexpr int kStride = kD + kPad;
   static constexpr int kKSteps = kD / 16;                 // k16 steps over the head dim (S, dP)
-  static constexpr int kScoreTiles = kStreamRows / 8;     // n8 tiles of S and dP per warp
+  static constexpr int kScoreTiles = kStreamRows / 8;     // n8 tiles of S and dP per m-tile
   static constexpr int kStreamSteps = kStreamRows / 16;   // k16 steps over the streamed rows
   static constexpr int kOutTiles = kD / 8;                // n8 tiles of a gradient patch
 
   // dQ by atomics (the dK/dV kernel, when not deterministic): the block's
   // dS^T [kBlockRows keys][kStreamRows queries] goes through shared memory,
-  // and the 4 warps split dQ's patch [kStreamRows x kD] = dS K: kDqMTiles
+  // and the warps split dQ's patch [kStreamRows x kD] = dS K: kDqMTiles
   // m-tiles of 16 queries, each shared by kDqWarpsPerM warps that take
-  // kDqOutTiles n8 tiles of the head dim apiece (8 at D = 64 and 128).
+  // kDqOutTiles n8 tiles of the head dim apiece.
   static constexpr int kDsStride = kStreamRows + kPad;
   static constexpr int kDqMTiles = kStreamRows / 16;
   static constexpr int kDqWarpsPerM = kWarps / kDqMTiles;
@@ -396,7 +416,13 @@ struct FlashBwdMmaTraits {
   static constexpr int kSmemBytes = kSmemStatsOffsetBytes + 2 * 2 * kStreamRows * 4;
   static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
   static constexpr int kSmemFit = Arch::kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
-  static constexpr int kMinBlocksPerSm = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
+  // Blocks per SM promised to __launch_bounds__: what shared memory holds,
+  // at most 2, and at most 256 threads per SM's worth of registers each
+  // (255 a thread): an 8-warp block asks for one, so the compiler may give
+  // each thread the full 255.
+  static constexpr int kRegFit = 256 / kThreads < 1 ? 1 : 256 / kThreads;
+  static constexpr int kSmemFit2 = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
+  static constexpr int kMinBlocksPerSm = kSmemFit2 < kRegFit ? kSmemFit2 : kRegFit;
 
   static_assert(kD % 16 == 0 && kStreamRows % 16 == 0, "mma k16 steps");
   static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
@@ -405,6 +431,8 @@ struct FlashBwdMmaTraits {
   static_assert((kDsStride * kElemBytes / 16) % 2 == 1, "dS^T rows: conflict-free ldmatrix");
   static_assert(kWarps % kDqMTiles == 0 && kOutTiles % kDqWarpsPerM == 0 && kDqOutTiles % 2 == 0,
                 "dQ patch split over the warps");
+  static_assert(kThreads >= kStreamRows, "one thread per streamed row loads its statistics");
+  static_assert(kAtomicWidth == 2 || kAtomicWidth == 4, "float2 or float4 atomics");
   static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
                 "tensor-core backward tile exceeds the per-block shared memory of this arch");
 };
