@@ -378,6 +378,23 @@ bool run_case(const Case& c, int index) {
     hp.causal = c.causal;
     if (cuda_ops::flash_attention_forward_bf16_supported(hp)) {
       const Reference rb = reference(c, q_r, qs, k_r, ks, v_r, vs, d_o, scale);
+      // Every tiling of the forward into buffers of its own: the worst of o
+      // and lse as a fraction of the tolerance.
+      {
+        DeviceBuffer<bf16> o2_d(B * H * Tq * D);
+        DeviceBuffer<float> lse2_d(B * H * Tq);
+        AttentionForwardParams<bf16, float> tp = hp;
+        tp.o = o2_d.get(), tp.lse = lse2_d.get();
+        for (int t = 0; t < cuda_ops::flash_attention_forward_bf16_tilings(); ++t) {
+          const std::string tag = "b.f" + std::to_string(t);
+          o2_d.poison(), lse2_d.poison();
+          if (!check_call(tag.c_str(), cuda_ops::flash_attention_forward_bf16_tiling(tp, nullptr, t))) continue;
+          std::vector<float> o_got;
+          for (const bf16 x : o2_d.download(B * H * Tq * D)) o_got.push_back(nmt::ops::to_float(x));
+          report(tag.c_str(), std::max(worst_error(o_got, rb.o, kBf16Atol, kBf16Rtol),
+                                       worst_error(lse2_d.download(B * H * Tq), rb.lse)));
+        }
+      }
       ob_d.poison(), lse_d.poison();
       if (check_call("bf16 fwd", cuda_ops::flash_attention_forward_bf16(hp, nullptr))) {
         std::vector<float> o_got;
@@ -609,12 +626,13 @@ void run_benchmark() {
 }
 
 // ---------------------------------------------------------------------------
-// --bench-tilings: the bf16 tensor-core backward with each dK/dV tiling, B = 8,
-// H = 8, at the shapes bench_gpu.sh reports (T = 1024 and 4096, D = 64 and
-// 128, causal and not, and the model's 64 x 512 cross shape), in the mode the
+// --bench-tilings: the bf16 tensor-core forward with each of its tilings,
+// then the backward with each dK/dV tiling, B = 8, H = 8, at the shapes
+// bench_gpu.sh reports (T = 1024 and 4096, D = 64 and 128, causal and not,
+// and the model's 64 x 512 cross shape), the backward in the mode the
 // LibTorch glue picks (atomic dQ from kAtomicDqMinKeys keys). One line per
-// shape and tiling: forward ms, backward ms, their sum (medians of 7 timings
-// of 10 runs each).
+// shape and tiling: the forward's ms; the backward's ms after the default
+// forward's, and their sum (medians of 7 timings of 10 runs each).
 // ---------------------------------------------------------------------------
 float median_ms(const std::function<void()>& fn, int reps) {
   std::vector<float> t;
@@ -668,6 +686,19 @@ void run_tiling_benchmark() {
     bp.causal = sh.causal;
     const bool atomic = cuda_ops::bf16_backward_uses_atomic_dq(sh.tk, /*deterministic=*/false);
     const int reps = 10;
+    for (int t = 0; t < cuda_ops::flash_attention_forward_bf16_tilings(); ++t) {
+      if (cuda_ops::flash_attention_forward_bf16_tiling(fp, nullptr, t) != 0 ||
+          cudaDeviceSynchronize() != cudaSuccess) {
+        std::printf("forward tiling %d: failed: %s\n", t, cudaGetErrorString(cudaGetLastError()));
+        continue;
+      }
+      const float ms = median_ms([&] { cuda_ops::flash_attention_forward_bf16_tiling(fp, nullptr, t); }, reps);
+      std::printf("fwd-tilings Tq=%lld Tk=%lld D=%lld causal=%d tiling %d: fwd %.3f ms  [%s]\n",
+                  static_cast<long long>(sh.tq), static_cast<long long>(sh.tk), static_cast<long long>(sh.d),
+                  sh.causal ? 1 : 0, t, ms,
+                  cuda_ops::flash_attention_forward_bf16_tiling_name(static_cast<int>(sh.d), t).c_str());
+    }
+    // The backward's inputs o and lse from the default forward.
     const float fwd = median_ms([&] { cuda_ops::flash_attention_forward_bf16(fp, nullptr); }, reps);
     for (int t = 0; t < cuda_ops::flash_attention_backward_bf16_tilings(); ++t) {
       const auto bwd_call = [&] {

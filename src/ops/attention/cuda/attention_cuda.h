@@ -36,10 +36,16 @@ int flash_attention_backward(const AttentionBackwardParams<float>& p, float* del
 // float32. o is written with its strides (even ones, 4-byte aligned).
 bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, float>& p);
 int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream);
+// The same with one of the forward's tilings (0 .. tilings() - 1), for
+// benchmarks and tests that compare them.
+int flash_attention_forward_bf16_tilings();
+std::string flash_attention_forward_bf16_tiling_name(int head_dim, int tiling);
+int flash_attention_forward_bf16_tiling(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream,
+                                        int tiling);
 // Its backward on tensor cores (flash_attention_bf16_bwd.cu): bf16 q, k, v,
 // o, dO and gradients, float32 lse from the forward. Needs a scratch of
 // B*H*Tq floats (delta = rowsum(dO * O)). With dq_scratch (B*H*Tq*head_dim
-// floats, 16-byte aligned) dQ is added up there with atomics: faster, but its
+// floats, 8-byte aligned) dQ is added up there with atomics: faster, but its
 // last bits vary from run to run. Without it (nullptr) the backward is
 // deterministic: no atomics, the same bits on every run. Only for calls
 // _supported accepts (the forward's conditions, plus 16-byte aligned dO rows
@@ -61,7 +67,6 @@ int flash_attention_backward_bf16(const AttentionBackwardParams<bf16, float>& p,
                                   float* dq_scratch, cudaStream_t stream);
 // The same with one of the dK/dV kernel's tilings (0 .. tilings() - 1; the
 // default is the one above runs), for benchmarks and tests that compare them.
-// dq_scratch, where given, must be 16-byte aligned.
 int flash_attention_backward_bf16_tilings();
 std::string flash_attention_backward_bf16_tiling_name(int head_dim, int tiling);
 int flash_attention_backward_bf16_tiling(const AttentionBackwardParams<bf16, float>& p, float* delta_scratch,

@@ -34,6 +34,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "ops/attention/cuda/attention_cuda.h"
 #include "ops/attention/cuda/flash_kernel_traits.h"
@@ -49,21 +52,22 @@ using namespace flash::mma;
 
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <int kD>
-using Traits = flash::FlashFwdMmaTraits<kD, flash::kTargetArch>;
+template <int kD, class Tiling = flash::FwdTiling<>>
+using Traits = flash::FlashFwdMmaTraits<kD, flash::kTargetArch, Tiling>;
 
 // ---------------------------------------------------------------------------
-// The kernel. grid.x = B * H * n_qblocks (query block fastest); block = 128.
+// The kernel. grid.x = B * H * n_qblocks (query block fastest, or the head
+// with kHeadsFastest when causal); block = Tr::kThreads.
 // Long, on purpose: the passes below share the accumulators and row
 // statistics held in registers from the first key tile to the epilogue; as
 // separate functions they would pass them all by reference and read out of
 // order. Each pass is narrated where it starts.
 // ---------------------------------------------------------------------------
-template <int kD>
-__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPerSm)
+template <int kD, class Tiling>
+__global__ void __launch_bounds__(Traits<kD, Tiling>::kThreads, Traits<kD, Tiling>::kMinBlocksPerSm)
     flash_forward_bf16_kernel(const AttentionForwardParams<bf16, float> p, int n_qblocks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  using Tr = Traits<kD>;
+  using Tr = Traits<kD, Tiling>;
   constexpr int kBr = Tr::kBr;
   constexpr int kBc = Tr::kBc;
   constexpr int kStride = Tr::kStride;
@@ -74,7 +78,8 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
   bf16* k_s = smem + Tr::kSmemK;  // k_s: [kBc][kStride]
   bf16* v_s = smem + Tr::kSmemV;  // v_s: [kBc][kStride]
 
-  const flash::BlockPlace at = flash::block_place(p, n_qblocks, /*longest_first=*/p.causal);
+  const flash::BlockPlace at =
+      flash::block_place(p, n_qblocks, /*longest_first=*/p.causal, Tr::kHeadsFastest && p.causal);
   const int64_t bh = at.bh, b = at.b, h = at.h;
   const int tq = static_cast<int>(p.q_len);
   const int head_dim = static_cast<int>(p.head_dim);
@@ -284,24 +289,73 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocksPe
 }
 
 
+// The forward's tilings per padded head dim (flash::FwdTiling: warps,
+// m-tiles per warp, keys a step, Q in registers, heads fastest when causal).
+// Entry kDefaultTiling is the one flash_attention_forward_bf16 runs; the
+// others are there to be measured against it (flash_standalone_test
+// --bench-tilings).
 template <int kD>
+struct FwdTilings;
+template <>
+struct FwdTilings<64> {
+  using List = std::tuple<flash::FwdTiling<4, 2, 64>, flash::FwdTiling<4, 2, 32, 0, false, 3>,
+                          flash::FwdTiling<8, 1, 64, 1, false, 2>, flash::FwdTiling<4, 2, 64, -1, true>,
+                          flash::FwdTiling<4, 2, 64, 0>>;
+};
+template <>
+struct FwdTilings<128> {
+  using List = std::tuple<flash::FwdTiling<4, 2, 32>, flash::FwdTiling<8, 1, 32, 1>, flash::FwdTiling<8, 1, 64, 1>,
+                          flash::FwdTiling<4, 2, 32, -1, true>, flash::FwdTiling<8, 1, 32, 0, false, 2>>;
+};
+constexpr int kTilingCount = 5;
+constexpr int kDefaultTiling = 0;
+static_assert(std::tuple_size_v<FwdTilings<64>::List> == kTilingCount &&
+              std::tuple_size_v<FwdTilings<128>::List> == kTilingCount);
+
+template <int kD, class Tiling>
 cudaError_t launch(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream) {
-  using Tr = Traits<kD>;
+  using Tr = Traits<kD, Tiling>;
   // The host pass reads the launch shape; every arch's traits must agree on it.
-  using Sm80 = flash::FlashFwdMmaTraits<kD, 800>;
-  using Sm90 = flash::FlashFwdMmaTraits<kD, 900>;
+  using Sm80 = flash::FlashFwdMmaTraits<kD, 800, Tiling>;
+  using Sm90 = flash::FlashFwdMmaTraits<kD, 900, Tiling>;
   static_assert(Sm80::kBr == Sm90::kBr && Sm80::kThreads == Sm90::kThreads &&
                 Sm80::kSmemBytes == Sm90::kSmemBytes);
   const int64_t n_qblocks = (p.q_len + Tr::kBr - 1) / Tr::kBr;
   if constexpr (Tr::kNeedsSmemOptIn) {
     const cudaError_t err = cudaFuncSetAttribute(
-        flash_forward_bf16_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+        flash_forward_bf16_kernel<kD, Tiling>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
     if (err != cudaSuccess) return err;
   }
-  flash_forward_bf16_kernel<kD>
+  flash_forward_bf16_kernel<kD, Tiling>
       <<<static_cast<unsigned>(p.batch * p.heads * n_qblocks), Tr::kThreads, Tr::kSmemBytes,
          stream>>>(p, static_cast<int>(n_qblocks));
   return cudaGetLastError();
+}
+
+// launch<kD, tiling I of the list> for I == tiling (a run-time index).
+template <int kD, size_t... I>
+cudaError_t launch_tiling(int tiling, const AttentionForwardParams<bf16, float>& p, cudaStream_t stream,
+                          std::index_sequence<I...>) {
+  using List = typename FwdTilings<kD>::List;
+  cudaError_t err = cudaErrorInvalidValue;
+  ((static_cast<int>(I) == tiling ? (err = launch<kD, std::tuple_element_t<I, List>>(p, stream)) : err), ...);
+  return err;
+}
+
+template <class Tiling>
+std::string tiling_name() {
+  const char* q = Tiling::kQInRegsOrAuto < 0 ? "" : (Tiling::kQInRegsOrAuto ? ", Q in registers" : ", Q in shared memory");
+  return std::to_string(Tiling::kWarps) + " warps x " + std::to_string(Tiling::kMTiles) + " m-tiles, " +
+         std::to_string(Tiling::kBcOr0) + " keys a step" + q +
+         (Tiling::kHeadsFastest ? ", heads fastest when causal" : "") +
+         (Tiling::kMinBlocksOr0 ? ", " + std::to_string(Tiling::kMinBlocksOr0) + " blocks an SM" : "");
+}
+template <int kD, size_t... I>
+std::string tiling_name_of(int tiling, std::index_sequence<I...>) {
+  using List = typename FwdTilings<kD>::List;
+  std::string name;
+  ((static_cast<int>(I) == tiling ? (name = tiling_name<std::tuple_element_t<I, List>>()) : name), ...);
+  return name;
 }
 
 }  // namespace
@@ -309,24 +363,40 @@ cudaError_t launch(const AttentionForwardParams<bf16, float>& p, cudaStream_t st
 bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, float>& p) {
   constexpr int64_t kMaxLen = int64_t{1} << 30;
   constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
-  constexpr int64_t kMinBr = Traits<64>::kBr < Traits<128>::kBr ? Traits<64>::kBr : Traits<128>::kBr;
-  const int64_t n_qblocks = (p.q_len + kMinBr - 1) / kMinBr;  // the most blocks any D launches
+  // The most blocks any tiling launches: 64 queries a block at least.
+  constexpr int64_t kMinBr = 64;
+  const int64_t n_qblocks = (p.q_len + kMinBr - 1) / kMinBr;
   return bf16_mma_device() && p.head_dim >= 8 && p.head_dim <= kMaxHeadDim && p.head_dim % 8 == 0 &&
          rows_16b(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t) &&
          rows_16b(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t) &&
          rows_16b(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t) && p.q_len < kMaxLen && p.k_len < kMaxLen && p.batch * p.heads * n_qblocks <= kMaxGridX;
 }
 
-int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p,
-                                 cudaStream_t stream) {
+int flash_attention_forward_bf16_tilings() { return kTilingCount; }
+
+std::string flash_attention_forward_bf16_tiling_name(int head_dim, int tiling) {
+  if (tiling < 0 || tiling >= kTilingCount) return "";
+  const auto all = std::make_index_sequence<kTilingCount>();
+  const std::string name = head_dim <= 64 ? tiling_name_of<64>(tiling, all) : tiling_name_of<128>(tiling, all);
+  return tiling == kDefaultTiling ? name + " (default)" : name;
+}
+
+int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream) {
+  return flash_attention_forward_bf16_tiling(p, stream, kDefaultTiling);
+}
+
+int flash_attention_forward_bf16_tiling(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream,
+                                        int tiling) {
+  if (tiling < 0 || tiling >= kTilingCount) return static_cast<int>(cudaErrorInvalidValue);
   if (p.batch * p.heads == 0 || p.q_len == 0) return 0;
   // o is stored as bf16 pairs: 4-byte aligned rows and pairs.
   const bool o_ok = p.o != nullptr && (reinterpret_cast<uintptr_t>(p.o) & 3u) == 0 &&
                     p.o_stride_t % 2 == 0 && p.o_stride_h % 2 == 0 && p.o_stride_b % 2 == 0;
   if (!o_ok || !flash_attention_forward_bf16_supported(p))
     return static_cast<int>(cudaErrorInvalidValue);
+  const auto all = std::make_index_sequence<kTilingCount>();
   const cudaError_t err =
-      p.head_dim <= 64 ? launch<64>(p, stream) : launch<128>(p, stream);
+      p.head_dim <= 64 ? launch_tiling<64>(tiling, p, stream, all) : launch_tiling<128>(tiling, p, stream, all);
   return static_cast<int>(err);
 }
 

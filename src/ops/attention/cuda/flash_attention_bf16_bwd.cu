@@ -169,10 +169,6 @@ __device__ __forceinline__ void score_pair(float (&s)[Tr::kMTiles][Tr::kScoreTil
 // transposed ([key][query]), as A fragments by ldmatrix.trans; K from k_s
 // ([key][dim]) as B fragments by ldmatrix.trans. Warp w takes m-tile
 // w / kDqWarpsPerM (16 queries) and kDqOutTiles n8 tiles of the head dim.
-// With kAtomicWidth 4 (sm_90), lanes 2u and 2u + 1, which hold columns
-// 4u'..4u'+1 and +2..+3 of rows g and g + 8, first trade halves (one
-// shuffle pair): the even lane then adds row g's four columns, the odd lane
-// row g + 8's, as one float4 each: half the atomic operations.
 template <class Tr>
 __device__ __forceinline__ void add_dq_patch(float* dq, const bf16* ds_s, const bf16* k_s, int q0, int tq,
                                              int head_dim, int warp, int lane) {
@@ -195,47 +191,21 @@ __device__ __forceinline__ void add_dq_patch(float* dq, const bf16* ds_s, const 
       mma_16816(acc[2 * dd + 1], a, b[2], b[3]);
     }
   }
-  if constexpr (Tr::kAtomicWidth == 4) {
-    const bool odd = (lane & 1) != 0;
-    const int i = q0 + m0 + acc_row(lane, odd ? 2 : 0);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = q0 + m0 + acc_row(lane, 2 * r);
+    if (i >= tq) continue;
     float* row = dq + static_cast<int64_t>(i) * head_dim;
 #pragma unroll
     for (int n = 0; n < Tr::kDqOutTiles; ++n) {
-      // Every lane shuffles, before any lane skips a row past Tq.
-      const float give0 = odd ? acc[n][0] : acc[n][2];
-      const float give1 = odd ? acc[n][1] : acc[n][3];
-      const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
-      const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-      const int d = 8 * (n_first + n) + acc_col(lane, 0) - (odd ? 2 : 0);
-      if (i >= tq || d >= head_dim) continue;  // head_dim % 8 == 0: all four columns in or out
-      const float4 v = odd ? make_float4(got0, got1, acc[n][2], acc[n][3])
-                           : make_float4(acc[n][0], acc[n][1], got0, got1);
+      const int d = 8 * (n_first + n) + acc_col(lane, 2 * r);
+      if (d >= head_dim) continue;  // head_dim is even: d + 1 is in too
 #if __CUDA_ARCH__ >= 900
-      atomicAdd(reinterpret_cast<float4*>(row + d), v);
+      atomicAdd(reinterpret_cast<float2*>(row + d), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
 #else
-      atomicAdd(row + d, v.x);
-      atomicAdd(row + d + 1, v.y);
-      atomicAdd(row + d + 2, v.z);
-      atomicAdd(row + d + 3, v.w);
+      atomicAdd(row + d, acc[n][2 * r]);
+      atomicAdd(row + d + 1, acc[n][2 * r + 1]);
 #endif
-    }
-  } else {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int i = q0 + m0 + acc_row(lane, 2 * r);
-      if (i >= tq) continue;
-      float* row = dq + static_cast<int64_t>(i) * head_dim;
-#pragma unroll
-      for (int n = 0; n < Tr::kDqOutTiles; ++n) {
-        const int d = 8 * (n_first + n) + acc_col(lane, 2 * r);
-        if (d >= head_dim) continue;  // head_dim is even: d + 1 is in too
-#if __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float2*>(row + d), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
-#else
-        atomicAdd(row + d, acc[n][2 * r]);
-        atomicAdd(row + d + 1, acc[n][2 * r + 1]);
-#endif
-      }
     }
   }
 }
@@ -280,7 +250,9 @@ __global__ void __launch_bounds__(Traits<kD, Tiling>::kThreads, Traits<kD, Tilin
   // stats: [2 buffers][lse (log2-scaled), delta][kBq]
   float* stats = reinterpret_cast<float*>(reinterpret_cast<char*>(smem_u4) + Tr::kSmemStatsOffsetBytes);
 
-  const flash::BlockPlace at = flash::block_place(p, n_kblocks, /*longest_first=*/false);
+  // Block 0 of a head has the most query tiles when causal.
+  const flash::BlockPlace at =
+      flash::block_place(p, n_kblocks, /*longest_first=*/false, Tiling::kHeadsFastest && p.causal);
   const int64_t bh = at.bh, b = at.b, h = at.h;
   const int tq = static_cast<int>(p.q_len);
   const int tk = static_cast<int>(p.k_len);
@@ -588,22 +560,22 @@ cudaError_t opt_in() {
 // are there to be measured against it (flash_standalone_test --bench-tilings).
 template <int kD>
 struct BwdTilings;
+// Measured on an H100 (flash_standalone_test --bench-tilings, B = H = 8,
+// docs/bench/gpu_h100.md): at D = 64, two m-tiles per warp (each Q or dO
+// fragment feeds two mmas) took the backward at T = 4096 from 4.56 to
+// 3.12 ms; at D = 128, where two m-tiles' dK and dV would not fit in the
+// registers, 8 warps of one m-tile and 64 queries a step (128 keys a block:
+// half the dQ atomics) from 8.06 to 7.21 ms. Entry 0 is the tiling before.
 template <>
 struct BwdTilings<64> {
-  using List = std::tuple<flash::BwdTiling<4, 1, 64, 2>, flash::BwdTiling<8, 1, 64, 2>,
-                          flash::BwdTiling<4, 2, 32, 2>, flash::BwdTiling<8, 2, 32, 2>,
-                          flash::BwdTiling<8, 1, 64, 4>, flash::BwdTiling<4, 2, 32, 4>,
-                          flash::BwdTiling<8, 1, 128, 4>>;
+  using List = std::tuple<flash::BwdTiling<4, 1, 64>, flash::BwdTiling<4, 2, 32>, flash::BwdTiling<4, 2, 32, true>>;
 };
 template <>
 struct BwdTilings<128> {
-  using List = std::tuple<flash::BwdTiling<4, 1, 32, 2>, flash::BwdTiling<8, 1, 32, 2>,
-                          flash::BwdTiling<8, 1, 64, 2>, flash::BwdTiling<4, 1, 64, 2>,
-                          flash::BwdTiling<8, 1, 32, 4>, flash::BwdTiling<8, 1, 64, 4>,
-                          flash::BwdTiling<4, 1, 32, 4>>;
+  using List = std::tuple<flash::BwdTiling<4, 1, 32>, flash::BwdTiling<8, 1, 64>, flash::BwdTiling<8, 1, 64, true>>;
 };
-constexpr int kTilingCount = 7;
-constexpr int kDefaultTiling = 0;
+constexpr int kTilingCount = 3;
+constexpr int kDefaultTiling = 1;
 static_assert(std::tuple_size_v<BwdTilings<64>::List> == kTilingCount &&
               std::tuple_size_v<BwdTilings<128>::List> == kTilingCount);
 
@@ -658,8 +630,8 @@ cudaError_t launch_tiling(int tiling, const Params& p, const float* delta, float
 template <class Tiling>
 std::string tiling_name() {
   return std::to_string(Tiling::kWarps) + " warps x " + std::to_string(Tiling::kMTiles) + " m-tiles, " +
-         std::to_string(Tiling::kStreamRowsOr0) + " rows a step, float" + std::to_string(Tiling::kAtomicWidth) +
-         " dQ atomics";
+         std::to_string(Tiling::kStreamRowsOr0) + " rows a step" +
+         (Tiling::kHeadsFastest ? ", heads fastest when causal" : "");
 }
 template <int kD, size_t... I>
 std::string tiling_name_of(int tiling, std::index_sequence<I...>) {
@@ -710,7 +682,7 @@ int flash_attention_backward_bf16_tiling(const Params& p, float* delta_scratch, 
   const int64_t bh = p.batch * p.heads;
   if (bh == 0) return 0;
   if (delta_scratch == nullptr || !flash_attention_backward_bf16_supported(p) || tiling < 0 ||
-      tiling >= kTilingCount || (dq_scratch != nullptr && !aligned16(dq_scratch)))
+      tiling >= kTilingCount)
     return static_cast<int>(cudaErrorInvalidValue);
   const int64_t rows = bh * p.q_len;
   if (rows > 0) {

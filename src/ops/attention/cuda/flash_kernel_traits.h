@@ -290,22 +290,40 @@ struct FlashBwdTraits
 // Shared memory (bf16 elements): q_s [kBr][kStride] | k_s [kBc][kStride] |
 //                                v_s [kBc][kStride]
 // ---------------------------------------------------------------------------
-template <int kD, int kArch>
+// kWarps warps of kMTiles m-tiles each; kBc keys a step (0: 64 at D <= 64,
+// else 32); kQInRegs 1 / 0 / -1: Q's fragments held in registers / read from
+// shared memory at each step / registers at D <= 64; kHeadsFastest: causal
+// launches place blocks with the (batch, head) fastest (flash::block_place);
+// kMinBlocks: blocks per SM promised to __launch_bounds__ (0: as below),
+// which caps the registers a thread may use.
+template <int kWarps_ = 4, int kMTiles_ = 2, int kBc_ = 0, int kQInRegs_ = -1, bool kHeadsFastest_ = false,
+          int kMinBlocks_ = 0>
+struct FwdTiling {
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kMTiles = kMTiles_;
+  static constexpr int kBcOr0 = kBc_;
+  static constexpr int kQInRegsOrAuto = kQInRegs_;
+  static constexpr bool kHeadsFastest = kHeadsFastest_;
+  static constexpr int kMinBlocksOr0 = kMinBlocks_;
+};
+
+template <int kD, int kArch, class Tiling = FwdTiling<>>
 struct FlashFwdMmaTraits {
   using Arch = ArchTraits<kArch>;
   static constexpr int kHeadDim = kD;  // padded head dim; columns >= the real D are zeros
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = Tiling::kWarps;
   static constexpr int kThreads = 32 * kWarps;
-  // Two m-tiles per warp: each K or V fragment read from shared memory then
-  // feeds two mmas. At D = 128 the O accumulators of two m-tiles take 128
-  // registers per thread, so the warp's Q fragments (another 64) are not
-  // kept: they are read again from shared memory for every key tile, and the
-  // key tile shrinks to 32 (S takes 32 registers instead of 64).
-  static constexpr int kMTiles = 2;
-  static constexpr bool kQInRegs = kD <= 64;
+  // Two m-tiles per warp by default: each K or V fragment read from shared
+  // memory then feeds two mmas. At D = 128 the O accumulators of two m-tiles
+  // take 128 registers per thread, so the warp's Q fragments (another 64) are
+  // not kept: they are read again from shared memory for every key tile, and
+  // the key tile shrinks to 32 (S takes 32 registers instead of 64).
+  static constexpr int kMTiles = Tiling::kMTiles;
+  static constexpr bool kQInRegs = Tiling::kQInRegsOrAuto < 0 ? kD <= 64 : Tiling::kQInRegsOrAuto != 0;
+  static constexpr bool kHeadsFastest = Tiling::kHeadsFastest;
   static constexpr int kRowsPerWarp = 16 * kMTiles;
   static constexpr int kBr = kWarps * kRowsPerWarp;
-  static constexpr int kBc = kD <= 64 ? 64 : 32;
+  static constexpr int kBc = Tiling::kBcOr0 != 0 ? Tiling::kBcOr0 : (kD <= 64 ? 64 : 32);
   static constexpr int kElemBytes = 2;  // bf16
   static constexpr int kVec = 16 / kElemBytes;  // elements per 16-byte cp.async / ldmatrix row
   // 16 bytes of padding per row: a row is then an odd number of 16-byte
@@ -324,11 +342,16 @@ struct FlashFwdMmaTraits {
   static constexpr int kSmemElems = kSmemV + kBc * kStride;
   static constexpr int kSmemBytes = kSmemElems * kElemBytes;
   static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
-  // Two blocks per SM for __launch_bounds__ where shared memory holds two.
+  // Two blocks per SM for __launch_bounds__ where shared memory holds two
+  // and a 4-warp block; one for 8 warps (255 registers a thread).
   static constexpr int kSmemFit = Arch::kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
-  static constexpr int kMinBlocksPerSm = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
+  static constexpr int kRegFit = 256 / kThreads < 1 ? 1 : 256 / kThreads;
+  static constexpr int kSmemFit2 = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
+  static constexpr int kMinBlocksPerSm = Tiling::kMinBlocksOr0 != 0 ? Tiling::kMinBlocksOr0
+                                                                    : (kSmemFit2 < kRegFit ? kSmemFit2 : kRegFit);
 
   static_assert(kD % 16 == 0 && kBc % 16 == 0, "mma k16 steps");
+  static_assert(kMinBlocksPerSm <= kSmemFit, "the blocks promised fit in shared memory");
   static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
   static_assert((kStride * kElemBytes / 16) % 2 == 1, "odd 16-byte units per row: no bank conflicts");
   static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
@@ -362,14 +385,14 @@ struct FlashFwdMmaTraits {
 // fixed = K, V (dK/dV kernel) or Q, dO (dQ kernel); stream = Q, dO or K, V.
 // ---------------------------------------------------------------------------
 // kWarps warps of kMTiles m-tiles each; kStreamRows rows of the other side
-// per step (0: 64 at D <= 64, else 32); dQ added kAtomicWidth floats per
-// atomic (2: float2; 4: float4, sm_90, pairs of lanes trade halves first).
-template <int kWarps_ = 4, int kMTiles_ = 1, int kStreamRows_ = 0, int kAtomicWidth_ = 2>
+// per step (0: 64 at D <= 64, else 32); kHeadsFastest: causal launches
+// place blocks with the (batch, head) fastest (flash::block_place).
+template <int kWarps_ = 4, int kMTiles_ = 1, int kStreamRows_ = 0, bool kHeadsFastest_ = false>
 struct BwdTiling {
   static constexpr int kWarps = kWarps_;
   static constexpr int kMTiles = kMTiles_;
   static constexpr int kStreamRowsOr0 = kStreamRows_;
-  static constexpr int kAtomicWidth = kAtomicWidth_;
+  static constexpr bool kHeadsFastest = kHeadsFastest_;
 };
 
 template <int kD, int kArch, class Tiling = BwdTiling<>>
@@ -385,7 +408,6 @@ struct FlashBwdMmaTraits {
   // alone are 128 registers per thread and m-tile, so the score tiles shrink
   // to 32 columns by default.
   static constexpr int kStreamRows = Tiling::kStreamRowsOr0 != 0 ? Tiling::kStreamRowsOr0 : (kD <= 64 ? 64 : 32);
-  static constexpr int kAtomicWidth = Tiling::kAtomicWidth;
   static constexpr int kElemBytes = 2;  // bf16
   static constexpr int kVec = 16 / kElemBytes;
   static constexpr int kPad = kVec;  // odd 16-byte units per row: conflict-free ldmatrix
@@ -432,7 +454,6 @@ struct FlashBwdMmaTraits {
   static_assert(kWarps % kDqMTiles == 0 && kOutTiles % kDqWarpsPerM == 0 && kDqOutTiles % 2 == 0,
                 "dQ patch split over the warps");
   static_assert(kThreads >= kStreamRows, "one thread per streamed row loads its statistics");
-  static_assert(kAtomicWidth == 2 || kAtomicWidth == 4, "float2 or float4 atomics");
   static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
                 "tensor-core backward tile exceeds the per-block shared memory of this arch");
 };

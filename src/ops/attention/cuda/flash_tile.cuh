@@ -113,16 +113,27 @@ NMT_FLASH_UNROLL
 // A block of a launch with grid.x = B * H * n_blocks, its own block index
 // fastest (so blocks resident together share one head's K and V in L2): its
 // (batch, head) and block. Causal query-block launches ask for the longest
-// blocks (the most keys) first, for a shorter tail.
+// blocks (the most keys) first, for a shorter tail. With heads_fastest the
+// (batch, head) varies fastest instead: every head's first block is
+// dispatched before any head's second, so with longest_first (or in a kernel
+// whose block 0 is its longest) the longest blocks of all heads start first
+// and the short ones fill the tail.
 struct BlockPlace {
   int64_t bh, b, h;
   int block;
 };
 template <class Params>
-__device__ __forceinline__ BlockPlace block_place(const Params& p, int n_blocks, bool longest_first) {
+__device__ __forceinline__ BlockPlace block_place(const Params& p, int n_blocks, bool longest_first,
+                                                  bool heads_fastest = false) {
   BlockPlace w;
-  w.bh = blockIdx.x / n_blocks;
-  w.block = static_cast<int>(blockIdx.x % n_blocks);
+  if (heads_fastest) {
+    const int64_t heads = p.batch * p.heads;
+    w.bh = blockIdx.x % heads;
+    w.block = static_cast<int>(blockIdx.x / heads);
+  } else {
+    w.bh = blockIdx.x / n_blocks;
+    w.block = static_cast<int>(blockIdx.x % n_blocks);
+  }
   if (longest_first) w.block = n_blocks - 1 - w.block;
   w.b = w.bh / p.heads;
   w.h = w.bh % p.heads;
