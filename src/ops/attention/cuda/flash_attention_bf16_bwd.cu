@@ -5,9 +5,10 @@
 // Three launches on one stream:
 //   step 1 (delta kernel): delta_i = sum_d dO[i][d] O[i][d] in float32, one
 //           warp per query row.
-//   step 2 (dK/dV kernel): one block per (b, h, 64 keys); warp w owns keys
-//           16w .. 16w + 15 and keeps their dK and dV in registers while
-//           query tiles stream through shared memory:
+//   step 2 (dK/dV kernel): one block per (b, h, kBlockRows keys); warp w
+//           owns kMTiles m-tiles of 16 keys (two at D = 64, one at D = 128:
+//           the tiling, BwdTilings below) and keeps their dK and dV in
+//           registers while query tiles stream through shared memory:
 //             pass 1: S^T = K Q^T and dP^T = V dO^T (keys are the mma's
 //                     rows, queries its columns);
 //             pass 2: P^T = exp(scale S^T - lse) masked, dS^T = P^T (dP^T - delta);
@@ -562,19 +563,23 @@ template <int kD>
 struct BwdTilings;
 // Measured on an H100 (flash_standalone_test --bench-tilings, B = H = 8,
 // docs/bench/gpu_h100.md): at D = 64, two m-tiles per warp (each Q or dO
-// fragment feeds two mmas) took the backward at T = 4096 from 4.56 to
-// 3.12 ms; at D = 128, where two m-tiles' dK and dV would not fit in the
-// registers, 8 warps of one m-tile and 64 queries a step (128 keys a block:
-// half the dQ atomics) from 8.06 to 7.21 ms. Entry 0 is the tiling before.
+// fragment read from shared memory feeds two mmas) took the backward at
+// T = 4096 from 4.56 to 3.12 ms; at D = 128, where two m-tiles' dK and dV
+// would not fit in the registers, 8 warps of one m-tile and 64 queries a
+// step (128 keys a block: half the dQ atomics) from 8.06 to 7.21 ms. Causal
+// blocks placed with the heads fastest: 0.222 to 0.182 ms at T = 1024,
+// D = 64. Tried there and not kept: float4 dQ atomics (no gain), 8 warps of
+// two m-tiles at D = 64 (3.52 ms), 128 queries a step (spills: 4.26 ms).
+// Entry 0 is the tiling before, kept to be measured against the default.
 template <>
 struct BwdTilings<64> {
-  using List = std::tuple<flash::BwdTiling<4, 1, 64>, flash::BwdTiling<4, 2, 32>, flash::BwdTiling<4, 2, 32, true>>;
+  using List = std::tuple<flash::BwdTiling<4, 1, 64>, flash::BwdTiling<4, 2, 32, true>>;
 };
 template <>
 struct BwdTilings<128> {
-  using List = std::tuple<flash::BwdTiling<4, 1, 32>, flash::BwdTiling<8, 1, 64>, flash::BwdTiling<8, 1, 64, true>>;
+  using List = std::tuple<flash::BwdTiling<4, 1, 32>, flash::BwdTiling<8, 1, 64, true>>;
 };
-constexpr int kTilingCount = 3;
+constexpr int kTilingCount = 2;
 constexpr int kDefaultTiling = 1;
 static_assert(std::tuple_size_v<BwdTilings<64>::List> == kTilingCount &&
               std::tuple_size_v<BwdTilings<128>::List> == kTilingCount);

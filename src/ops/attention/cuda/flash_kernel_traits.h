@@ -293,18 +293,14 @@ struct FlashBwdTraits
 // kWarps warps of kMTiles m-tiles each; kBc keys a step (0: 64 at D <= 64,
 // else 32); kQInRegs 1 / 0 / -1: Q's fragments held in registers / read from
 // shared memory at each step / registers at D <= 64; kHeadsFastest: causal
-// launches place blocks with the (batch, head) fastest (flash::block_place);
-// kMinBlocks: blocks per SM promised to __launch_bounds__ (0: as below),
-// which caps the registers a thread may use.
-template <int kWarps_ = 4, int kMTiles_ = 2, int kBc_ = 0, int kQInRegs_ = -1, bool kHeadsFastest_ = false,
-          int kMinBlocks_ = 0>
+// launches place blocks with the (batch, head) fastest (flash::block_place).
+template <int kWarps_ = 4, int kMTiles_ = 2, int kBc_ = 0, int kQInRegs_ = -1, bool kHeadsFastest_ = false>
 struct FwdTiling {
   static constexpr int kWarps = kWarps_;
   static constexpr int kMTiles = kMTiles_;
   static constexpr int kBcOr0 = kBc_;
   static constexpr int kQInRegsOrAuto = kQInRegs_;
   static constexpr bool kHeadsFastest = kHeadsFastest_;
-  static constexpr int kMinBlocksOr0 = kMinBlocks_;
 };
 
 template <int kD, int kArch, class Tiling = FwdTiling<>>
@@ -347,11 +343,9 @@ struct FlashFwdMmaTraits {
   static constexpr int kSmemFit = Arch::kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
   static constexpr int kRegFit = 256 / kThreads < 1 ? 1 : 256 / kThreads;
   static constexpr int kSmemFit2 = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
-  static constexpr int kMinBlocksPerSm = Tiling::kMinBlocksOr0 != 0 ? Tiling::kMinBlocksOr0
-                                                                    : (kSmemFit2 < kRegFit ? kSmemFit2 : kRegFit);
+  static constexpr int kMinBlocksPerSm = kSmemFit2 < kRegFit ? kSmemFit2 : kRegFit;
 
   static_assert(kD % 16 == 0 && kBc % 16 == 0, "mma k16 steps");
-  static_assert(kMinBlocksPerSm <= kSmemFit, "the blocks promised fit in shared memory");
   static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
   static_assert((kStride * kElemBytes / 16) % 2 == 1, "odd 16-byte units per row: no bank conflicts");
   static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
