@@ -39,7 +39,6 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
-#include <utility>
 
 #include "ops/attention/cuda/attention_cuda.h"
 #include "ops/attention/cuda/flash_kernel_traits.h"
@@ -339,29 +338,12 @@ cudaError_t launch(const AttentionForwardParams<bf16, float>& p, cudaStream_t st
   return cudaGetLastError();
 }
 
-// launch<kD, tiling I of the list> for I == tiling (a run-time index).
-template <int kD, size_t... I>
-cudaError_t launch_tiling(int tiling, const AttentionForwardParams<bf16, float>& p, cudaStream_t stream,
-                          std::index_sequence<I...>) {
-  using List = typename FwdTilings<kD>::List;
-  cudaError_t err = cudaErrorInvalidValue;
-  ((static_cast<int>(I) == tiling ? (err = launch<kD, std::tuple_element_t<I, List>>(p, stream)) : err), ...);
-  return err;
-}
-
 template <class Tiling>
 std::string tiling_name() {
   const char* q = Tiling::kQInRegsOrAuto < 0 ? "" : (Tiling::kQInRegsOrAuto ? ", Q in registers" : ", Q in shared memory");
   return std::to_string(Tiling::kWarps) + " warps x " + std::to_string(Tiling::kMTiles) + " m-tiles, " +
          std::to_string(Tiling::kBcOr0) + " keys a step" + q +
          (Tiling::kHeadsFastest ? ", heads fastest when causal" : "");
-}
-template <int kD, size_t... I>
-std::string tiling_name_of(int tiling, std::index_sequence<I...>) {
-  using List = typename FwdTilings<kD>::List;
-  std::string name;
-  ((static_cast<int>(I) == tiling ? (name = tiling_name<std::tuple_element_t<I, List>>()) : name), ...);
-  return name;
 }
 
 }  // namespace
@@ -381,9 +363,11 @@ bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, f
 int flash_attention_forward_bf16_tilings() { return kTilingCount; }
 
 std::string flash_attention_forward_bf16_tiling_name(int head_dim, int tiling) {
-  if (tiling < 0 || tiling >= kTilingCount) return "";
-  const auto all = std::make_index_sequence<kTilingCount>();
-  const std::string name = head_dim <= 64 ? tiling_name_of<64>(tiling, all) : tiling_name_of<128>(tiling, all);
+  std::string name;
+  const auto name_of = [&](auto tag) { name = tiling_name<typename decltype(tag)::type>(); };
+  if (head_dim <= 64 ? !flash::with_tiling<FwdTilings<64>::List>(tiling, name_of)
+                     : !flash::with_tiling<FwdTilings<128>::List>(tiling, name_of))
+    return "";
   return tiling == kDefaultTiling ? name + " (default)" : name;
 }
 
@@ -400,9 +384,13 @@ int flash_attention_forward_bf16_tiling(const AttentionForwardParams<bf16, float
                     p.o_stride_t % 2 == 0 && p.o_stride_h % 2 == 0 && p.o_stride_b % 2 == 0;
   if (!o_ok || !flash_attention_forward_bf16_supported(p))
     return static_cast<int>(cudaErrorInvalidValue);
-  const auto all = std::make_index_sequence<kTilingCount>();
-  const cudaError_t err =
-      p.head_dim <= 64 ? launch_tiling<64>(tiling, p, stream, all) : launch_tiling<128>(tiling, p, stream, all);
+  cudaError_t err = cudaSuccess;
+  if (p.head_dim <= 64)
+    flash::with_tiling<FwdTilings<64>::List>(
+        tiling, [&](auto tag) { err = launch<64, typename decltype(tag)::type>(p, stream); });
+  else
+    flash::with_tiling<FwdTilings<128>::List>(
+        tiling, [&](auto tag) { err = launch<128, typename decltype(tag)::type>(p, stream); });
   return static_cast<int>(err);
 }
 

@@ -51,7 +51,6 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
-#include <utility>
 
 #include "ops/attention/cuda/attention_cuda.h"
 #include "ops/attention/cuda/flash_kernel_traits.h"
@@ -620,30 +619,11 @@ cudaError_t launch(const Params& p, const float* delta, float* dq_accum, cudaStr
   return cudaGetLastError();
 }
 
-// launch<kD, tiling I of the list> for I == tiling (a run-time index).
-template <int kD, size_t... I>
-cudaError_t launch_tiling(int tiling, const Params& p, const float* delta, float* dq_accum, cudaStream_t stream,
-                          std::index_sequence<I...>) {
-  using List = typename BwdTilings<kD>::List;
-  cudaError_t err = cudaErrorInvalidValue;
-  ((static_cast<int>(I) == tiling ? (err = launch<kD, std::tuple_element_t<I, List>>(p, delta, dq_accum, stream))
-                                  : err),
-   ...);
-  return err;
-}
-
 template <class Tiling>
 std::string tiling_name() {
   return std::to_string(Tiling::kWarps) + " warps x " + std::to_string(Tiling::kMTiles) + " m-tiles, " +
          std::to_string(Tiling::kStreamRowsOr0) + " rows a step" +
          (Tiling::kHeadsFastest ? ", heads fastest when causal" : "");
-}
-template <int kD, size_t... I>
-std::string tiling_name_of(int tiling, std::index_sequence<I...>) {
-  using List = typename BwdTilings<kD>::List;
-  std::string name;
-  ((static_cast<int>(I) == tiling ? (name = tiling_name<std::tuple_element_t<I, List>>()) : name), ...);
-  return name;
 }
 
 }  // namespace
@@ -671,9 +651,11 @@ bool flash_attention_backward_bf16_supported(const Params& p) {
 int flash_attention_backward_bf16_tilings() { return kTilingCount; }
 
 std::string flash_attention_backward_bf16_tiling_name(int head_dim, int tiling) {
-  if (tiling < 0 || tiling >= kTilingCount) return "";
-  const std::string name = head_dim <= 64 ? tiling_name_of<64>(tiling, std::make_index_sequence<kTilingCount>())
-                                          : tiling_name_of<128>(tiling, std::make_index_sequence<kTilingCount>());
+  std::string name;
+  const auto name_of = [&](auto tag) { name = tiling_name<typename decltype(tag)::type>(); };
+  if (head_dim <= 64 ? !flash::with_tiling<BwdTilings<64>::List>(tiling, name_of)
+                     : !flash::with_tiling<BwdTilings<128>::List>(tiling, name_of))
+    return "";
   return tiling == kDefaultTiling ? name + " (default)" : name;
 }
 
@@ -703,10 +685,15 @@ int flash_attention_backward_bf16_tiling(const Params& p, float* delta_scratch, 
     if (err != cudaSuccess) return static_cast<int>(err);
   }
   // Tq = 0 leaves dK and dV to be zero: the dK/dV kernel sees no query tile.
-  const auto tilings = std::make_index_sequence<kTilingCount>();
-  const cudaError_t err = p.head_dim <= 64
-                              ? launch_tiling<64>(tiling, p, delta_scratch, dq_scratch, stream, tilings)
-                              : launch_tiling<128>(tiling, p, delta_scratch, dq_scratch, stream, tilings);
+  cudaError_t err = cudaSuccess;
+  if (p.head_dim <= 64)
+    flash::with_tiling<BwdTilings<64>::List>(tiling, [&](auto tag) {
+      err = launch<64, typename decltype(tag)::type>(p, delta_scratch, dq_scratch, stream);
+    });
+  else
+    flash::with_tiling<BwdTilings<128>::List>(tiling, [&](auto tag) {
+      err = launch<128, typename decltype(tag)::type>(p, delta_scratch, dq_scratch, stream);
+    });
   return static_cast<int>(err);
 }
 

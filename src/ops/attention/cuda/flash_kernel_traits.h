@@ -10,7 +10,10 @@
 // can include it; under nvcc the ownership maps are __host__ __device__.
 #pragma once
 
+#include <cstddef>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #if defined(__CUDACC__)
 #define NMT_FLASH_HD __host__ __device__ __forceinline__
@@ -451,5 +454,24 @@ struct FlashBwdMmaTraits {
   static_assert(kSmemBytes <= Arch::kSmemPerBlockOptIn,
                 "tensor-core backward tile exceeds the per-block shared memory of this arch");
 };
+
+// ---------------------------------------------------------------------------
+// A list of tilings (std::tuple of FwdTiling or BwdTiling) chosen from at run
+// time: with_tiling<List>(i, f) calls f(TilingTag<T>{}) for the i-th type T
+// and returns whether i was in range; f reads the type as
+// typename decltype(tag)::type.
+// ---------------------------------------------------------------------------
+template <class T>
+struct TilingTag {
+  using type = T;
+};
+template <class List, class F, std::size_t... I>
+bool with_tiling_at(int index, F& f, std::index_sequence<I...>) {
+  return ((static_cast<int>(I) == index ? (f(TilingTag<std::tuple_element_t<I, List>>{}), true) : false) || ...);
+}
+template <class List, class F>
+bool with_tiling(int index, F&& f) {
+  return with_tiling_at<List>(index, f, std::make_index_sequence<std::tuple_size_v<List>>());
+}
 
 }  // namespace nmt::ops::cuda::flash
