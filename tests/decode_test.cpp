@@ -396,6 +396,30 @@ TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
     for (size_t i = 0; i < t.sources.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "sentence " << i;
     EXPECT_EQ(stream.rows(), 0);
     EXPECT_EQ(stream.source_tokens(), 0);
+    // release() at every step: nothing while rows run; when the batch has
+    // drained it frees the slots, which the next add() makes anew, and the
+    // translations are the same.
+    EXPECT_GT(stream.slot_rows(), 0);
+    stream.release();
+    EXPECT_EQ(stream.slot_rows(), 0);
+    got.clear(), next = 0, steps = 0;
+    int released = 0;
+    while (got.size() < t.sources.size()) {
+      if (next < t.sources.size() && (steps % 5 == 0 || stream.rows() == 0)) {
+        std::vector<std::vector<int64_t>> srcs;
+        std::vector<uint64_t> tickets;
+        for (int k = 0; k < 3 && next < t.sources.size(); ++k, ++next) srcs.push_back(t.sources[next]), tickets.push_back(next);
+        stream.add(srcs, tickets);
+      }
+      for (auto& [ticket, ids] : stream.step()) got[ticket] = ids;
+      const int64_t had = stream.slot_rows();
+      stream.release();
+      if (stream.rows() > 0) EXPECT_EQ(stream.slot_rows(), had) << "released while rows run";
+      released += stream.rows() == 0;
+      ASSERT_LT(++steps, 10000);
+    }
+    EXPECT_GT(released, 1) << "the batch never drained between adds";
+    for (size_t i = 0; i < t.sources.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "sentence " << i << " after release()";
   }
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }

@@ -2,6 +2,7 @@
 // runner and fake continuous-batching streams, request validation, the metrics text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -193,6 +194,7 @@ struct FakeStreams {
   int64_t max_tokens = 0;
   std::vector<int64_t> adds;  // jobs per StepStream::add call
   std::atomic<int64_t> steps{0};
+  std::atomic<int64_t> releases{0};
   // While hold is set, a step waits (held says one is waiting): jobs
   // submitted meanwhile are all queued when the step ends.
   std::atomic<bool> hold{false}, held{false};
@@ -260,6 +262,10 @@ class FakeStream : public StepStream {
     return n;
   }
   bool idle() const override { return jobs_.empty(); }
+  void release() override {
+    ++shared_.releases;
+    shared_.record(jobs_.empty() ? "release" : "release while running");
+  }
 
  private:
   struct Row {
@@ -281,6 +287,27 @@ void wait_for(const std::function<bool()>& done) {
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (!done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_TRUE(done()) << "timed out";
+}
+
+// A worker whose stream has been idle for idle_release_ms releases the
+// stream's memory, once per idle spell, never while a job runs in it.
+TEST(Batcher, AnIdleStreamReleasesItsMemory) {
+  FakeRunner fake;
+  FakeStreams streams;
+  BatchPolicy policy = no_delay();
+  policy.idle_release_ms = 50;
+  Batcher b(policy, [&](const auto& jobs) { return fake(jobs); }, fake_streams(streams));
+  EXPECT_EQ(b.submit(job({"long"}, 150)).get().sentences[0].translation, "S(long)");  // 150 steps of 1 ms
+  wait_for([&] { return streams.releases >= 1; });
+  EXPECT_EQ(b.submit(job({"again"}, 3)).get().sentences[0].translation, "S(again)");
+  wait_for([&] { return streams.releases >= 2; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::vector<std::string> log = streams.events();
+  EXPECT_EQ(std::count(log.begin(), log.end(), "release while running"), 0);
+  EXPECT_EQ(streams.releases, 2) << "one release per idle spell";
+  // Each release came after the job before it had ended.
+  const auto at = [&](const std::string& e) { return std::find(log.begin(), log.end(), e) - log.begin(); };
+  EXPECT_LT(at("-long"), at("release"));
 }
 
 TEST(Batcher, ShortGreedyJobsJoinARunningStreamAndLeaveBeforeLongOnes) {

@@ -89,6 +89,12 @@ void ContinuousGreedy::reserve(int64_t slots, int64_t positions, int64_t src, in
   slots_ = std::move(next);
 }
 
+void ContinuousGreedy::release() {
+  if (!rows_.empty()) return;
+  slots_.clear();
+  step_workspace_ = {}, step_key_lengths_ = {};
+}
+
 void ContinuousGreedy::remove(int64_t r) {
   const int64_t last = rows() - 1;
   if (r != last) {

@@ -40,11 +40,17 @@ class ContinuousGreedy {
   std::vector<std::pair<uint64_t, std::vector<int64_t>>> step();
   int64_t rows() const { return static_cast<int64_t>(rows_.size()); }
   int64_t source_tokens() const { return source_tokens_; }
+  // Rows the slot tensors have room for (0 before the first add and after release()).
+  int64_t slot_rows() const { return slots_.empty() ? 0 : slots_[0].self_kv.size(0); }
   // The most rows and the longest source this batch will hold, when the
   // caller knows them (decode_lines feeds lines shortest first): the slots
   // are then made that size once, instead of growing (a copy of every row in
   // use and fresh zeroed memory each time) as longer sources arrive.
   void plan(int64_t rows, int64_t longest_source) { planned_rows_ = rows, planned_src_ = longest_source; }
+  // Frees the slots and the step's workspace when no row is running (else
+  // does nothing): a burst's large batch would otherwise keep its memory
+  // for as long as the batch lives. The next add() makes them anew.
+  void release();
 
  private:
   struct Row {

@@ -140,6 +140,7 @@ void Batcher::run() {
   };
   std::map<uint64_t, Running> running;  // by ticket: the jobs in the stream
   uint64_t next_ticket = 0;
+  bool stream_used = false;  // jobs joined the stream since its last release()
   for (;;) {
     std::vector<std::unique_ptr<Pending>> batch, joining;
     {
@@ -148,7 +149,18 @@ void Batcher::run() {
         // Between two steps: newcomers join without waiting.
         joining = take_greedy(policy_.max_batch_tokens - stream->source_tokens(), false);
       } else {
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        const auto work = [&] { return stopping_ || !queue_.empty(); };
+        // Idle: after a while with nothing to do, give back what the
+        // largest batch grew to (a burst would otherwise keep it for good),
+        // once for each spell of work.
+        if (stream && stream_used &&
+            !wake_.wait_for(lock, std::chrono::milliseconds(policy_.idle_release_ms), work)) {
+          lock.unlock();
+          stream->release();
+          stream_used = false;
+          lock.lock();
+        }
+        wake_.wait(lock, work);
         if (queue_.empty()) return;  // stopping, and nothing left to finish
         // Wait for company until the budget is full or the oldest job's delay is up
         // (at once when stopping: nothing more is coming). A greedy job bound
@@ -177,6 +189,7 @@ void Batcher::run() {
     const auto now = Clock::now();
     std::vector<std::pair<const Job*, uint64_t>> added;
     for (auto& p : joining) added.emplace_back(&p->job, next_ticket++);
+    stream_used = stream_used || !added.empty();
     try {
       if (!added.empty()) stream->add(added);
       for (size_t i = 0; i < joining.size(); ++i) running[added[i].second] = {std::move(joining[i]), now};

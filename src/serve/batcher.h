@@ -42,6 +42,7 @@ struct BatchPolicy {
   int64_t max_queue = 256;          // sentences waiting; beyond it submit() refuses
   int64_t workers = 1;              // batches translated at once
   bool continuous = true;           // greedy jobs join running streams (when a StepStream factory is given)
+  int64_t idle_release_ms = 2000;   // a worker idle this long releases its stream's memory (StepStream::release)
 };
 
 // What one request asks, and what it gets back.
@@ -96,6 +97,9 @@ class StepStream {
   virtual int64_t source_tokens() const = 0;
   // Nothing running and nothing finished left to report.
   virtual bool idle() const = 0;
+  // Called when the stream has been idle for BatchPolicy::idle_release_ms:
+  // gives back the memory its largest batch grew to.
+  virtual void release() {}
 };
 // Called once on each worker thread.
 using StreamFactory = std::function<std::unique_ptr<StepStream>()>;

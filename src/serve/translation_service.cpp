@@ -12,6 +12,7 @@
 #include "decode/continuous_greedy.h"
 #include "ops/attention/backend.h"
 #include "tokenizer/tokenizer.h"
+#include "util/device.h"
 #include "util/thread_env.h"
 
 namespace nmt::serve {
@@ -180,6 +181,10 @@ class TranslationService::GreedyStream : public StepStream {
 
   int64_t source_tokens() const override { return decoder_.source_tokens(); }
   bool idle() const override { return jobs_.empty(); }
+  void release() override {
+    decoder_.release();
+    release_free_host_memory();
+  }
 
  private:
   struct Pending {

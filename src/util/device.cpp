@@ -5,6 +5,10 @@
 
 #include <thread>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "util/cpu_features.h"
 #include "util/errors.h"
 #include "util/thread_env.h"
@@ -48,6 +52,12 @@ int64_t set_threads(int64_t threads) {
   at::set_num_threads(static_cast<int>(threads));
   set_blas_threads(static_cast<int>(threads));
   return threads;
+}
+
+void release_free_host_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace nmt

@@ -21,4 +21,8 @@ c10::ScalarType resolve_precision(const std::string& precision, const c10::Devic
 // threads <= 0: all cores. LibTorch's default here is a single thread.
 int64_t set_threads(int64_t threads);
 
+// Gives the C heap's free pages back to the system (glibc's malloc_trim;
+// nothing elsewhere): tensors freed after a burst otherwise stay resident.
+void release_free_host_memory();
+
 }  // namespace nmt
