@@ -92,7 +92,7 @@ void ContinuousGreedy::reserve(int64_t slots, int64_t positions, int64_t src, in
 void ContinuousGreedy::release() {
   if (!rows_.empty()) return;
   slots_.clear();
-  step_workspace_ = {}, step_key_lengths_ = {};
+  step_workspace_ = at::Tensor(), step_key_lengths_ = at::Tensor();
 }
 
 void ContinuousGreedy::remove(int64_t r) {
