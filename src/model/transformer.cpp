@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "model/decoder_step_cpu.h"
 #include "model/encoder_cpu.h"
@@ -433,14 +436,48 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
   if (output_table && w == nullptr) cache.output_weight_t = step_output_table();
   const bool packed = w != nullptr && fused_cpu_applies() && memory.device().is_cpu() &&
                       memory.scalar_type() == at::kFloat && memory.dim() == 3;
-  const at::Tensor rows = packed ? memory.contiguous() : at::Tensor();
   const int64_t c = options_.d_model();
+  // Packed weights: only each sentence's own positions are projected, one
+  // sentence after another (a few sentences joining a service's running
+  // batch have any lengths: two random ones are a quarter padding); the
+  // padding positions get zeros, which nothing reads (attention stops at
+  // each sentence's length).
+  const int64_t batch = packed ? memory.size(0) : 0, width = packed ? memory.size(1) : 0;
+  const at::Tensor mem = packed ? memory.contiguous() : at::Tensor();
+  std::vector<int64_t> len(static_cast<size_t>(batch)), first(static_cast<size_t>(batch) + 1, 0);
+  if (packed) {
+    const at::Tensor lengths = src_lengths.to(at::kCPU, at::kLong).contiguous();
+    for (int64_t b = 0; b < batch; ++b) {
+      len[b] = std::clamp<int64_t>(lengths.data_ptr<int64_t>()[b], 0, width);
+      first[b + 1] = first[b] + len[b];
+    }
+  }
+  const int64_t n = packed ? first[batch] : 0;
+  const bool padded = n < batch * width;
+  at::Tensor rows = mem, rows_kv;  // rows: [n, C] when padded, else memory itself
+  if (packed && padded) {
+    rows = at::empty({n, c}, memory.options());
+    rows_kv = at::empty({n, 2 * c}, memory.options());
+    for (int64_t b = 0; b < batch; ++b)
+      std::memcpy(rows.data_ptr<float>() + first[b] * c, mem.data_ptr<float>() + b * width * c,
+                  sizeof(float) * len[b] * c);
+  }
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     at::Tensor kv;
     if (packed) {
-      kv = at::empty({memory.size(0), memory.size(1), 2 * c}, memory.options());
-      w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), rows.size(0) * rows.size(1), c, kv.data_ptr<float>());
+      kv = at::empty({batch, width, 2 * c}, memory.options());
+      float* out = kv.data_ptr<float>();
+      if (!padded) {
+        w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), n, c, out);
+      } else {
+        w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), n, c, rows_kv.data_ptr<float>());
+        for (int64_t b = 0; b < batch; ++b) {
+          std::memcpy(out + b * width * 2 * c, rows_kv.data_ptr<float>() + first[b] * 2 * c,
+                      sizeof(float) * len[b] * 2 * c);
+          std::memset(out + (b * width + len[b]) * 2 * c, 0, sizeof(float) * (width - len[b]) * 2 * c);
+        }
+      }
     } else {
       kv = layer->cross_attn->project_memory(memory);
     }
