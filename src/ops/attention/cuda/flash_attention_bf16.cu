@@ -290,7 +290,6 @@ __global__ void __launch_bounds__(Traits<kD, Tiling>::kThreads, Traits<kD, Tilin
 #endif
 }
 
-
 // The forward's tilings per padded head dim (flash::FwdTiling: warps,
 // m-tiles per warp, keys a step, Q in registers, heads fastest when causal).
 // Entry kDefaultTiling is the one flash_attention_forward_bf16 runs; entry 0

@@ -555,9 +555,10 @@ cudaError_t opt_in() {
 }
 
 // The dK/dV kernel's tilings, per padded head dim (flash::BwdTiling: warps,
-// m-tiles per warp, rows streamed per step, floats per dQ atomic). Entry
-// kDefaultTiling is the one flash_attention_backward_bf16 runs; the others
-// are there to be measured against it (flash_standalone_test --bench-tilings).
+// m-tiles per warp, query rows a step, heads fastest when causal). Entry
+// kDefaultTiling is the one flash_attention_backward_bf16 runs; entry 0 is
+// the one it ran before, kept to be measured against it
+// (flash_standalone_test --bench-tilings).
 template <int kD>
 struct BwdTilings;
 // Measured on an H100 (flash_standalone_test --bench-tilings, B = H = 8,
@@ -569,7 +570,6 @@ struct BwdTilings;
 // blocks placed with the heads fastest: 0.222 to 0.182 ms at T = 1024,
 // D = 64. Tried there and not kept: float4 dQ atomics (no gain), 8 warps of
 // two m-tiles at D = 64 (3.52 ms), 128 queries a step (spills: 4.26 ms).
-// Entry 0 is the tiling before, kept to be measured against the default.
 template <>
 struct BwdTilings<64> {
   using List = std::tuple<flash::BwdTiling<4, 1, 64>, flash::BwdTiling<4, 2, 32, true>>;
