@@ -15,7 +15,8 @@
 //   flash_standalone_test            run the correctness cases
 //   flash_standalone_test --bench    also time B=8, H=8, T=4096, D=64
 //   flash_standalone_test --bench-tilings
-//                                    also time the bf16 backward's dK/dV tilings
+//                                    also time every tiling of the bf16 forward and
+//                                    of the backward's dK/dV kernel
 //   flash_standalone_test --no-cases ...   only the benchmarks asked for
 #include <cuda_runtime.h>
 
@@ -462,8 +463,8 @@ bool run_case(const Case& c, int index) {
             report("b.dk.atomic", worst_error(widen(dkb_d.download(B * H * Tk * D)), rg.dk, kBf16GradAtol, kBf16GradRtol));
             report("b.dv.atomic", worst_error(widen(dvb_d.download(B * H * Tk * D)), rg.dv, kBf16GradAtol, kBf16GradRtol));
           }
-          // Every other tiling of the dK/dV kernel, in both modes (the dQ
-          // kernel of the deterministic mode is the same for all).
+          // Every tiling of the dK/dV kernel, in both modes (the dQ kernel
+          // of the deterministic mode is the same for all).
           for (int t = 0; t < cuda_ops::flash_attention_backward_bf16_tilings(); ++t) {
             const std::string tag = "b.t" + std::to_string(t);
             for (const bool atomic : {true, false}) {

@@ -312,10 +312,9 @@ template <>
 struct FwdTilings<128> {
   using List = std::tuple<flash::FwdTiling<4, 2, 32>, flash::FwdTiling<4, 2, 32, -1, true>>;
 };
-constexpr int kTilingCount = 2;
+constexpr int kTilingCount = std::tuple_size_v<FwdTilings<64>::List>;
 constexpr int kDefaultTiling = 1;
-static_assert(std::tuple_size_v<FwdTilings<64>::List> == kTilingCount &&
-              std::tuple_size_v<FwdTilings<128>::List> == kTilingCount);
+static_assert(std::tuple_size_v<FwdTilings<128>::List> == kTilingCount, "one index names a tiling at every head dim");
 
 template <int kD, class Tiling>
 cudaError_t launch(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream) {
@@ -363,9 +362,8 @@ int flash_attention_forward_bf16_tilings() { return kTilingCount; }
 
 std::string flash_attention_forward_bf16_tiling_name(int head_dim, int tiling) {
   std::string name;
-  const auto name_of = [&](auto tag) { name = tiling_name<typename decltype(tag)::type>(); };
-  if (head_dim <= 64 ? !flash::with_tiling<FwdTilings<64>::List>(tiling, name_of)
-                     : !flash::with_tiling<FwdTilings<128>::List>(tiling, name_of))
+  if (!flash::with_tiling<FwdTilings>(head_dim, tiling,
+                                      [&](auto, auto tag) { name = tiling_name<typename decltype(tag)::type>(); }))
     return "";
   return tiling == kDefaultTiling ? name + " (default)" : name;
 }
@@ -384,12 +382,9 @@ int flash_attention_forward_bf16_tiling(const AttentionForwardParams<bf16, float
   if (!o_ok || !flash_attention_forward_bf16_supported(p))
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t err = cudaSuccess;
-  if (p.head_dim <= 64)
-    flash::with_tiling<FwdTilings<64>::List>(
-        tiling, [&](auto tag) { err = launch<64, typename decltype(tag)::type>(p, stream); });
-  else
-    flash::with_tiling<FwdTilings<128>::List>(
-        tiling, [&](auto tag) { err = launch<128, typename decltype(tag)::type>(p, stream); });
+  flash::with_tiling<FwdTilings>(static_cast<int>(p.head_dim), tiling, [&](auto d, auto tag) {
+    err = launch<decltype(d)::value, typename decltype(tag)::type>(p, stream);
+  });
   return static_cast<int>(err);
 }
 

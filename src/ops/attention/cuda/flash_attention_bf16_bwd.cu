@@ -578,10 +578,9 @@ template <>
 struct BwdTilings<128> {
   using List = std::tuple<flash::BwdTiling<4, 1, 32>, flash::BwdTiling<8, 1, 64, true>>;
 };
-constexpr int kTilingCount = 2;
+constexpr int kTilingCount = std::tuple_size_v<BwdTilings<64>::List>;
 constexpr int kDefaultTiling = 1;
-static_assert(std::tuple_size_v<BwdTilings<64>::List> == kTilingCount &&
-              std::tuple_size_v<BwdTilings<128>::List> == kTilingCount);
+static_assert(std::tuple_size_v<BwdTilings<128>::List> == kTilingCount, "one index names a tiling at every head dim");
 
 template <int kD, class Tiling>
 cudaError_t launch(const Params& p, const float* delta, float* dq_accum, cudaStream_t stream) {
@@ -652,9 +651,8 @@ int flash_attention_backward_bf16_tilings() { return kTilingCount; }
 
 std::string flash_attention_backward_bf16_tiling_name(int head_dim, int tiling) {
   std::string name;
-  const auto name_of = [&](auto tag) { name = tiling_name<typename decltype(tag)::type>(); };
-  if (head_dim <= 64 ? !flash::with_tiling<BwdTilings<64>::List>(tiling, name_of)
-                     : !flash::with_tiling<BwdTilings<128>::List>(tiling, name_of))
+  if (!flash::with_tiling<BwdTilings>(head_dim, tiling,
+                                      [&](auto, auto tag) { name = tiling_name<typename decltype(tag)::type>(); }))
     return "";
   return tiling == kDefaultTiling ? name + " (default)" : name;
 }
@@ -686,14 +684,9 @@ int flash_attention_backward_bf16_tiling(const Params& p, float* delta_scratch, 
   }
   // Tq = 0 leaves dK and dV to be zero: the dK/dV kernel sees no query tile.
   cudaError_t err = cudaSuccess;
-  if (p.head_dim <= 64)
-    flash::with_tiling<BwdTilings<64>::List>(tiling, [&](auto tag) {
-      err = launch<64, typename decltype(tag)::type>(p, delta_scratch, dq_scratch, stream);
-    });
-  else
-    flash::with_tiling<BwdTilings<128>::List>(tiling, [&](auto tag) {
-      err = launch<128, typename decltype(tag)::type>(p, delta_scratch, dq_scratch, stream);
-    });
+  flash::with_tiling<BwdTilings>(static_cast<int>(p.head_dim), tiling, [&](auto d, auto tag) {
+    err = launch<decltype(d)::value, typename decltype(tag)::type>(p, delta_scratch, dq_scratch, stream);
+  });
   return static_cast<int>(err);
 }
 

@@ -59,6 +59,19 @@ constexpr int kTargetArch = __CUDA_ARCH__ >= 900 ? 900 : 800;
 constexpr int kTargetArch = 900;
 #endif
 
+// Blocks per SM that __launch_bounds__ asks the register allocator to allow:
+// `wanted`, capped by how many blocks of smem_bytes the SM's shared memory
+// holds (at least 1). Asking for more than fit only forces spills for no
+// occupancy.
+template <int kArch>
+constexpr int min_blocks_per_sm(int wanted, int smem_bytes) {
+  const int fit = ArchTraits<kArch>::kSmemPerSm / (smem_bytes + kSmemReservedPerBlock);
+  return fit < 1 ? 1 : (fit < wanted ? fit : wanted);
+}
+// What the tensor-core kernels want: two blocks of up to 4 warps, one of 8
+// (a thread may then use all 255 registers; 65,536 a SM).
+constexpr int mma_blocks_wanted(int threads) { return threads <= 128 ? 2 : 1; }
+
 // ---------------------------------------------------------------------------
 // Element type of the CUDA-core kernels: what Q, K, V, dO are stored as in
 // global and shared memory, and what dot products accumulate in. bf16 inputs
@@ -186,12 +199,9 @@ struct FlashTraitsBase {
   static_assert(kD % (kColGroups * kVec) == 0, "head dim / output-like patch");
   static_assert(kStride % kVec == 0 && kPStride % kVec == 0, "16-byte aligned smem rows");
 
-  // Blocks per SM that __launch_bounds__ asks the register allocator to allow:
-  // the tile choice's wish, capped by how many blocks the SM's shared memory
-  // holds. Asking for more than fit only forces spills for no occupancy.
+  // The tile choice's wish of blocks per SM, capped by shared memory.
   static constexpr int min_blocks_per_sm(int wanted, int smem_bytes) {
-    const int fit = Arch::kSmemPerSm / (smem_bytes + kSmemReservedPerBlock);
-    return fit < 1 ? 1 : (fit < wanted ? fit : wanted);
+    return flash::min_blocks_per_sm<kArch>(wanted, smem_bytes);
   }
 };
 
@@ -341,12 +351,7 @@ struct FlashFwdMmaTraits {
   static constexpr int kSmemElems = kSmemV + kBc * kStride;
   static constexpr int kSmemBytes = kSmemElems * kElemBytes;
   static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
-  // Two blocks per SM for __launch_bounds__ where shared memory holds two
-  // and a 4-warp block; one for 8 warps (255 registers a thread).
-  static constexpr int kSmemFit = Arch::kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
-  static constexpr int kRegFit = 256 / kThreads < 1 ? 1 : 256 / kThreads;
-  static constexpr int kSmemFit2 = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
-  static constexpr int kMinBlocksPerSm = kSmemFit2 < kRegFit ? kSmemFit2 : kRegFit;
+  static constexpr int kMinBlocksPerSm = min_blocks_per_sm<kArch>(mma_blocks_wanted(kThreads), kSmemBytes);
 
   static_assert(kD % 16 == 0 && kBc % 16 == 0, "mma k16 steps");
   static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
@@ -434,14 +439,7 @@ struct FlashBwdMmaTraits {
   static constexpr int kSmemStatsOffsetBytes = kSmemElems * kElemBytes;
   static constexpr int kSmemBytes = kSmemStatsOffsetBytes + 2 * 2 * kStreamRows * 4;
   static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
-  static constexpr int kSmemFit = Arch::kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
-  // Blocks per SM promised to __launch_bounds__: what shared memory holds,
-  // at most 2, and at most 256 threads per SM's worth of registers each
-  // (255 a thread): an 8-warp block asks for one, so the compiler may give
-  // each thread the full 255.
-  static constexpr int kRegFit = 256 / kThreads < 1 ? 1 : 256 / kThreads;
-  static constexpr int kSmemFit2 = kSmemFit < 1 ? 1 : (kSmemFit < 2 ? kSmemFit : 2);
-  static constexpr int kMinBlocksPerSm = kSmemFit2 < kRegFit ? kSmemFit2 : kRegFit;
+  static constexpr int kMinBlocksPerSm = min_blocks_per_sm<kArch>(mma_blocks_wanted(kThreads), kSmemBytes);
 
   static_assert(kD % 16 == 0 && kStreamRows % 16 == 0, "mma k16 steps");
   static_assert(kScoreTiles % 2 == 0 && kOutTiles % 2 == 0, "ldmatrix.x4 loads two n8 tiles");
@@ -472,6 +470,15 @@ bool with_tiling_at(int index, F& f, std::index_sequence<I...>) {
 template <class List, class F>
 bool with_tiling(int index, F&& f) {
   return with_tiling_at<List>(index, f, std::make_index_sequence<std::tuple_size_v<List>>());
+}
+// The same from the list of the padded head dim a call runs at (Tilings<64>
+// up to 64, else Tilings<128>, each with a member type List): f(d, tag) with
+// d a std::integral_constant<int, 64 or 128>.
+template <template <int> class Tilings, class F>
+bool with_tiling(int head_dim, int index, F&& f) {
+  if (head_dim <= 64)
+    return with_tiling<typename Tilings<64>::List>(index, [&](auto tag) { f(std::integral_constant<int, 64>{}, tag); });
+  return with_tiling<typename Tilings<128>::List>(index, [&](auto tag) { f(std::integral_constant<int, 128>{}, tag); });
 }
 
 }  // namespace nmt::ops::cuda::flash
