@@ -453,30 +453,25 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
     }
   }
   const int64_t n = packed ? first[batch] : 0;
+  // Without padding (or without packed weights: batch = 0) memory is already the packed rows.
   const bool padded = n < batch * width;
-  at::Tensor rows = mem, rows_kv;  // rows: [n, C] when padded, else memory itself
-  if (packed && padded) {
-    rows = at::empty({n, c}, memory.options());
-    rows_kv = at::empty({n, 2 * c}, memory.options());
+  const at::Tensor rows = padded ? at::empty({n, c}, memory.options()) : mem;  // [n, C]
+  const at::Tensor rows_kv = padded ? at::empty({n, 2 * c}, memory.options()) : at::Tensor();
+  if (padded)
     for (int64_t b = 0; b < batch; ++b)
       std::memcpy(rows.data_ptr<float>() + first[b] * c, mem.data_ptr<float>() + b * width * c,
                   sizeof(float) * len[b] * c);
-  }
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     at::Tensor kv;
     if (packed) {
       kv = at::empty({batch, width, 2 * c}, memory.options());
       float* out = kv.data_ptr<float>();
-      if (!padded) {
-        w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), n, c, out);
-      } else {
-        w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), n, c, rows_kv.data_ptr<float>());
-        for (int64_t b = 0; b < batch; ++b) {
-          std::memcpy(out + b * width * 2 * c, rows_kv.data_ptr<float>() + first[b] * 2 * c,
-                      sizeof(float) * len[b] * 2 * c);
-          std::memset(out + (b * width + len[b]) * 2 * c, 0, sizeof(float) * (width - len[b]) * 2 * c);
-        }
+      w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), n, c, padded ? rows_kv.data_ptr<float>() : out);
+      for (int64_t b = 0; padded && b < batch; ++b) {
+        std::memcpy(out + b * width * 2 * c, rows_kv.data_ptr<float>() + first[b] * 2 * c,
+                    sizeof(float) * len[b] * 2 * c);
+        std::memset(out + (b * width + len[b]) * 2 * c, 0, sizeof(float) * (width - len[b]) * 2 * c);
       }
     } else {
       kv = layer->cross_attn->project_memory(memory);
