@@ -35,7 +35,10 @@
 #    offline run, then concurrency 32 against the running service, K times
 #    in turn; each round's ratio and their median. This machine's speed
 #    drifts by a fifth within minutes, so a ratio of two runs taken minutes
-#    apart says little; neighbours in time share the drift.
+#    apart says little; neighbours in time share the drift. Also where the
+#    cores' time went in those runs: the server's decoding workers, its HTTP
+#    threads and other threads (by thread name, from /proc's schedstat),
+#    the load generator, the rest.
 # 3. Held connections (--hold IDLE,SLOW; 0,0 skips): bench/serve_hold.py keeps
 #    IDLE connections that send nothing and SLOW ones that send their headers
 #    a byte a second open from other loopback addresses, opening again
@@ -143,15 +146,37 @@ load static 32
 kill -TERM "$server" && wait "$server" || true
 start_server continuous
 for c in 1 8 32 128; do load continuous "$c"; done
+# server_cpu: the server's CPU seconds so far (schedstat: nanoseconds on a
+# CPU, per thread), summed by thread name: the decoding workers (nmt-batch),
+# the HTTP threads (MHD-worker) and the rest; as JSON.
+server_cpu() {
+  $python - "$server" <<'PY'
+import glob, json, sys
+seconds = {"workers": 0.0, "http": 0.0, "other": 0.0}
+for task in glob.glob(f"/proc/{sys.argv[1]}/task/*"):
+    try:
+        name = open(f"{task}/comm").read().strip()
+        ns = int(open(f"{task}/schedstat").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        continue
+    seconds[{"nmt-batch": "workers", "MHD-worker": "http"}.get(name, "other")] += ns / 1e9
+print(json.dumps(seconds))
+PY
+}
 for round in $(seq "$rounds"); do
   echo "bench_serve: paired round $round of $rounds: offline, then concurrency 32" >&2
   paired_offline=$(offline_run)
+  cpu_before=$(server_cpu)
   paired=$("$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency 32 --requests "$requests" \
     --expect "$work/offline.en")
+  cpu_after=$(server_cpu)
   $python -c 'import json, sys
 r = json.loads(sys.argv[1])
+before, after = json.loads(sys.argv[4]), json.loads(sys.argv[5])
 print(json.dumps({"paired_round": int(sys.argv[2]), "offline": float(sys.argv[3]), "serve": r["sentences_per_s"],
-                  "failures": r["failures"]}))' "$paired" "$round" "$paired_offline" >>"$work/serve.jsonl"
+                  "failures": r["failures"], "seconds": r["seconds"], "client_cpu_s": r["client_cpu_s"],
+                  "server_cpu_s": {k: round(after[k] - before[k], 3) for k in after}, "cores": int(sys.argv[6])}))' \
+    "$paired" "$round" "$paired_offline" "$cpu_before" "$cpu_after" "$(nproc)" >>"$work/serve.jsonl"
 done
 hold_idle=${hold%,*} hold_slow=${hold#*,}
 if [ "$hold_idle" -gt 0 ] || [ "$hold_slow" -gt 0 ]; then
@@ -244,6 +269,21 @@ if paired:
           f"{sum(x >= 0.9 for x in ratios)} of {len(ratios)} at 0.9 or more; offline "
           f"{min(r['offline'] for r in paired):.1f} to {max(r['offline'] for r in paired):.1f} sentences/s); "
           f"{sum(r['failures'] for r in paired)} failed requests (goal 0)")
+if paired and all("server_cpu_s" in r for r in paired):
+    # Of the cores' time during each round's run (cores × its seconds), the
+    # share each kind of thread used; the median over the rounds. Offline
+    # gives that time to its decoding threads alone.
+    def share(r, used):
+        return 100 * used / (r["cores"] * r["seconds"])
+    parts = {"decoding workers": [share(r, r["server_cpu_s"]["workers"]) for r in paired],
+             "HTTP threads": [share(r, r["server_cpu_s"]["http"]) for r in paired],
+             "the server's other threads": [share(r, r["server_cpu_s"]["other"]) for r in paired],
+             "the load generator": [share(r, r["client_cpu_s"]) for r in paired]}
+    rest = [100 - sum(p[i] for p in parts.values()) for i in range(len(paired))]
+    print(f"- where the time of the {paired[0]['cores']} cores went in those concurrency-32 runs (median over the rounds, "
+          f"share of cores × run seconds; schedstat per thread): "
+          + ", ".join(f"{k} {statistics.median(v):.1f}%" for k, v in parts.items())
+          + f", the rest (idle, interrupts and kernel threads, other processes) {statistics.median(rest):.1f}%")
 if c32:
     print(f"- concurrency 32, the table's run: {c32['sentences_per_s'] / offline:.2f} of the offline median above, "
           f"{c32['failures']} failed requests (goal 0)")

@@ -101,6 +101,9 @@ http_policies = policies.get("MHD-worker", set())
 other_policies = set().union(*(v for k, v in policies.items() if k != "MHD-worker"))
 check(http_policies == {3} and other_policies == {0},
       f"scheduling policies: HTTP threads {sorted(http_policies)} (want [3], SCHED_BATCH), others {sorted(other_policies)} (want [0])")
+# The decoding workers carry their own name (bench/bench_serve.sh counts
+# their CPU time apart from the HTTP threads' by it).
+check(policies.get("nmt-batch") == {0}, f"threads by name: {sorted(policies)}, want decoding workers named nmt-batch")
 
 # 1. The same answers as nmt translate: one request of 16 lines, then every
 #    line as its own request from 24 threads at once (dynamic batches).

@@ -1,5 +1,7 @@
 #include "serve/batcher.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -14,7 +16,13 @@ int64_t Job::total_tokens() const {
 
 Batcher::Batcher(BatchPolicy policy, BatchRunner runner, StreamFactory make_stream)
     : policy_(policy), runner_(std::move(runner)), make_stream_(std::move(make_stream)) {
-  for (int64_t w = 0; w < std::max<int64_t>(1, policy_.workers); ++w) workers_.emplace_back([this] { run(); });
+  for (int64_t w = 0; w < std::max<int64_t>(1, policy_.workers); ++w)
+    workers_.emplace_back([this] {
+      // Named, so that tools (top -H, /proc, bench/bench_serve.sh) can tell
+      // the decoding workers' CPU time from the HTTP threads' (MHD-worker).
+      pthread_setname_np(pthread_self(), "nmt-batch");
+      run();
+    });
 }
 
 Batcher::~Batcher() { stop(); }

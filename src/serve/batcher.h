@@ -107,7 +107,8 @@ using StreamFactory = std::function<std::unique_ptr<StepStream>()>;
 class Batcher {
  public:
   // With make_stream, greedy jobs are decoded by continuous batching (unless
-  // policy.continuous is false); every other job by runner.
+  // policy.continuous is false); every other job by runner. The worker
+  // threads are named "nmt-batch".
   Batcher(BatchPolicy policy, BatchRunner runner, StreamFactory make_stream = {});
   ~Batcher();  // stop() and join
   Batcher(const Batcher&) = delete;
