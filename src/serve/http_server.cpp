@@ -482,8 +482,10 @@ Reply HttpServer::translated(Exchange& ex) {
     r.body = translate_answer(result.sentences, ex.attention, ex.cut);
     // Where the time went (W3C Server-Timing): waiting for a batch, and the
     // batch's translation; the rest of a client's latency is HTTP.
-    r.headers.push_back({"Server-Timing", "queue;dur=" + std::to_string(1000 * result.queue_seconds) +
-                                              ", translate;dur=" + std::to_string(1000 * result.batch_seconds)});
+    // (fmt, not std::to_string: that goes through printf, a tenth of the
+    // HTTP threads' user time at concurrency 32.)
+    r.headers.push_back({"Server-Timing", fmt::format("queue;dur={:.3f}, translate;dur={:.3f}",
+                                                      1000 * result.queue_seconds, 1000 * result.batch_seconds)});
     metrics_.latency(std::chrono::duration<double>(Clock::now() - ex.start).count());
     return r;
   } catch (const RequestError& e) {
