@@ -242,7 +242,7 @@ compute, offline_runs, described = sys.argv[7], sys.argv[8].split(), sys.argv[9]
 load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous" and "held_idle" not in r]
 held = next((r for r in rows if "held_idle" in r), None)
 static = [r for r in rows if "concurrency" in r and r["batching"] == "static"]
-print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {described}, {threads} threads, "
+print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {described}, {threads} thread{'' if threads == '1' else 's'}, "
       f"checkpoint `{ckpt}`, compute type {compute}; closed-loop clients on loopback, one sentence per request, {requests} requests "
       f"per level going round the sentences.\n")
 print(f"Offline `nmt translate --batch-size 32` over the {requests} sentences a level sends (the {n}, round): "
