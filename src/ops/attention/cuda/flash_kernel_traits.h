@@ -198,11 +198,6 @@ struct FlashTraitsBase {
   static_assert(kBc % kVec == 0, "P V and dS K read P / dS rows kVec keys at a time");
   static_assert(kD % (kColGroups * kVec) == 0, "head dim / output-like patch");
   static_assert(kStride % kVec == 0 && kPStride % kVec == 0, "16-byte aligned smem rows");
-
-  // The tile choice's wish of blocks per SM, capped by shared memory.
-  static constexpr int min_blocks_per_sm(int wanted, int smem_bytes) {
-    return flash::min_blocks_per_sm<kArch>(wanted, smem_bytes);
-  }
 };
 
 // ---------------------------------------------------------------------------
@@ -229,8 +224,7 @@ struct FlashFwdTraits
   static constexpr int kSmemBytes = kSmemElems * static_cast<int>(sizeof(Elem));
   // Every instantiation today is above 48 KB: the launch opts in per kernel.
   static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
-  static constexpr int kMinBlocksPerSm =
-      Base::min_blocks_per_sm(FwdTileChoice<kD>::kMinBlocks, kSmemBytes);
+  static constexpr int kMinBlocksPerSm = min_blocks_per_sm<kArch>(FwdTileChoice<kD>::kMinBlocks, kSmemBytes);
 
   // Unrolling of the tile loops. S = Q K^T steps over d one vector at a
   // time: each step already has kTm * kTn * 4 independent FMAs, and unrolling
@@ -275,8 +269,7 @@ struct FlashBwdTraits
   static constexpr int kSmemElems = kSmemDS + kBr * kPStride;
   static constexpr int kSmemBytes = kSmemElems * static_cast<int>(sizeof(Elem));
   static constexpr bool kNeedsSmemOptIn = kSmemBytes > kSmemDefaultPerBlock;
-  static constexpr int kMinBlocksPerSm =
-      Base::min_blocks_per_sm(BwdTileChoice<kD>::kMinBlocks, kSmemBytes);
+  static constexpr int kMinBlocksPerSm = min_blocks_per_sm<kArch>(BwdTileChoice<kD>::kMinBlocks, kSmemBytes);
 
   // The score-like passes (Q K^T, dO V^T) unroll 4 here: the 128-thread
   // backward has the registers. The dQ pass keeps large head dims rolled:
