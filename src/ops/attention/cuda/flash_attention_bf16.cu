@@ -361,11 +361,8 @@ bool flash_attention_forward_bf16_supported(const AttentionForwardParams<bf16, f
 int flash_attention_forward_bf16_tilings() { return kTilingCount; }
 
 std::string flash_attention_forward_bf16_tiling_name(int head_dim, int tiling) {
-  std::string name;
-  if (!flash::with_tiling<FwdTilings>(head_dim, tiling,
-                                      [&](auto, auto tag) { name = tiling_name<typename decltype(tag)::type>(); }))
-    return "";
-  return tiling == kDefaultTiling ? name + " (default)" : name;
+  return flash::tiling_label<FwdTilings>(head_dim, tiling, kDefaultTiling,
+                                     [](auto tag) { return tiling_name<typename decltype(tag)::type>(); });
 }
 
 int flash_attention_forward_bf16(const AttentionForwardParams<bf16, float>& p, cudaStream_t stream) {

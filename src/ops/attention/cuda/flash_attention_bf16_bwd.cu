@@ -650,11 +650,8 @@ bool flash_attention_backward_bf16_supported(const Params& p) {
 int flash_attention_backward_bf16_tilings() { return kTilingCount; }
 
 std::string flash_attention_backward_bf16_tiling_name(int head_dim, int tiling) {
-  std::string name;
-  if (!flash::with_tiling<BwdTilings>(head_dim, tiling,
-                                      [&](auto, auto tag) { name = tiling_name<typename decltype(tag)::type>(); }))
-    return "";
-  return tiling == kDefaultTiling ? name + " (default)" : name;
+  return flash::tiling_label<BwdTilings>(head_dim, tiling, kDefaultTiling,
+                                     [](auto tag) { return tiling_name<typename decltype(tag)::type>(); });
 }
 
 int flash_attention_backward_bf16(const Params& p, float* delta_scratch, float* dq_scratch,

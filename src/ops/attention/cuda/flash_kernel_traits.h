@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -472,6 +473,15 @@ bool with_tiling(int head_dim, int index, F&& f) {
   if (head_dim <= 64)
     return with_tiling<typename Tilings<64>::List>(index, [&](auto tag) { f(std::integral_constant<int, 64>{}, tag); });
   return with_tiling<typename Tilings<128>::List>(index, [&](auto tag) { f(std::integral_constant<int, 128>{}, tag); });
+}
+// What a list's entry is called for people (benchmarks, tests): name_of(tag)
+// for the entry `index` of the head dim's list, " (default)" after the one
+// the op runs; "" for an index outside the list.
+template <template <int> class Tilings, class NameOf>
+std::string tiling_label(int head_dim, int index, int default_index, NameOf name_of) {
+  std::string name;
+  if (!with_tiling<Tilings>(head_dim, index, [&](auto, auto tag) { name = name_of(tag); })) return "";
+  return index == default_index ? name + " (default)" : name;
 }
 
 }  // namespace nmt::ops::cuda::flash
