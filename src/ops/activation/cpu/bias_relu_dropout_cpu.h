@@ -9,28 +9,13 @@
 
 #include "ops/bf16.h"
 #include "ops/cpu_isa.h"
+#include "ops/activation/bias_relu_dropout_params.h"
 #include "ops/random/philox.h"
 
 namespace nmt::ops::cpu {
 
-template <typename T, typename U>
-struct BiasReluDropoutParams {
-  const U* h;         // h: [N, F]
-  const T* bias;      // bias: [F]
-  U* out;             // out: [N, F] (written)
-  int64_t rows, channels, positions;  // N, F; row r is (r / positions, r % positions)
-  philox::DropoutStream dropout;
-};
-
-template <typename T, typename U>
-struct BiasReluDropoutBackwardParams {
-  const U* out;   // out: [N, F] from the forward
-  const U* dout;  // dout: [N, F]
-  U* dh;          // dh: [N, F] (written)
-  T* dbias;       // dbias: [F] (written)
-  int64_t rows, channels;
-  float p;        // dropout probability of the forward
-};
+using ops::BiasReluDropoutParams;
+using ops::BiasReluDropoutBackwardParams;
 
 #define NMT_DECLARE_BIAS_RELU_DROPOUT_KERNELS(isa)                                   \
   namespace isa {                                                                    \

@@ -15,20 +15,11 @@
 
 #include "ops/bf16.h"
 #include "ops/cpu_isa.h"
+#include "ops/cross_entropy/cross_entropy_params.h"
 
 namespace nmt::ops::cpu {
 
-template <typename T, typename U>
-struct CrossEntropyParams {
-  const U* logits;        // logits: [R, V], rows logits_stride apart
-  const int64_t* labels;  // labels: [R]
-  U* grad;                // grad: [R, V], contiguous (written when non-null)
-  T* loss;                // loss: [R] (written)
-  T* nll;                 // nll: [R], lse - z_y, the loss without smoothing (written when non-null)
-  int64_t rows, classes, logits_stride;
-  int64_t ignore_index;
-  double smoothing;
-};
+using ops::CrossEntropyParams;
 
 #define NMT_DECLARE_CROSS_ENTROPY_KERNELS(isa)                   \
   namespace isa {                                                \

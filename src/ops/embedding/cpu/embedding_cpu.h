@@ -7,32 +7,13 @@
 #include <cstdint>
 
 #include "ops/cpu_isa.h"
+#include "ops/embedding/embedding_params.h"
 #include "ops/random/philox.h"
 
 namespace nmt::ops::cpu {
 
-template <typename T>
-struct EmbeddingParams {
-  const int64_t* ids;    // ids: [B, T]
-  const T* table;        // table: [V, C]
-  const T* positions;    // positions: [P, C], row offset + t is added at position t
-  T* out;                // out: [B, T, C] (written)
-  int64_t batch, length, channels, vocab;
-  int64_t position_offset;
-  T scale;
-  philox::DropoutStream dropout;
-};
-
-template <typename T>
-struct EmbeddingBackwardParams {
-  const int64_t* ids;  // ids: [B, T]
-  const T* dout;       // dout: [B, T, C]
-  T* dtable;           // dtable: [V, C] (written: zeros where no token points)
-  int64_t batch, length, channels, vocab;
-  int64_t padding_id;  // gets no gradient
-  T scale;
-  philox::DropoutStream dropout;
-};
+using ops::EmbeddingParams;
+using ops::EmbeddingBackwardParams;
 
 #define NMT_DECLARE_EMBEDDING_KERNELS(isa)                              \
   namespace isa {                                                       \
