@@ -39,6 +39,7 @@
 
 #include "ops/attention/attention.h"
 #include "ops/attention/cuda/attention_cuda.h"
+#include "ops/op_glue.h"
 #include "util/cpu_features.h"
 
 namespace nmt::ops {
@@ -676,6 +677,68 @@ TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
         EXPECT_LT((got.grad().to(at::kDouble) - ref.grad().to(at::kDouble)).abs().max().item<double>(), tol * 4)
             << what << " gradient";
     }
+  }
+}
+
+
+// The packed form on a GPU in bf16 (flash's kernels reading the heads where
+// they lie in the projections and writing the gradients into one buffer per
+// input) against attention() on views in float64 on the CPU: self-attention
+// causal with padding, cross-attention with a row that sees no key, head dims
+// 32 and 64, and keys enough for dQ by atomics.
+TEST(PackedAttention, CudaBf16MatchesAttentionOnViews) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "CUDA is not available here";
+#ifndef NMT_WITH_CUDA
+  GTEST_SKIP() << "this build has no CUDA attention kernels";
+#endif
+  glue::set_cuda_fused_ops(true);
+  struct Case {
+    int64_t b, tq, tk, h, d;
+  };
+  for (const Case& c : {Case{3, 17, 9, 4, 8}, Case{3, 40, 33, 4, 64}, Case{2, 70, 1100, 2, 32}}) {
+    const int64_t B = c.b, Tq = c.tq, Tk = c.tk, H = c.h, D = c.d, C = H * D;
+    const auto split = [&](const at::Tensor& t, int64_t col) {
+      return t.narrow(2, col, C).view({t.size(0), t.size(1), H, D}).transpose(1, 2);
+    };
+    const auto merge = [&](const at::Tensor& o) { return o.transpose(1, 2).reshape({o.size(0), o.size(2), C}); };
+    at::manual_seed(11);
+    const auto cuda_bf16 = at::TensorOptions(at::kBFloat16).device(at::kCUDA);
+    at::Tensor qkv = at::randn({B, Tq, 3 * C}, cuda_bf16).requires_grad_(true);
+    at::Tensor q = at::randn({B, Tq, C}, cuda_bf16).requires_grad_(true);
+    at::Tensor kv = at::randn({B, Tk, 2 * C}, cuda_bf16).requires_grad_(true);
+    const auto ref_leaf = [](const at::Tensor& t) { return t.detach().to(at::kCPU, at::kDouble).requires_grad_(true); };
+    at::Tensor rqkv = ref_leaf(qkv), rq = ref_leaf(q), rkv = ref_leaf(kv);
+    AttentionOptions self_opts, cross_opts;
+    self_opts.causal = true;
+    self_opts.key_lengths = at::tensor(std::vector<int64_t>{Tq, 5, 1}, at::kLong).narrow(0, 0, B);
+    cross_opts.key_lengths = at::tensor(std::vector<int64_t>{Tk, 0, 4}, at::kLong).narrow(0, 0, B);  // row 1: no key
+    const at::Tensor out_self = self_attention(qkv, H, self_opts, AttentionBackend::kFlash);
+    const at::Tensor out_cross = cross_attention(q, kv, H, cross_opts, AttentionBackend::kFlash);
+    const std::string what = "B " + std::to_string(B) + " Tq " + std::to_string(Tq) + " Tk " + std::to_string(Tk) +
+                             " D " + std::to_string(D);
+    for (const at::Tensor& o : {out_self, out_cross}) {
+      ASSERT_TRUE(o.grad_fn() != nullptr) << what;
+      EXPECT_NE(o.grad_fn()->name().find("PackedFlashBf16Function"), std::string::npos)
+          << what << ": ran " << o.grad_fn()->name();
+      EXPECT_EQ(o.sizes(), (std::vector<int64_t>{B, Tq, C})) << what;
+    }
+    const at::Tensor ref_self =
+        merge(attention(split(rqkv, 0), split(rqkv, C), split(rqkv, 2 * C), self_opts, AttentionBackend::kTorch));
+    const at::Tensor ref_cross =
+        merge(attention(split(rq, 0), split(rkv, 0), split(rkv, C), cross_opts, AttentionBackend::kTorch));
+    const auto err = [](const at::Tensor& a, const at::Tensor& b) {
+      const at::Tensor bd = b.to(at::kCPU, at::kDouble);
+      return (a.to(at::kCPU, at::kDouble) - bd).abs().max().item<double>() / std::max(1.0, bd.abs().max().item<double>());
+    };
+    constexpr double kTol = 2e-2;  // bf16 rounding, as Bf16InputsMatchFloat64Reference
+    EXPECT_LT(err(out_self, ref_self), kTol) << what;
+    EXPECT_LT(err(out_cross, ref_cross), kTol) << what;
+    EXPECT_EQ(out_cross[1].abs().max().item<double>(), 0.0) << what;  // no visible key: zeros
+    const at::Tensor up1 = at::randn({B, Tq, C}, at::kDouble), up2 = at::randn({B, Tq, C}, at::kDouble);
+    ((out_self.to(at::kCPU, at::kDouble) * up1).sum() + (out_cross.to(at::kCPU, at::kDouble) * up2).sum()).backward();
+    ((ref_self * up1).sum() + (ref_cross * up2).sum()).backward();
+    for (const auto& [got, ref, name] : {std::tuple{qkv, rqkv, "dqkv"}, std::tuple{q, rq, "dq"}, std::tuple{kv, rkv, "dkv"}})
+      EXPECT_LT(err(got.grad(), ref.grad()), kTol) << what << " " << name;
   }
 }
 

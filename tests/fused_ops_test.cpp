@@ -18,7 +18,9 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
+#include "ops/linear/dense.h"
 #include "ops/linear/rows_matmul.h"
+#include "ops/op_glue.h"
 #include "ops/random/dropout.h"
 #include "ops/random/philox.h"
 #include "support/temp_dir.h"
@@ -26,10 +28,10 @@
 namespace nmt::ops {
 namespace {
 
-// max |a - b| / max(1, max |b|)
+// max |a - b| / max(1, max |b|), on the CPU whatever the devices
 double error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor bd = b.to(at::kDouble);
-  return (a.to(at::kDouble) - bd).abs().max().item<double>() /
+  const at::Tensor bd = b.to(at::kCPU, at::kDouble);
+  return (a.to(at::kCPU, at::kDouble) - bd).abs().max().item<double>() /
          std::max(1.0, bd.abs().max().item<double>());
 }
 
@@ -177,8 +179,8 @@ at::Tensor leaf(at::IntArrayRef shape, at::ScalarType dtype, double scale = 1.0)
 }
 
 // Reference inputs: the same values, in the stream dtype (float64 for bf16 sides too).
-at::Tensor ref_leaf(const at::Tensor& t, at::ScalarType dtype) {
-  return t.detach().to(dtype).requires_grad_(true);
+at::Tensor ref_leaf(const at::Tensor& t, at::ScalarType dtype, c10::DeviceType device = c10::kCPU) {
+  return t.detach().to(device, dtype).requires_grad_(true);
 }
 
 // One case run three ways: fused in its dtypes, the composite in the same
@@ -192,7 +194,7 @@ struct Pass {
 void backward(Pass& r, const std::vector<at::Tensor>& ups) {
   at::Tensor total = at::zeros({}, at::kDouble);
   for (size_t i = 0; i < r.outputs.size(); ++i)
-    if (r.outputs[i].defined()) total = total + (r.outputs[i].to(at::kDouble) * ups[i]).sum();
+    if (r.outputs[i].defined()) total = total + (r.outputs[i].to(at::kCPU, at::kDouble) * ups[i]).sum();
   total.backward();
 }
 
@@ -211,10 +213,11 @@ void compare_runs(Pass& fused, Pass& same, Pass& ref64, at::ScalarType side, con
                    what + " gradient of input " + std::to_string(i));
 }
 
-// Leaves with the values of `like` in another dtype.
-std::vector<at::Tensor> recast(const std::vector<at::Tensor>& like, const std::vector<at::ScalarType>& dtypes) {
+// Leaves with the values of `like` in another dtype (and on another device).
+std::vector<at::Tensor> recast(const std::vector<at::Tensor>& like, const std::vector<at::ScalarType>& dtypes,
+                               c10::DeviceType device = c10::kCPU) {
   std::vector<at::Tensor> out;
-  for (size_t i = 0; i < like.size(); ++i) out.push_back(ref_leaf(like[i], dtypes[i]));
+  for (size_t i = 0; i < like.size(); ++i) out.push_back(ref_leaf(like[i], dtypes[i], device));
   return out;
 }
 
@@ -490,6 +493,230 @@ TEST(FlatAdam, MatchesTorchOptimAdamAndAutogradFillsTheFlatGradients) {
     again.load(path);
     EXPECT_EQ(again.steps(), 6);
   }
+}
+
+
+// ----------------------------------------------------------------- the same ops on a GPU
+
+// The fused CUDA kernels against the composites: each case run fused on the
+// GPU, as the composite on the GPU in the same dtypes, and as the composite
+// in float64 on the CPU, with the bar of expect_close. Each checks that the
+// fused path really ran (its autograd node), so a fallback cannot pass.
+class FusedOpsCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "CUDA is not available here";
+#ifndef NMT_WITH_CUDA
+    GTEST_SKIP() << "this build has no CUDA kernels";
+#endif
+    glue::set_cuda_fused_ops(true);
+  }
+  void TearDown() override { glue::set_cuda_fused_ops(true); }
+};
+
+const SideCase kCudaSides[] = {{at::kFloat, at::kFloat}, {at::kFloat, at::kBFloat16}};
+
+void expect_node(const at::Tensor& out, const std::string& function, const std::string& what) {
+  ASSERT_TRUE(out.grad_fn() != nullptr) << what;
+  EXPECT_NE(out.grad_fn()->name().find(function), std::string::npos)
+      << what << ": ran " << out.grad_fn()->name() << ", not " << function;
+}
+
+TEST_F(FusedOpsCuda, AddLayerNormMatchesTheComposite) {
+  at::manual_seed(21);
+  struct Shape {
+    int64_t b, t, c;
+  };
+  // 3 x 5 rows: fewer than the backward's warps have rows; 16 x 70 at
+  // C = 512: several rows a warp, partial rows of every width.
+  for (const SideCase& sc : kCudaSides)
+    for (const Shape& sh : {Shape{3, 5, 1}, Shape{3, 5, 3}, Shape{3, 5, 64}, Shape{3, 5, 257}, Shape{16, 70, 512}})
+      for (const bool with_y : {true, false})
+        for (const double p : {0.0, 0.25}) {
+          const Dropout d = dropout(p);
+          const auto make = [&](std::vector<at::Tensor> in, at::ScalarType side, bool fused) {
+            const auto f = fused ? add_layer_norm : add_layer_norm_reference;
+            const auto o = f(in[0], with_y ? in[1] : at::Tensor(), in[2], in[3], 1e-5, d, side);
+            return Pass{in, {o.sum, o.norm}};
+          };
+          std::vector<at::Tensor> in{leaf({sh.b, sh.t, sh.c}, sc.stream), leaf({sh.b, sh.t, sh.c}, sc.side),
+                                     leaf({sh.c}, sc.stream), leaf({sh.c}, sc.stream)};
+          const std::vector<at::ScalarType> types{sc.stream, sc.side, sc.stream, sc.stream};
+          const std::string what = name(sc) + " C=" + std::to_string(sh.c) + " rows=" +
+                                   std::to_string(sh.b * sh.t) + (with_y ? " y" : "") + " p=" + std::to_string(p);
+          Pass fused = make(recast(in, types, c10::kCUDA), sc.side, true);
+          expect_node(fused.outputs[1], "AddLayerNormFunction", what);
+          Pass same = make(recast(in, types, c10::kCUDA), sc.side, false);
+          Pass ref64 = make(recast(in, {at::kDouble, at::kDouble, at::kDouble, at::kDouble}), at::kDouble, false);
+          compare_runs(fused, same, ref64, sc.side, what);
+        }
+}
+
+TEST_F(FusedOpsCuda, BiasReluDropoutMatchesTheComposite) {
+  at::manual_seed(22);
+  for (const SideCase& sc : kCudaSides)
+    for (const int64_t F : {1, 3, 96, 257, 1024})
+      for (const double p : {0.0, 0.3}) {
+        const Dropout d = dropout(p, 9);
+        const auto make = [&](std::vector<at::Tensor> in, bool fused) {
+          return Pass{in, {(fused ? bias_relu_dropout : bias_relu_dropout_reference)(in[0], in[1], d)}};
+        };
+        const int64_t rows = F == 1024 ? 41 : 7;  // 2 x 41 rows: several row groups in the backward
+        std::vector<at::Tensor> in{leaf({2, rows, F}, sc.side), leaf({F}, sc.stream)};
+        const std::string what = name(sc) + " F=" + std::to_string(F) + " p=" + std::to_string(p);
+        Pass fused = make(recast(in, {sc.side, sc.stream}, c10::kCUDA), true);
+        expect_node(fused.outputs[0], "BiasReluDropoutFunction", what);
+        EXPECT_EQ(fused.outputs[0].scalar_type(), sc.side);
+        Pass same = make(recast(in, {sc.side, sc.stream}, c10::kCUDA), false);
+        Pass ref64 = make(recast(in, {at::kDouble, at::kDouble}), false);
+        compare_runs(fused, same, ref64, sc.side, what);
+      }
+}
+
+TEST_F(FusedOpsCuda, EmbeddingMatchesTheComposite) {
+  at::manual_seed(23);
+  for (const int64_t C : {1, 3, 64, 257})
+    for (const double p : {0.0, 0.2}) {
+      const int64_t V = 11, B = 3, T = 6, offset = 2;
+      at::Tensor ids = at::randint(0, V, {B, T}, at::kLong);
+      ids[0][5] = 0;  // padding
+      ids[2][1] = 0;
+      ids[1][2] = 4, ids[1][3] = 4;  // a repeated token: two additions into one row
+      const at::Tensor table = leaf({V, C}, at::kFloat);
+      const at::Tensor pos = at::randn({T + offset, C}, at::kDouble).to(at::kFloat);
+      const Dropout d = dropout(p, 1);
+      at::Tensor fused_table = ref_leaf(table, at::kFloat, c10::kCUDA);
+      at::Tensor ref_table = ref_leaf(table, at::kDouble);
+      const at::Tensor out = embed_tokens(ids.cuda(), fused_table, pos.cuda(), offset, 1.7, 0, d);
+      const std::string what = "C=" + std::to_string(C) + " p=" + std::to_string(p);
+      expect_node(out, "EmbeddingFunction", what);
+      const at::Tensor ref = embed_tokens_reference(ids, ref_table, pos.to(at::kDouble), offset, 1.7, 0, d);
+      EXPECT_LT(error(out, ref), 1e-6) << what;  // no reductions: exact up to rounding
+      const at::Tensor up = at::randn({B, T, C}, at::kDouble);
+      (out.to(at::kCPU, at::kDouble) * up).sum().backward();
+      (ref * up).sum().backward();
+      EXPECT_LT(error(fused_table.grad(), ref_table.grad()), 1e-6) << what;
+      EXPECT_EQ(fused_table.grad()[0].abs().max().item<double>(), 0.0) << what;  // the padding row
+    }
+}
+
+TEST_F(FusedOpsCuda, LinearCrossEntropyMatchesTheComposite) {
+  at::manual_seed(24);
+  const int64_t V = 6000, C = 40, N = 150;
+  at::Tensor labels = at::randint(0, V, {N}, at::kLong);
+  labels[3] = 0, labels[17] = 0;  // ignored rows
+  for (const SideCase& sc : kCudaSides)
+    for (const bool with_bias : {false, true})
+      for (const double smoothing : {0.0, 0.1}) {
+        at::Tensor nll, raw;
+        const auto make = [&](std::vector<at::Tensor> in, bool fused) {
+          const at::Tensor b = with_bias ? in[2] : at::Tensor();
+          const at::Tensor l = labels.to(in[0].device());
+          raw = fused ? linear_cross_entropy(in[0], in[1], b, l, smoothing, 0, &nll)
+                      : linear_cross_entropy_reference(in[0], in[1], b, l, smoothing, 0);
+          return Pass{in, {raw * 0.37}};
+        };
+        std::vector<at::Tensor> in{leaf({N, C}, sc.side), leaf({V, C}, sc.stream, 0.5), leaf({V}, sc.stream)};
+        const std::string what = name(sc) + (with_bias ? " bias" : "") + " e=" + std::to_string(smoothing);
+        Pass fused = make(recast(in, {sc.side, sc.stream, sc.stream}, c10::kCUDA), true);
+        expect_node(raw, "LinearCrossEntropyFunction", what);
+        const at::Tensor nll_ref = linear_cross_entropy_reference(
+            in[0].detach().to(at::kDouble), in[1].detach().to(at::kDouble),
+            with_bias ? in[2].detach().to(at::kDouble) : at::Tensor(), labels, 0.0, 0);
+        EXPECT_LT(std::abs(nll.item<double>() - nll_ref.item<double>()) / nll_ref.item<double>(),
+                  sc.side == at::kBFloat16 ? 2e-2 : 1e-5)
+            << what;
+        Pass same = make(recast(in, {sc.side, sc.stream, sc.stream}, c10::kCUDA), false);
+        Pass ref64 = make(recast(in, {at::kDouble, at::kDouble, at::kDouble}), false);
+        compare_runs(fused, same, ref64, sc.side, what);
+      }
+}
+
+// The dense layers' product: y = x w + b with w's gradient added into a
+// flat buffer where the parameter has one (as FlatAdam gives it), returned
+// otherwise; bf16 through the cuBLAS product with float32 output.
+TEST_F(FusedOpsCuda, DenseAddsItsWeightGradientIntoTheBuffer) {
+  at::manual_seed(25);
+  const int64_t N = 37, in_dim = 48, out_dim = 80;  // nothing square: a transposed operand would show
+  for (const SideCase& sc : kCudaSides)
+    for (const bool with_buffer : {false, true})
+      for (const bool with_bias : {false, true}) {
+        const std::string what = name(sc) + (with_buffer ? " buffer" : " returned") + (with_bias ? " bias" : "");
+        std::vector<at::Tensor> in{leaf({N, in_dim}, sc.side), leaf({in_dim, out_dim}, at::kFloat, 0.2),
+                                   leaf({out_dim}, at::kFloat)};
+        std::vector<at::Tensor> g = recast(in, {sc.side, at::kFloat, at::kFloat}, c10::kCUDA);
+        at::Tensor buffer;
+        if (with_buffer) {
+          // Inside a larger buffer with something already in it, as gradients accumulate.
+          buffer = at::randn({in_dim * out_dim + 64}, at::TensorOptions(at::kFloat).device(at::kCUDA));
+          g[1].mutable_grad() = buffer.narrow(0, 64, in_dim * out_dim).view({in_dim, out_dim});
+        }
+        const at::Tensor before = with_buffer ? g[1].grad().clone() : at::Tensor();
+        ASSERT_TRUE(dense_applies(g[0], g[1])) << what;
+        const auto side = [&](const at::Tensor& t) { return t.detach().to(sc.side); };
+        const at::Tensor y = dense(g[0], g[1], sc.side == at::kFloat ? g[1] : side(g[1]),
+                                   with_bias ? g[2] : at::Tensor(),
+                                   with_bias ? (sc.side == at::kFloat ? g[2] : side(g[2])) : at::Tensor());
+        expect_node(y, "DenseFunction", what);
+        // The composites: in the same dtypes on the GPU, and in float64.
+        std::vector<at::Tensor> s = recast(in, {sc.side, at::kFloat, at::kFloat}, c10::kCUDA);
+        const at::Tensor ys = with_bias ? at::addmm(s[2].to(sc.side), s[0], s[1].to(sc.side))
+                                        : at::mm(s[0], s[1].to(sc.side));
+        std::vector<at::Tensor> r = recast(in, {at::kDouble, at::kDouble, at::kDouble});
+        const at::Tensor yr = with_bias ? at::addmm(r[2], r[0], r[1]) : at::mm(r[0], r[1]);
+        expect_close(y, ys, yr, sc.side, what + " output");
+        const at::Tensor up = at::randn({N, out_dim}, at::kDouble);
+        (y.to(at::kCPU, at::kDouble) * up).sum().backward();
+        (ys.to(at::kCPU, at::kDouble) * up).sum().backward();
+        (yr * up).sum().backward();
+        expect_close(g[0].grad(), s[0].grad(), r[0].grad(), sc.side, what + " dx");
+        const at::Tensor dw = with_buffer ? g[1].grad() - before : g[1].grad();
+        expect_close(dw, s[1].grad(), r[1].grad(), sc.side, what + " dw");
+        if (with_buffer) {
+          EXPECT_EQ(g[1].grad().data_ptr(), buffer.data_ptr<float>() + 64) << what << ": the buffer was replaced";
+        }
+        if (with_bias) expect_close(g[2].grad(), s[2].grad(), r[2].grad(), sc.side, what + " db");
+      }
+}
+
+// Adam's CUDA kernel against the CPU kernel, the clipping factor on the GPU.
+TEST_F(FusedOpsCuda, FlatAdamMatchesTheCpuKernel) {
+  at::manual_seed(26);
+  for (const double wd : {0.0, 0.01}) {
+    // Parameter sizes off every vector width (the kernel's tail).
+    const std::vector<std::vector<int64_t>> shapes{{7, 5}, {5}, {3, 67}, {1}};
+    std::vector<at::Tensor> cpu_params, gpu_params;
+    for (const auto& s : shapes) {
+      const at::Tensor p = at::randn(s, at::kFloat);
+      cpu_params.push_back(p.clone().requires_grad_(true));
+      gpu_params.push_back(p.cuda().requires_grad_(true));
+    }
+    const AdamHyper hyper{0.9, 0.98, 1e-9, wd};
+    FlatAdam cpu(cpu_params, hyper), gpu(gpu_params, hyper);
+    for (int step = 1; step <= 5; ++step) {
+      const at::Tensor grad = at::randn(cpu.flat_grad().sizes(), at::kFloat);
+      cpu.flat_grad().copy_(grad);
+      gpu.flat_grad().copy_(grad);
+      EXPECT_NEAR(gpu.grad_norm().item<double>(), cpu.grad_norm().item<double>(),
+                  1e-5 * cpu.grad_norm().item<double>());
+      const double scale = step % 2 ? 1.0 : 0.5;
+      cpu.step(1e-2, at::scalar_tensor(scale, at::kFloat));
+      gpu.step(1e-2, at::scalar_tensor(scale, at::kFloat).cuda());
+      EXPECT_LT(error(gpu.flat_param(), cpu.flat_param()), 1e-6) << "step " << step << " wd " << wd;
+      EXPECT_LT(error(gpu.exp_avg_sq(), cpu.exp_avg_sq()), 1e-6) << "step " << step << " wd " << wd;
+    }
+  }
+}
+
+// Switched off (NMT_CUDA_FUSED_OPS=0), a GPU runs the composites.
+TEST_F(FusedOpsCuda, SwitchedOffRunsTheComposites) {
+  glue::set_cuda_fused_ops(false);
+  const auto opts = at::TensorOptions(at::kFloat).device(at::kCUDA);
+  const at::Tensor x = at::randn({2, 3, 8}, opts).requires_grad_(true);
+  const auto o = add_layer_norm(x, at::randn({2, 3, 8}, opts), at::ones({8}, opts), at::zeros({8}, opts), 1e-5,
+                                dropout(0.1), at::kFloat);
+  EXPECT_EQ(o.norm.grad_fn()->name().find("AddLayerNormFunction"), std::string::npos) << o.norm.grad_fn()->name();
+  EXPECT_FALSE(dense_applies(x.view({6, 8}), at::randn({8, 4}, opts)));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // the validators, TrainStep, CheckpointManager, Reporter); then whole runs:
 // a resumed run continues exactly, and every attention backend trains alike.
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "eval/bleu.h"
 #include "model/build.h"
 #include "ops/attention/backend.h"
+#include "ops/op_glue.h"
 #include "support/temp_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -132,6 +134,48 @@ TEST(TrainStep, LowersTheLossAndSynchronisesEveryStep) {
   EXPECT_EQ(sync->before, 12);
   EXPECT_EQ(sync->after, 12);
   EXPECT_EQ(sync->sums, 12);
+}
+
+// On a GPU, the fused training ops (CUDA kernels for the layer norms, the
+// feed-forward activation, the embeddings, the loss, the dense layers'
+// weight gradients and Adam, and bf16 copies of the weights) against the
+// LibTorch composites they replace: the same 15 steps, dropout and label
+// smoothing on, in float32 and in bf16.
+TEST(TrainStep, CudaFusedOpsGiveTheCompositesLossCurve) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "CUDA is not available here";
+#ifndef NMT_WITH_CUDA
+  GTEST_SKIP() << "this build has no CUDA kernels";
+#endif
+  TrainConfig tc = step_config();
+  tc.label_smoothing = 0.1;
+  for (const auto precision : {at::kFloat, at::kBFloat16}) {
+    std::map<bool, std::vector<double>> curves;
+    for (const bool fused : {false, true}) {
+      ops::glue::set_cuda_fused_ops(fused);
+      TinyRun t = tiny_run(24);
+      Config cfg = testing::tiny_config();
+      cfg.model.dropout = 0.1;
+      torch::manual_seed(0);
+      t.model = build_model(cfg, t.zh->vocab_size(), t.en->vocab_size());
+      t.model->to(torch::kCUDA);
+      t.model->set_matmul_dtype(precision);
+      t.model->set_attention_backend(ops::AttentionBackend::kFlash);
+      TrainStep step(t.model, tc, torch::kCUDA, std::make_shared<LocalSync>());
+      t.model->train();
+      BatchSource source(t.data, 0, 24, 1);
+      for (int i = 1; i <= 15; ++i)
+        curves[fused].push_back(step.run(source.next(), i, learning_rate(tc, i)).loss.item<double>());
+    }
+    ops::glue::set_cuda_fused_ops(true);
+    const std::string what = precision == at::kFloat ? "float32" : "bf16";
+    EXPECT_LT(curves[true].back(), curves[true].front() - 0.5) << what;  // it learns
+    // float32: the same sums in other orders; bf16: other roundings (bf16
+    // copies of the weights once a step, float32 weight gradients).
+    const double tol = precision == at::kFloat ? 1e-4 : 3e-2;
+    for (int i = 0; i < 15; ++i)
+      EXPECT_NEAR(curves[true][i], curves[false][i], tol * std::max(1.0, std::abs(curves[false][i])))
+          << what << " step " << i + 1;
+  }
 }
 
 TEST(TrainStep, ARankWithoutRowsContributesNothing) {

@@ -16,6 +16,7 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
+#include "ops/linear/dense.h"
 #include "ops/linear/rows_matmul.h"
 
 namespace nmt {
@@ -83,17 +84,30 @@ void DenseImpl::reset() {
 
 at::Tensor DenseImpl::forward(const at::Tensor& x, bool with_bias) {
   const at::ScalarType t = x.scalar_type();
-  const at::Tensor w = weight.scalar_type() == t ? weight : weight.to(t);
   at::Tensor x2 = x.reshape({-1, options.in()});  // [N, in]
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = options.out();
+  const bool use_bias = with_bias && options.bias();
+  if (ops::dense_applies(x2, weight)) {
+    // Training on a GPU: the side copies where the trainer keeps them, the
+    // weight gradient added into the optimizer's buffer (ops/linear/dense.h).
+    const bool copies = is_training() && weight_side.defined() && weight_side.scalar_type() == t &&
+                        (!use_bias || (bias_side.defined() && bias_side.scalar_type() == t));
+    const auto side = [&](const at::Tensor& p, const at::Tensor& copy) {
+      return p.scalar_type() == t ? p : copies ? copy : p.to(t);
+    };
+    return ops::dense(x2, weight, side(weight, weight_side), use_bias ? bias : at::Tensor(),
+                      use_bias ? side(bias, bias_side) : at::Tensor())
+        .view(shape);
+  }
+  const at::Tensor w = weight.scalar_type() == t ? weight : weight.to(t);
   const int64_t n = x2.size(0);
   // oneDNN compiles a bf16 kernel per matrix shape (about 1 ms each), and
   // batch shapes vary from step to step: rows padded to a multiple of
   // kMatmulRowQuantum keep the set of shapes small.
   if (t == at::kBFloat16) x2 = pad_rows(x2, kMatmulRowQuantum);
   const at::Tensor y = matmul_rows(
-      x2, w, with_bias && options.bias() ? (bias.scalar_type() == t ? bias : bias.to(t)) : at::Tensor());  // [N', out]
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = options.out();
+      x2, w, use_bias ? (bias.scalar_type() == t ? bias : bias.to(t)) : at::Tensor());  // [N', out]
   // (a narrow of all the rows would still be recorded for autograd, whose
   // backward allocates zeros and copies the gradient into them)
   return (y.size(0) == n ? y : y.narrow(0, 0, n)).view(shape);

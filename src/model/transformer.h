@@ -80,6 +80,11 @@ class DenseImpl : public torch::nn::Cloneable<DenseImpl> {
   DenseOptions options;
   at::Tensor weight;  // [in, out]
   at::Tensor bias;    // [out]
+  // Copies of weight and bias in the matrix side's dtype that a trainer
+  // keeps current (bf16 training on a GPU: train/train_step.h), read by the
+  // training-mode forward instead of casting the weights every step; not
+  // parameters, not saved. Undefined otherwise.
+  at::Tensor weight_side, bias_side;
 };
 TORCH_MODULE(Dense);
 

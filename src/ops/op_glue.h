@@ -1,15 +1,23 @@
-// Helpers shared by the LibTorch glue of the fused CPU ops: typed data
-// pointers (bf16 tensors as the kernels' bf16) and dropout coordinates kept
-// in an autograd context.
+// Helpers shared by the LibTorch glue of the fused ops: typed data pointers
+// (bf16 tensors as the kernels' bf16), dropout coordinates kept in an
+// autograd context, and (in a build with CUDA) the switch and launch helper
+// of their GPU kernels.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "ops/bf16.h"
 #include "ops/random/dropout.h"
+
+#ifdef NMT_WITH_CUDA
+struct CUstream_st;
+#endif
 
 namespace nmt::ops::glue {
 
@@ -52,5 +60,44 @@ inline Dropout load_dropout(torch::autograd::AutogradContext* ctx) {
   d.first_row = ctx->saved_data["dropout_first_row"].toInt();
   return d;
 }
+
+// Whether tensors on a GPU run the fused CUDA kernels of the training ops
+// (layer norm, bias + ReLU + dropout, embedding, cross-entropy, the dense
+// layers' weight gradients, Adam): on by default; NMT_CUDA_FUSED_OPS=0 (or
+// set_cuda_fused_ops(false), for tests) runs the LibTorch composites
+// instead, which is how the two are compared. Meaningless without CUDA.
+inline std::atomic<bool>& cuda_fused_ops_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("NMT_CUDA_FUSED_OPS");
+    return v == nullptr || std::string_view(v) != "0";
+  }()};
+  return on;
+}
+inline bool cuda_fused_ops() { return cuda_fused_ops_flag().load(std::memory_order_relaxed); }
+inline void set_cuda_fused_ops(bool on) { cuda_fused_ops_flag().store(on); }
+
+// Whether a fused op runs its CUDA kernels on `t`: a GPU tensor of a CUDA
+// build, with the switch on.
+inline bool fused_on_cuda(const at::Tensor& t) {
+#ifdef NMT_WITH_CUDA
+  return t.is_cuda() && cuda_fused_ops();
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+#ifdef NMT_WITH_CUDA
+// The current LibTorch stream of t's device (made the current device) as
+// the kernels take it; a launch's nonzero result (a cudaError_t value) as
+// an error naming `what`. In ops/cuda_glue.cpp, which alone includes the
+// CUDA headers.
+void* cuda_stream_for(const at::Tensor& t);
+void check_cuda(int err, const char* what);
+template <typename F>
+void launch_cuda(const at::Tensor& t, const char* what, F&& f) {
+  check_cuda(f(static_cast<CUstream_st*>(cuda_stream_for(t))), what);
+}
+#endif
 
 }  // namespace nmt::ops::glue

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "ops/linear/dense.h"
 #include "train/loss.h"
 
 namespace nmt {
@@ -20,6 +21,25 @@ TrainStep::TrainStep(Transformer model, const TrainConfig& config, c10::Device d
                  ops::AdamHyper{config.adam_beta1, config.adam_beta2, config.adam_eps,
                                 config.weight_decay}) {
   sync_->attach(optimizer_.flat_grad(), model_->parameters());
+  attach_side_copy();
+}
+
+void TrainStep::attach_side_copy() {
+  const at::Tensor& flat = optimizer_.flat_param();
+  const at::ScalarType side = model_->matmul_dtype();
+  if (side == flat.scalar_type() || !ops::dense_applies(at::empty({0}, flat.options().dtype(side)), flat)) return;
+  side_copy_ = at::empty(flat.sizes(), flat.options().dtype(side));
+  // A parameter's copy sits at its offset in the flat buffer.
+  const auto copy_of = [&](const at::Tensor& p) {
+    const int64_t offset = (static_cast<const char*>(p.data_ptr()) - static_cast<const char*>(flat.data_ptr())) /
+                           static_cast<int64_t>(flat.element_size());
+    return side_copy_.narrow(0, offset, p.numel()).view(p.sizes());
+  };
+  for (const auto& m : model_->modules(/*include_self=*/false))
+    if (auto* dense = dynamic_cast<DenseImpl*>(m.get())) {
+      dense->weight_side = copy_of(dense->weight);
+      if (dense->bias.defined()) dense->bias_side = copy_of(dense->bias);
+    }
 }
 
 void TrainStep::broadcast_state() {
@@ -51,6 +71,9 @@ StepOutput TrainStep::run(const StepBatch& sb, int64_t step, double lr, const st
   // Dropout masks are drawn from (seed, step, global row): the same whatever
   // the number of ranks, and again after a resume.
   model_->set_dropout_step(config_.seed, step, sb.first_row);
+  // The weights as this step sees them (a resume or a broadcast may have
+  // written them since the last step).
+  if (side_copy_.defined()) side_copy_.copy_(optimizer_.flat_param());
   sync_->note_step(step);
   optimizer_.zero_grad();
   // The loss of this rank's rows divided by the tokens of the whole global

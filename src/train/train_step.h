@@ -44,11 +44,18 @@ class TrainStep {
   GradientSync& sync() { return *sync_; }
 
  private:
+  void attach_side_copy();
+
   Transformer model_;
   TrainConfig config_;
   c10::Device device_;
   std::shared_ptr<GradientSync> sync_;
   ops::FlatAdam optimizer_;
+  // bf16 training on a GPU: a bf16 copy of the flat parameter buffer,
+  // refreshed at the start of every step (one cast of every weight instead
+  // of one per dense layer per forward), which the dense layers' products
+  // read (DenseImpl::weight_side). Undefined otherwise.
+  at::Tensor side_copy_;
 };
 
 }  // namespace nmt

@@ -6,6 +6,9 @@
 
 #include "ops/activation/cpu/bias_relu_dropout_cpu.h"
 #include "ops/op_glue.h"
+#ifdef NMT_WITH_CUDA
+#include "ops/activation/cuda/bias_relu_dropout_kernel.h"
+#endif
 
 namespace nmt::ops {
 
@@ -31,6 +34,13 @@ struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropou
       p.channels = h.size(-1);
       p.positions = h.size(1);
       p.dropout = dropout.stream();
+#ifdef NMT_WITH_CUDA
+      if constexpr (std::is_same_v<T, float>) {
+        if (h.is_cuda())
+          return glue::launch_cuda(h, "bias_relu_dropout",
+                                   [&](auto stream) { return cuda::bias_relu_dropout_forward(p, stream); });
+      }
+#endif
       cpu::bias_relu_dropout_forward(p);
     });
     ctx->save_for_backward({out});
@@ -56,6 +66,17 @@ struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropou
       p.rows = out.numel() / out.size(-1);
       p.channels = out.size(-1);
       p.p = static_cast<float>(ctx->saved_data["p"].toDouble());
+#ifdef NMT_WITH_CUDA
+      if constexpr (std::is_same_v<T, float>) {
+        if (out.is_cuda()) {
+          const at::Tensor scratch = at::empty(
+              {cuda::bias_relu_dropout_backward_scratch_floats(p.rows, p.channels)}, out.options().dtype(at::kFloat));
+          return glue::launch_cuda(out, "bias_relu_dropout backward", [&](auto stream) {
+            return cuda::bias_relu_dropout_backward(p, scratch.data_ptr<float>(), stream);
+          });
+        }
+      }
+#endif
       cpu::bias_relu_dropout_backward(p);
     });
     return {dh, dbias, at::Tensor()};
@@ -74,7 +95,10 @@ at::Tensor bias_relu_dropout_reference(const at::Tensor& h, const at::Tensor& bi
 
 at::Tensor bias_relu_dropout(const at::Tensor& h, const at::Tensor& bias, const Dropout& dropout) {
   TORCH_CHECK(h.dim() == 3, "bias_relu_dropout: h must be [B, T, F]");
-  if (!h.is_cpu()) return bias_relu_dropout_reference(h, bias, dropout);
+  // On a GPU: the fused kernels for a float32 bias with float32 or bf16 h.
+  const bool fused_gpu = glue::fused_on_cuda(h) && bias.scalar_type() == at::kFloat &&
+                         (h.scalar_type() == at::kFloat || h.scalar_type() == at::kBFloat16);
+  if (!h.is_cpu() && !fused_gpu) return bias_relu_dropout_reference(h, bias, dropout);
   return BiasReluDropoutFunction::apply(h, bias, dropout)[0];
 }
 

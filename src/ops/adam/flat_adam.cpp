@@ -8,6 +8,10 @@
 #include <cmath>
 
 #include "ops/adam/cpu/adam_cpu.h"
+#include "ops/op_glue.h"
+#ifdef NMT_WITH_CUDA
+#include "ops/adam/cuda/adam_kernel.h"
+#endif
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -57,6 +61,7 @@ at::Tensor FlatAdam::grad_norm() const {
       sum = cpu::sum_of_squares(grad_.data_ptr<double>(), grad_.numel());
     return at::scalar_tensor(std::sqrt(sum), grad_.options());
   }
+  if (glue::fused_on_cuda(grad_)) return grad_.norm();  // one reduction
   return grad_.pow(2).sum().sqrt();
 }
 
@@ -83,6 +88,24 @@ void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
     else run(static_cast<double*>(nullptr));
     return;
   }
+#ifdef NMT_WITH_CUDA
+  if (glue::fused_on_cuda(param_) && param_.scalar_type() == at::kFloat) {
+    cpu::AdamParams<float> p{};
+    p.param = param_.data_ptr<float>();
+    p.grad = grad_.data_ptr<float>();
+    p.exp_avg = exp_avg_.data_ptr<float>();
+    p.exp_avg_sq = exp_avg_sq_.data_ptr<float>();
+    p.count = param_.numel();
+    p.lr = lr, p.beta1 = hyper_.beta1, p.beta2 = hyper_.beta2, p.eps = hyper_.eps;
+    p.weight_decay = hyper_.weight_decay;
+    p.step = steps_;
+    const at::Tensor scale = grad_scale.to(param_.options()).contiguous();  // stays on the GPU
+    glue::launch_cuda(param_, "adam_step", [&](auto stream) {
+      return cuda::adam_step(p, scale.data_ptr<float>(), stream);
+    });
+    return;
+  }
+#endif
   // Elsewhere: LibTorch ops on the flat buffers, in torch::optim::Adam's order.
   at::NoGradGuard no_grad;
   at::Tensor g = grad_ * grad_scale;

@@ -4,8 +4,9 @@
 // autograd accumulates into in place. Zeroing, the gradient norm, gradient
 // all-reduce (train/gradient_sync.h) and the update are then one pass each
 // over contiguous memory instead of a few ops per parameter tensor.
-// CPU: the fused kernel (cpu/adam_cpu.h); other devices: LibTorch ops on the
-// flat buffers (the same arithmetic).
+// CPU: the fused kernel (cpu/adam_cpu.h); a GPU: one CUDA kernel
+// (cuda/adam_kernel.h); other devices: LibTorch ops on the flat buffers (the
+// same arithmetic).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "ops/op_glue.h"
 
 namespace nmt::ops {
 
@@ -92,6 +93,14 @@ bool packed_kernels(const at::Tensor& t, AttentionBackend backend) {
   return t.is_cpu() && backend != AttentionBackend::kTorch;
 }
 
+#ifdef NMT_WITH_CUDA
+// bf16 projections on a GPU with flash: its tensor-core kernels take the
+// packed form (with the fused training ops: one switch, op_glue.h).
+bool packed_cuda(const at::Tensor& t, AttentionBackend backend) {
+  return glue::fused_on_cuda(t) && backend == AttentionBackend::kFlash && t.scalar_type() == at::kBFloat16;
+}
+#endif
+
 }  // namespace
 
 at::Tensor self_attention(const at::Tensor& qkv, int64_t heads, const AttentionOptions& options,
@@ -99,6 +108,10 @@ at::Tensor self_attention(const at::Tensor& qkv, int64_t heads, const AttentionO
   TORCH_CHECK(qkv.dim() == 3 && qkv.size(2) % (3 * heads) == 0,
               "self_attention: qkv must be [B, T, 3C] with C divisible by heads, got ", qkv.sizes());
   if (packed_kernels(qkv, backend)) return packed_attention_cpu(qkv, at::Tensor(), heads, options, backend);
+#ifdef NMT_WITH_CUDA
+  if (packed_cuda(qkv, backend))
+    if (at::Tensor o = packed_flash_attention_cuda(qkv, at::Tensor(), heads, options); o.defined()) return o;
+#endif
   const int64_t C = qkv.size(2) / 3;
   return merge_heads(attention(split_heads(qkv, 0, heads, C), split_heads(qkv, C, heads, C),
                                split_heads(qkv, 2 * C, heads, C), options, backend));
@@ -110,6 +123,10 @@ at::Tensor cross_attention(const at::Tensor& q, const at::Tensor& kv, int64_t he
               "cross_attention: expected q [B, Tq, C] and kv [B, Tk, 2C], got ", q.sizes(), " and ",
               kv.sizes());
   if (packed_kernels(q, backend)) return packed_attention_cpu(q, kv, heads, options, backend);
+#ifdef NMT_WITH_CUDA
+  if (packed_cuda(q, backend) && kv.scalar_type() == at::kBFloat16)
+    if (at::Tensor o = packed_flash_attention_cuda(q, kv, heads, options); o.defined()) return o;
+#endif
   const int64_t C = q.size(2);
   return merge_heads(attention(split_heads(q, 0, heads, C), split_heads(kv, 0, heads, C),
                                split_heads(kv, C, heads, C), options, backend));

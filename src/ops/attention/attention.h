@@ -54,6 +54,12 @@ at::Tensor attention_naive_cuda(const at::Tensor& q, const at::Tensor& k, const 
                                 const AttentionOptions& options);
 at::Tensor attention_flash_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options);
+// The packed form on a GPU for bf16 projections (flash's tensor-core kernels
+// read and write the heads where they lie in the projections' channels):
+// kv_src undefined for self-attention on q_src = qkv. Undefined when the
+// kernels do not take these tensors (the caller then splits the heads).
+at::Tensor packed_flash_attention_cuda(const at::Tensor& q_src, const at::Tensor& kv_src, int64_t heads,
+                                       const AttentionOptions& options);
 #endif
 
 // Boolean mask [B, 1|H, Tq, Tk] (true = may attend) for the options; used by

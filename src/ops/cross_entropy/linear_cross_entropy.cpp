@@ -7,13 +7,20 @@
 #include <algorithm>
 
 #include "ops/cross_entropy/cpu/cross_entropy_cpu.h"
+#include "ops/linear/dense.h"
 #include "ops/op_glue.h"
+#ifdef NMT_WITH_CUDA
+#include "ops/cross_entropy/cuda/cross_entropy_kernel.h"
+#endif
 
 namespace nmt::ops {
 
 namespace {
 
 using torch::autograd::AutogradContext;
+
+// Logits a GPU computes at once: 2^27 (256 MB in bf16) of them.
+constexpr int64_t kGpuChunkElements = int64_t{1} << 27;
 using torch::autograd::variable_list;
 
 // Loss and gradient of logits z [R, V] (rows of `labels`), into loss [R] and grad [R, V].
@@ -31,6 +38,12 @@ void chunk_loss(const at::Tensor& z, const at::Tensor& labels, at::Tensor& loss,
     p.rows = z.size(0), p.classes = z.size(1), p.logits_stride = z.stride(0);
     p.ignore_index = ignore_index;
     p.smoothing = smoothing;
+#ifdef NMT_WITH_CUDA
+    if constexpr (std::is_same_v<T, float>) {
+      if (z.is_cuda())
+        return glue::launch_cuda(z, "linear_cross_entropy", [&](auto stream) { return cuda::cross_entropy(p, stream); });
+    }
+#endif
     cpu::cross_entropy(p);
   });
 }
@@ -42,10 +55,12 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
                                const at::Tensor& bias, const at::Tensor& labels_in, double smoothing,
                                int64_t ignore_index, bool need_grad, bool want_nll) {
     RECORD_FUNCTION("nmt::linear_cross_entropy", std::vector<c10::IValue>());
-    // bf16: rows padded (labelled ignore_index) to whole 64-row blocks, so
-    // that oneDNN sees few distinct matrix shapes (it compiles one per shape).
+    // bf16 on the CPU: rows padded (labelled ignore_index) to whole 64-row
+    // blocks, so that oneDNN sees few distinct matrix shapes (it compiles one
+    // per shape).
     const int64_t rows_in = h_in.size(0);
-    const bool pad = h_in.scalar_type() == at::kBFloat16 && rows_in % 64 != 0;
+    const bool gpu = h_in.is_cuda();
+    const bool pad = !gpu && h_in.scalar_type() == at::kBFloat16 && rows_in % 64 != 0;
     const int64_t pad_rows = pad ? 64 - rows_in % 64 : 0;
     const at::Tensor h = pad ? at::constant_pad_nd(h_in, {0, 0, 0, pad_rows}) : h_in.contiguous();
     const at::Tensor labels =
@@ -57,7 +72,9 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     const at::Tensor w = weight.to(side).contiguous();
     const at::Tensor b = has_bias ? bias.to(side) : at::Tensor();
     const int64_t n = h.size(0), classes = w.size(0);
-    const int64_t chunk = cross_entropy_chunk_rows(classes);
+    // A GPU takes the rows in as few launches as its memory allows.
+    const int64_t chunk = gpu ? std::max<int64_t>(1, kGpuChunkElements / std::max<int64_t>(classes, 1))
+                              : cross_entropy_chunk_rows(classes);
     at::Tensor row_loss = at::empty({n}, h.options().dtype(stream));
     at::Tensor row_nll = want_nll ? at::empty({n}, h.options().dtype(stream)) : at::Tensor();
     at::Tensor dh, dw, db;
@@ -78,7 +95,10 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       if (!need_grad) continue;
       at::Tensor dh_c = dh.narrow(0, r0, rows);
       at::mm_out(dh_c, g, w);  // dh = G W
-      if (side == stream) {
+      if (gpu) {
+        add_at_b(dw, g, hc);  // dW += Gᵀ h, accumulated in float32
+        if (has_bias) db.add_(at::sum(g, {0}, /*keepdim=*/false, stream));
+      } else if (side == stream) {
         dw.addmm_(g.t(), hc);  // dW += Gᵀ h
         if (has_bias) db.add_(g.sum(0));
       } else {
@@ -132,7 +152,11 @@ at::Tensor linear_cross_entropy(const at::Tensor& h, const at::Tensor& weight, c
                   h.size(1) == weight.size(1),
               "linear_cross_entropy: expected h [N, C], weight [V, C], labels [N]; got ", h.sizes(),
               ", ", weight.sizes(), ", ", labels.sizes());
-  if (!h.is_cpu()) {
+  // On a GPU: the fused loss for float32 parameters and float32 or bf16 h.
+  const bool fused_gpu = glue::fused_on_cuda(h) && weight.scalar_type() == at::kFloat &&
+                         (h.scalar_type() == at::kFloat || h.scalar_type() == at::kBFloat16) &&
+                         labels.scalar_type() == at::kLong;
+  if (!h.is_cpu() && !fused_gpu) {
     if (!nll_sum || smoothing == 0) {
       at::Tensor loss = linear_cross_entropy_reference(h, weight, bias, labels, smoothing, ignore_index);
       if (nll_sum) *nll_sum = loss.detach();

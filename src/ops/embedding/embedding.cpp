@@ -6,6 +6,9 @@
 
 #include "ops/embedding/cpu/embedding_cpu.h"
 #include "ops/op_glue.h"
+#ifdef NMT_WITH_CUDA
+#include "ops/embedding/cuda/embedding_kernel.h"
+#endif
 
 namespace nmt::ops {
 
@@ -27,8 +30,11 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
                                int64_t padding_id, Dropout dropout) {
     RECORD_FUNCTION("nmt::embed_tokens", std::vector<c10::IValue>());
     const at::Tensor ids = ids_in.contiguous();
-    TORCH_CHECK(ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 &&
-                                     ids.max().item<int64_t>() < table.size(0)),
+    // On a GPU the check would stop the host for every call: there the ids
+    // come checked (prepared corpora are checked as they are read, decoding
+    // feeds the model its own outputs).
+    TORCH_CHECK(ids.is_cuda() || ids.numel() == 0 ||
+                    (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < table.size(0)),
                 "embed_tokens: token id out of range [0, ", table.size(0), ")");
     TORCH_CHECK(offset + ids.size(1) <= positions.size(0), "embed_tokens: sequence of ",
                 offset + ids.size(1), " tokens exceeds the position table's ", positions.size(0));
@@ -45,6 +51,12 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
       p.position_offset = offset;
       p.scale = static_cast<T>(scale);
       p.dropout = dropout.stream();
+#ifdef NMT_WITH_CUDA
+      if constexpr (std::is_same_v<T, float>) {
+        if (out.is_cuda())
+          return glue::launch_cuda(out, "embed_tokens", [&](auto stream) { return cuda::embedding_forward(p, stream); });
+      }
+#endif
       cpu::embedding_forward(p);
     });
     ctx->save_for_backward({ids});
@@ -58,7 +70,10 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor ids = ctx->get_saved_variables()[0];
     const at::Tensor dout = grads[0].contiguous();
-    at::Tensor dtable = at::empty({ctx->saved_data["vocab"].toInt(), dout.size(-1)}, dout.options());
+    const int64_t vocab = ctx->saved_data["vocab"].toInt();
+    // The GPU kernel adds into a zero-filled table; the CPU kernel fills it.
+    at::Tensor dtable = dout.is_cuda() ? at::zeros({vocab, dout.size(-1)}, dout.options())
+                                       : at::empty({vocab, dout.size(-1)}, dout.options());
     dispatch_types(dout.scalar_type(), [&](auto t) {
       using T = decltype(t);
       cpu::EmbeddingBackwardParams<T> p{};
@@ -70,6 +85,13 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
       p.padding_id = ctx->saved_data["padding_id"].toInt();
       p.scale = static_cast<T>(ctx->saved_data["scale"].toDouble());
       p.dropout = glue::load_dropout(ctx).stream();
+#ifdef NMT_WITH_CUDA
+      if constexpr (std::is_same_v<T, float>) {
+        if (dout.is_cuda())
+          return glue::launch_cuda(dout, "embed_tokens backward",
+                                   [&](auto stream) { return cuda::embedding_backward(p, stream); });
+      }
+#endif
       cpu::embedding_backward(p);
     });
     return {at::Tensor(), dtable, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -92,7 +114,9 @@ at::Tensor embed_tokens(const at::Tensor& ids, const at::Tensor& table, const at
                         int64_t position_offset, double scale, int64_t padding_id,
                         const Dropout& dropout) {
   TORCH_CHECK(ids.dim() == 2 && table.dim() == 2, "embed_tokens: ids [B, T], table [V, C]");
-  if (!table.is_cpu())
+  const bool fused_gpu = glue::fused_on_cuda(table) && table.scalar_type() == at::kFloat && ids.is_cuda() &&
+                         ids.scalar_type() == at::kLong && positions.is_cuda();
+  if (!table.is_cpu() && !fused_gpu)
     return embed_tokens_reference(ids, table, positions, position_offset, scale, padding_id, dropout);
   return EmbeddingFunction::apply(ids, table, positions, position_offset, scale, padding_id, dropout)[0];
 }

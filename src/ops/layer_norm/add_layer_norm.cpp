@@ -7,6 +7,9 @@
 
 #include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
 #include "ops/op_glue.h"
+#ifdef NMT_WITH_CUDA
+#include "ops/layer_norm/cuda/add_layer_norm_kernel.h"
+#endif
 
 namespace nmt::ops {
 
@@ -33,6 +36,12 @@ void run_forward(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gam
   p.positions = x.size(1);
   p.eps = eps;
   p.dropout = d.stream();
+#ifdef NMT_WITH_CUDA
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.is_cuda())
+      return glue::launch_cuda(x, "add_layer_norm", [&](auto stream) { return cuda::add_layer_norm_forward(p, stream); });
+  }
+#endif
   cpu::add_layer_norm_forward(p);
 }
 
@@ -56,6 +65,17 @@ void run_backward(const at::Tensor& s, const at::Tensor& mean, const at::Tensor&
   p.channels = s.size(-1);
   p.positions = s.size(1);
   p.dropout = d.stream();
+#ifdef NMT_WITH_CUDA
+  if constexpr (std::is_same_v<T, float>) {
+    if (s.is_cuda()) {
+      const at::Tensor scratch =
+          at::empty({cuda::add_layer_norm_backward_scratch_floats(p.rows, p.channels)}, s.options());
+      return glue::launch_cuda(s, "add_layer_norm backward", [&](auto stream) {
+        return cuda::add_layer_norm_backward(p, scratch.data_ptr<float>(), stream);
+      });
+    }
+  }
+#endif
   cpu::add_layer_norm_backward(p);
 }
 
@@ -129,7 +149,10 @@ AddLayerNormOutput add_layer_norm(const at::Tensor& x, const at::Tensor& y, cons
                                   const at::Tensor& beta, double eps, const Dropout& dropout,
                                   at::ScalarType norm_dtype) {
   TORCH_CHECK(x.dim() == 3, "add_layer_norm: x must be [B, T, C]");
-  if (!x.is_cpu()) return add_layer_norm_reference(x, y, gamma, beta, eps, dropout, norm_dtype);
+  // On a GPU: the fused kernels for a float32 stream with a float32 or bf16 side.
+  const bool fused_gpu = glue::fused_on_cuda(x) && x.scalar_type() == at::kFloat &&
+                         (norm_dtype == at::kFloat || norm_dtype == at::kBFloat16);
+  if (!x.is_cpu() && !fused_gpu) return add_layer_norm_reference(x, y, gamma, beta, eps, dropout, norm_dtype);
   const variable_list out = AddLayerNormFunction::apply(
       x, y.defined() ? y : at::empty({0}, x.options().dtype(norm_dtype)), gamma, beta, eps, dropout,
       norm_dtype);

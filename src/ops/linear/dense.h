@@ -1,0 +1,36 @@
+// A dense layer's product for training on a GPU, with its weight gradient
+// added where the optimizer reads it:
+//   y = x w + b
+// x: [N, in] in the matrix side's dtype (float32, or bf16 when matrix
+// multiplies run in bf16), w: [in, out] and b: [out] float32 parameters,
+// w_side and b_side the copies the product reads (w and b themselves for
+// float32; bf16 copies of them, kept by the trainer, for bf16). The backward
+// adds xᵀ dy into w's gradient buffer itself when w has one (FlatAdam's flat
+// gradients): one product with float32 accumulation, no bf16 weight gradient
+// to widen and add. Otherwise it returns the gradient as autograd expects.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace nmt::ops {
+
+// Whether a model's dense layer takes dense() for x and its weight w: a
+// GPU with the fused ops on (op_glue.h), float32 w, float32 or bf16 x, and
+// gradients wanted (inference keeps LibTorch's products).
+bool dense_applies(const at::Tensor& x, const at::Tensor& w);
+// b and b_side may be undefined (no bias).
+at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_side, const at::Tensor& b,
+                 const at::Tensor& b_side);
+
+// g += aᵀ · c for a: [N, M], c: [N, K] of one dtype into g: [M, K]. With
+// a and c in g's dtype, LibTorch's addmm_; bf16 into a float32 g on a GPU
+// (all contiguous), one cuBLAS product accumulated in float32; otherwise a
+// product in a's dtype, widened and added.
+void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c);
+
+#ifdef NMT_WITH_CUDA
+// add_at_b for bf16 a and c on a GPU (cuBLAS, float32 output), cuda/add_at_b_cuda.cpp.
+void add_at_b_bf16_cuda(at::Tensor& g, const at::Tensor& a, const at::Tensor& c);
+#endif
+
+}  // namespace nmt::ops
