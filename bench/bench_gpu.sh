@@ -16,17 +16,26 @@
 #      SDPA chose) with the speed ratio; with bf16 also against SDPA allowed
 #      only its FlashAttention-2 kernel (--sdpa flash); 37 processes per dtype,
 #      18 more for the FA2 rows (about 2 minutes)
-#   4. training configs/real.yaml for M minutes a run, each in its own
-#      folder: nmt float32 and nmt bf16 (flash attention), then
+#   4. training, for each of --configs (configs/real.yaml, 8.6M parameters,
+#      and configs/base.yaml, Transformer-base) for M minutes a run, each in
+#      its own folder: nmt float32 and nmt bf16 (flash attention), then
 #      bench/torch_reference.py on the same GPU with nmt's tokenizers, bf16
 #      autocast eager (nn.MultiheadAttention, i.e. SDPA) and torch.compile'd;
-#      the validation BLEU of each, all scored by nmt; one table of tokens/s,
-#      steps, BLEU and tokens/s against nmt bf16 (about 4 x M minutes plus
-#      start-ups, decoding and compilation: 4 to 5 minutes)
+#      the validation BLEU of each, all scored by nmt; one table a config of
+#      tokens/s, steps, BLEU and tokens/s against nmt bf16, with nmt bf16
+#      against nmt float32 and against PyTorch's fastest mode (about 4 x M
+#      minutes a config plus start-ups, decoding and compilation). With
+#      --baseline, nmt again on the first config with its fused CUDA
+#      training ops off (NMT_CUDA_FUSED_OPS=0: LibTorch's composite ops, as
+#      before they existed), so the table shows what they change; with
+#      --profile-steps N, `nmt train --profile N` of the first config in
+#      float32 and bf16 (and, with --baseline, unfused): host time per op
+#      and the step's time without the profiler
 #
 # Usage: bench/bench_gpu.sh [--build-dir DIR] [--report FILE] [--train-minutes M]
 #          [--time-limit T] [--python PY] [--bench-lens LIST] [--bench-dims LIST]
-#          [--dry-run]
+#          [--configs LIST] [--attention-dtypes LIST] [--baseline] [--profile-steps N]
+#          [--skip-standalone] [--dry-run]
 #   --build-dir DIR    a CUDA build (scripts/build_cuda.sh) or a bundle from
 #                      scripts/gpu_bundle_build.sh (source DIR/env.sh PY first);
 #                      default build-cuda
@@ -39,9 +48,16 @@
 #   --python PY        python with CUDA PyTorch, sentencepiece and yaml;
 #                      default python3
 #   --bench-lens LIST, --bench-dims LIST  default 1024,4096 and 64,128
+#   --configs LIST     names under configs/, default real,base
+#   --attention-dtypes LIST  float32,bf16 (the default) or one of them
+#   --baseline         the first config also with the fused CUDA ops off
+#   --profile-steps N  profile N steps of the first config (default 0: none)
+#   --skip-standalone  leave out tests/flash_standalone_test (the kernels
+#                      alone, 28 cases: for a run whose kernels did not change)
 #   --dry-run          no GPU needed: the same steps on the CPU with tiny sizes
 #                      (bench-attention at T = 64, D = 16, float32 only;
-#                      configs/toy.yaml for 12 steps a run; 100 validation
+#                      configs/toy.yaml (whatever --configs says) for 12
+#                      steps a run; 100 validation
 #                      lines; the CUDA tests and torch.compile skipped), in
 #                      well under 2 minutes on 2 cores; ctest bench.gpu_dry_run
 #                      runs it. Without torch in PY its PyTorch rows say
@@ -54,11 +70,16 @@ set -uo pipefail
 start_dir=$PWD
 usage_error() { echo "bench_gpu: $*" >&2; exit 2; }
 build='' report=gpu_bench_report.md minutes=0.75 time_limit=9 py=python3 lens='' dims='' dry=0
+configs=real,base attention_dtypes=float32,bf16 baseline=0 profile_steps=0 standalone=1
 while (($#)); do
   case $1 in
-    --build-dir|--report|--train-minutes|--time-limit|--python|--bench-lens|--bench-dims)
+    --build-dir|--report|--train-minutes|--time-limit|--python|--bench-lens|--bench-dims|--configs|\
+    --attention-dtypes|--profile-steps)
       (($# >= 2)) || usage_error "$1 needs a value (see --help)"
       case $1 in
+        --configs) configs=$2 ;;
+        --attention-dtypes) attention_dtypes=$2 ;;
+        --profile-steps) profile_steps=$2 ;;
         --build-dir) build=$2 ;;
         --report) report=$2 ;;
         --train-minutes) minutes=$2 ;;
@@ -69,6 +90,8 @@ while (($#)); do
       esac
       shift 2 ;;
     --dry-run) dry=1; shift ;;
+    --baseline) baseline=1; shift ;;
+    --skip-standalone) standalone=0; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument $1 (see --help)" ;;
   esac
@@ -80,6 +103,14 @@ for v in "--bench-lens=$lens" "--bench-dims=$dims"; do
   [[ $v =~ =$ || $v =~ =[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
     usage_error "${v%%=*}: '${v#*=}' is not a comma-separated list of numbers"
 done
+[[ $configs =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] || usage_error "--configs: '$configs' is not a comma-separated list of names"
+IFS=, read -ra config_names <<<"$configs"
+for c in "${config_names[@]}"; do
+  [ -f "$(dirname "$0")/../configs/$c.yaml" ] || usage_error "--configs: no configs/$c.yaml"
+done
+[[ $attention_dtypes =~ ^(float32|bf16)(,(float32|bf16))*$ ]] ||
+  usage_error "--attention-dtypes: '$attention_dtypes' is not a list of float32 and bf16"
+[[ $profile_steps =~ ^[0-9]+$ ]] || usage_error "--profile-steps: '$profile_steps' is not a whole number"
 abs() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$start_dir" "$1" ;; esac; }
 report=$(abs "$report")
 [ -n "$build" ] && build=$(abs "$build")
@@ -98,15 +129,16 @@ fi
 
 # What differs between the GPU run and the dry run (which ignores --train-minutes).
 if ((dry)); then
-  device=cpu config=configs/toy.yaml threads=(--threads 2) lens=${lens:-64} dims=${dims:-16}
+  device=cpu config_names=(toy) threads=(--threads 2) lens=${lens:-64} dims=${dims:-16}
   dtypes=(float32) bench_extra=(--repeats 1 --threads 2)
   budget="12 steps" nmt_rule="12 steps (\`train.max_steps\`)" py_rule="12 steps"
   nmt_budget=(--set train.max_steps=12 --set train.max_minutes=0 --set train.log_every=4)
   py_budget=(--max-steps 12 --log-every 4)
   train_limit=300 compile_limit=300
 else
-  device=cuda config=configs/real.yaml threads=() lens=${lens:-1024,4096} dims=${dims:-64,128}
-  dtypes=(float32 bf16) bench_extra=()
+  device=cuda threads=() lens=${lens:-1024,4096} dims=${dims:-64,128}
+  IFS=, read -ra dtypes <<<"$attention_dtypes"
+  bench_extra=()
   budget="$minutes min" nmt_rule="$minutes minutes of wall time (\`train.max_minutes\`)"
   py_rule="$minutes minutes of training steps"
   nmt_budget=(--set train.max_minutes="$minutes" --set train.max_steps=0)
@@ -175,7 +207,7 @@ config_value() { sed -n "s/^ *$1: *\([^ #]*\).*/\1/p" "$config" | head -1; }
     echo "**Dry run** (\`--dry-run\`): the CPU, tiny sizes; the figures say only that every step runs."
     echo
   fi
-  echo "Build \`$build\`, python \`$py\`, $config, $budget per training run; attention at T = $lens, D = $dims."
+  echo "Build \`$build\`, python \`$py\`, configs ${config_names[*]}, $budget per training run; attention at T = $lens, D = $dims."
 } >>"$report"
 
 section "Build and device"
@@ -205,7 +237,11 @@ else
   LIMIT=300 TAIL=25 record gtest-cuda "$build/tests/nmt_tests" --gtest_filter='*cuda*:*Cuda*:*CUDA*'
   grep -q -e 'CUDA is not available' -e 'no CUDA attention kernels' "$log" &&
     failed+=("gtest-cuda skipped cases")
-  LIMIT=300 TAIL=25 record flash-standalone "$build/tests/flash_standalone_test"
+  if ((standalone)); then
+    LIMIT=300 TAIL=25 record flash-standalone "$build/tests/flash_standalone_test"
+  else
+    note "tests/flash_standalone_test: left out (--skip-standalone)."
+  fi
 fi
 
 for dtype in float32 bf16; do
@@ -262,43 +298,33 @@ print()
 EOF
 done
 
-section "Training $config, $budget per run"
-valid_src=$(config_value valid_src) valid_ref=$(config_value valid_tgt)
-valid_what="the $(wc -l <"$valid_src") lines of $valid_src"
-if ((dry)); then
-  head -n 100 "$valid_src" >"$work/valid.src" && head -n 100 "$valid_ref" >"$work/valid.ref"
-  valid_what="the first 100 lines of $valid_src" valid_src=$work/valid.src valid_ref=$work/valid.ref
-fi
-note "nmt: flash attention, $nmt_rule, no validation during training; tokens/s over its logged" \
-  "windows after the first (warm-up). PyTorch: \`bench/torch_reference.py --device $device --precision bf16\`," \
-  "$py_rule (start-up and decoding not counted), tokens/s after its first 3 steps; compiled: after its" \
-  "first 10 steps, which compile the model, and its budget starts after them. Tokenizers: nmt's, from its" \
-  "prepared corpus. Validation BLEU: greedy decoding of $valid_what by each run's last checkpoint, every" \
-  "run's translations scored by nmt."
-rows=$work/rows.tsv
-: >"$rows"
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }  # run, tokens/s, steps, seconds, BLEU, note
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$result"; }  # of the RESULT line
 bleu_in() { sed -n 's/^BLEU = \([0-9.]*\).*/\1/p' "$1" | head -1; }
 fast_bf16=1
 ((dry)) && ! "$nmt" --version 2>/dev/null | grep -q ', fast bf16' && fast_bf16=0
-for prec in float32 bf16; do
+
+# nmt_run NAME PREC FUSED: one nmt training run of $config, its row (FUSED=0:
+# NMT_CUDA_FUSED_OPS=0, the LibTorch composites).
+nmt_run() {
+  local name=$1 prec=$2 fused=$3 dir stats
   if [ "$prec" = bf16 ] && ((!fast_bf16)); then
-    note "nmt bf16: skipped (this CPU has neither AVX512-BF16 nor AMX, and nmt refuses bf16 on it)."
-    row "nmt bf16" "" "" "" "" "skipped: no bf16 on this CPU"
-    continue
+    note "$name: skipped (this CPU has neither AVX512-BF16 nor AMX, and nmt refuses bf16 on it)."
+    row "$name" "" "" "" "" "skipped: no bf16 on this CPU"
+    return
   fi
-  dir=$work/nmt_$prec
-  LIMIT=$train_limit TAIL=6 record "train-nmt-$prec" "$nmt" train --config "$config" --device "$device" \
+  dir=$work/${config_name}_nmt_${prec}_$fused
+  LIMIT=$train_limit TAIL=6 record "train-${config_name}-nmt-$prec$( ((fused)) || echo -unfused)" \
+    env NMT_CUDA_FUSED_OPS="$fused" "$nmt" train --config "$config" --device "$device" \
     "${threads[@]}" --attention flash --set train.precision="$prec" --set train.checkpoint_dir="$dir" \
     --set tokenizer.protect_placeholders=false \
     --set data.prepared_dir="$work/prepared" "${nmt_budget[@]}" --set train.eval_every=1000000 \
     --set train.valid_bleu_sentences=0 --set train.best_metric=loss --set train.progress=false
   if [ ! -f "$dir/last/state.yaml" ]; then
-    row "nmt $prec" "" "" "" "" "failed: no checkpoint"
-    continue
+    row "$name" "" "" "" "" "failed: no checkpoint"
+    return
   fi
-  stats=$(pyq - "$dir" <<'EOF'
+  stats=$(pyq - "$dir" <<'EOF2'
 import json, sys
 d = sys.argv[1]
 w = [r for r in map(json.loads, filter(str.strip, open(f"{d}/metrics.jsonl"))) if "window_tokens" in r]
@@ -306,71 +332,117 @@ w = w[1:] or w
 tok = sum(r["window_tokens"] for r in w) / sum(r["window_seconds"] for r in w) if w else float("nan")
 st = dict(l.split(": ", 1) for l in open(f"{d}/last/state.yaml").read().splitlines() if ": " in l)
 print(f"{tok:.0f}\t{st['step']}\t{float(st['train_seconds']):.1f}")
-EOF
+EOF2
   )
-  LIMIT=300 TAIL=4 record "evaluate-nmt-$prec" "$nmt" evaluate --checkpoint "$dir/last" --src "$valid_src" \
-    --ref "$valid_ref" --device "$device" "${threads[@]}"
-  row "nmt $prec" "$(cut -f1 <<<"$stats")" "$(cut -f2 <<<"$stats")" "$(cut -f3 <<<"$stats")" "$(bleu_in "$log")" ""
-done
+  LIMIT=300 TAIL=4 record "evaluate-${config_name}-nmt-$prec-$fused" "$nmt" evaluate --checkpoint "$dir/last" \
+    --src "$valid_src" --ref "$valid_ref" --device "$device" "${threads[@]}"
+  row "$name" "$(cut -f1 <<<"$stats")" "$(cut -f2 <<<"$stats")" "$(cut -f3 <<<"$stats")" "$(bleu_in "$log")" \
+    "$( ((fused)) || echo "fused CUDA ops off (NMT_CUDA_FUSED_OPS=0)")"
+}
 
-spm=$(find "$work/prepared" -name src.model -printf '%h\n' 2>/dev/null | head -1)
-for mode in eager compile; do
-  name="PyTorch bf16 $mode"
-  if ((!torch_ok)); then
-    note "$name: skipped: no torch in $py."
-    row "$name" "" "" "" "" "skipped: no torch"
-    continue
+first_config=1
+for config_name in "${config_names[@]}"; do
+  config=configs/$config_name.yaml
+  section "Training $config, $budget per run"
+  valid_src=$(config_value valid_src) valid_ref=$(config_value valid_tgt)
+  valid_what="the $(wc -l <"$valid_src") lines of $valid_src"
+  if ((dry)); then
+    head -n 100 "$valid_src" >"$work/valid.src" && head -n 100 "$valid_ref" >"$work/valid.ref"
+    valid_what="the first 100 lines of $valid_src" valid_src=$work/valid.src valid_ref=$work/valid.ref
   fi
-  if [ "$mode" = compile ] && ((!has_compile)); then
-    note "$name: not available (PyTorch $torch_version has no torch.compile)."
-    row "$name" "" "" "" "" "not available: PyTorch $torch_version has no torch.compile"
-    continue
+  note "nmt: flash attention, $nmt_rule, no validation during training; tokens/s over its logged" \
+    "windows after the first (warm-up). PyTorch: \`bench/torch_reference.py --device $device --precision bf16\`," \
+    "$py_rule (start-up and decoding not counted), tokens/s after its first 3 steps; compiled: after its" \
+    "first 10 steps, which compile the model, and its budget starts after them. Tokenizers: nmt's, from its" \
+    "prepared corpus. Validation BLEU: greedy decoding of $valid_what by each run's last checkpoint, every" \
+    "run's translations scored by nmt."
+  rows=$work/rows_$config_name.tsv
+  : >"$rows"
+  for prec in float32 bf16; do nmt_run "nmt $prec" "$prec" 1; done
+  if ((first_config && baseline)); then
+    for prec in float32 bf16; do nmt_run "nmt $prec, unfused" "$prec" 0; done
   fi
-  if [ "$mode" = compile ] && ((dry)); then
-    note "$name: skipped in the dry run (inductor compiles for over a minute on a small CPU)."
-    row "$name" "" "" "" "" "skipped: dry run"
-    continue
-  fi
-  if [ -z "$spm" ]; then
-    note "$name: no tokenizers (nmt's corpus preparation failed)."
-    row "$name" "" "" "" "" "failed: no tokenizers"
-    failed+=("pytorch-$mode (no tokenizers)")
-    continue
-  fi
-  args=(bench/torch_reference.py --config "$config" --device "$device" "${threads[@]}" --precision bf16
-        --src-model "$spm/src.model" --tgt-model "$spm/tgt.model" "${py_budget[@]}"
-        --eval-src "$valid_src" --eval-ref "$valid_ref" --hyp-out "$work/pytorch_$mode.hyp")
-  limit=$train_limit
-  [ "$mode" = compile ] && args+=(--compile --warmup-steps-excluded 10 --budget-after-warmup) limit=$compile_limit
-  PY=1 LIMIT=$limit TAIL=6 record "train-pytorch-$mode" "$py" "${args[@]}"
-  result=$(grep '^RESULT' "$log" | tail -1)
-  if [ -z "$result" ] || [ ! -f "$work/pytorch_$mode.hyp" ]; then
-    row "$name" "" "" "" "" "failed"
-    continue
-  fi
-  LIMIT=120 TAIL=4 record "score-pytorch-$mode" "$nmt" score --hyp "$work/pytorch_$mode.hyp" --ref "$valid_ref"
-  extra=
-  [ "$mode" = compile ] && extra="first 10 steps (compilation): $(field warmup_seconds) s"
-  row "$name" "$(field tokens_per_s | cut -d. -f1)" "$(field steps)" "$(field train_seconds)" "$(bleu_in "$log")" "$extra"
-done
-pyq - "$rows" >>"$report" <<'EOF'
+
+  spm=$(find "$work/prepared" -name src.model -printf '%h\n' 2>/dev/null | head -1)
+  for mode in eager compile; do
+    name="PyTorch bf16 $mode"
+    if ((!torch_ok)); then
+      note "$name: skipped: no torch in $py."
+      row "$name" "" "" "" "" "skipped: no torch"
+      continue
+    fi
+    if [ "$mode" = compile ] && ((!has_compile)); then
+      note "$name: not available (PyTorch $torch_version has no torch.compile)."
+      row "$name" "" "" "" "" "not available: PyTorch $torch_version has no torch.compile"
+      continue
+    fi
+    if [ "$mode" = compile ] && ((dry)); then
+      note "$name: skipped in the dry run (inductor compiles for over a minute on a small CPU)."
+      row "$name" "" "" "" "" "skipped: dry run"
+      continue
+    fi
+    if [ -z "$spm" ]; then
+      note "$name: no tokenizers (nmt's corpus preparation failed)."
+      row "$name" "" "" "" "" "failed: no tokenizers"
+      failed+=("pytorch-$config_name-$mode (no tokenizers)")
+      continue
+    fi
+    args=(bench/torch_reference.py --config "$config" --device "$device" "${threads[@]}" --precision bf16
+          --src-model "$spm/src.model" --tgt-model "$spm/tgt.model" "${py_budget[@]}"
+          --eval-src "$valid_src" --eval-ref "$valid_ref" --hyp-out "$work/pytorch_${config_name}_$mode.hyp")
+    limit=$train_limit
+    [ "$mode" = compile ] && args+=(--compile --warmup-steps-excluded 10 --budget-after-warmup) limit=$compile_limit
+    PY=1 LIMIT=$limit TAIL=6 record "train-$config_name-pytorch-$mode" "$py" "${args[@]}"
+    result=$(grep '^RESULT' "$log" | tail -1)
+    if [ -z "$result" ] || [ ! -f "$work/pytorch_${config_name}_$mode.hyp" ]; then
+      row "$name" "" "" "" "" "failed"
+      continue
+    fi
+    LIMIT=120 TAIL=4 record "score-$config_name-pytorch-$mode" "$nmt" score \
+      --hyp "$work/pytorch_${config_name}_$mode.hyp" --ref "$valid_ref"
+    extra=
+    [ "$mode" = compile ] && extra="first 10 steps (compilation): $(field warmup_seconds) s"
+    row "$name" "$(field tokens_per_s | cut -d. -f1)" "$(field steps)" "$(field train_seconds)" "$(bleu_in "$log")" "$extra"
+  done
+  pyq - "$rows" >>"$report" <<'EOF2'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 num = lambda s: float(s) if s and s != "nan" else None
-ref = next((r for r in rows if r[0] == "nmt bf16" and num(r[1])), None) or \
-      next((r for r in rows if r[0] == "nmt float32" and num(r[1])), None)
+by = {r[0]: r for r in rows if num(r[1])}
+ref = by.get("nmt bf16") or by.get("nmt float32")
 print(f"| run | tokens/s | steps | training s | validation BLEU | tokens/s ÷ {ref[0] if ref else 'nmt'} | note |")
 print("|---|--:|--:|--:|--:|--:|---|")
 for name, tok, steps, secs, bleu, note in rows:
     ratio = f"{num(tok) / num(ref[1]):.2f}" if ref and num(tok) else ""
     secs = f"{num(secs):.1f}" if num(secs) is not None else ""
     print(f"| {name} | {tok} | {steps} | {secs} | {bleu} | {ratio} | {note} |")
+print()
+if "nmt bf16" in by and "nmt float32" in by:
+    print(f"nmt bf16 against nmt float32: {num(by['nmt bf16'][1]) / num(by['nmt float32'][1]):.2f}× tokens/s.")
+for unfused in ("nmt float32, unfused", "nmt bf16, unfused"):
+    fused = unfused.split(",")[0]
+    if unfused in by and fused in by:
+        print(f"{fused} with its fused CUDA ops against without: {num(by[fused][1]) / num(by[unfused][1]):.2f}× tokens/s.")
 torch_rows = [r for r in rows if r[0].startswith("PyTorch") and num(r[1])]
 if ref and torch_rows:
     best = max(torch_rows, key=lambda r: num(r[1]))
-    print(f"\n{ref[0]} against the fastest PyTorch mode ({best[0]}): {num(ref[1]) / num(best[1]):.2f}× tokens/s.")
+    print(f"{ref[0]} against the fastest PyTorch mode ({best[0]}): {num(ref[1]) / num(best[1]):.2f}× tokens/s.")
 print()
-EOF
+EOF2
+
+  if ((first_config && profile_steps > 0)); then
+    for prec in float32 bf16; do
+      for fused in 1 $( ((baseline)) && echo 0); do
+        [ "$prec" = bf16 ] && ((!fast_bf16)) && continue
+        TAIL=40 LIMIT=240 record "profile-$config_name-$prec-$fused" env NMT_CUDA_FUSED_OPS="$fused" "$nmt" train \
+          --config "$config" --device "$device" "${threads[@]}" --attention flash --set train.precision="$prec" \
+          --set train.checkpoint_dir="$work/profile_${prec}_$fused" --set tokenizer.protect_placeholders=false \
+          --set data.prepared_dir="$work/prepared" --profile "$profile_steps"
+      done
+    done
+  fi
+  first_config=0
+done
 
 section "Summary"
 {
