@@ -78,10 +78,13 @@ elapsed=$(($(date +%s) - start))
 if grep -E "^(/[^:]*/)?(src|tests|bench)/[^:]*:[0-9]+:[0-9]+: warning|^$PWD/(src|tests|bench)/[^:]*\([0-9]+\): warning" "$log" >&2; then
   echo "build_cuda: warnings in our sources (above)" >&2; exit 1
 fi
-missing=$(ldd "$build/nmt" | grep 'not found' || true)
+# ldd once, read as a string: `ldd | grep -m1` can end ldd with SIGPIPE,
+# which pipefail would turn into a silent exit.
+deps=$(ldd "$build/nmt")
+missing=$(grep 'not found' <<<"$deps" || true)
 [ -z "$missing" ] || { echo "build_cuda: $build/nmt does not resolve:" >&2; echo "$missing" >&2; exit 1; }
-for lib in libtorch_cuda libc10.so libnccl libcudart; do
-  where=$(ldd "$build/nmt" | grep -m1 "$lib" | sed 's/.*=> \([^ ]*\).*/\1/')
+for lib in libtorch_cuda libc10.so libnccl libcudart libcublas.so; do
+  where=$(grep -m1 "$lib" <<<"$deps" | sed 's/.*=> \([^ ]*\).*/\1/')
   [ -n "$where" ] || { echo "build_cuda: $build/nmt is not linked with $lib" >&2; exit 1; }
   case $(readlink -f "$where") in
     "$(readlink -f "$site")"/*) ;;
