@@ -35,7 +35,7 @@
 # Usage: bench/bench_gpu.sh [--build-dir DIR] [--report FILE] [--train-minutes M]
 #          [--time-limit T] [--python PY] [--bench-lens LIST] [--bench-dims LIST]
 #          [--configs LIST] [--attention-dtypes LIST] [--baseline] [--profile-steps N]
-#          [--skip-standalone] [--dry-run]
+#          [--skip-standalone] [--skip-tests] [--dry-run]
 #   --build-dir DIR    a CUDA build (scripts/build_cuda.sh) or a bundle from
 #                      scripts/gpu_bundle_build.sh (source DIR/env.sh PY first);
 #                      default build-cuda
@@ -49,11 +49,14 @@
 #                      default python3
 #   --bench-lens LIST, --bench-dims LIST  default 1024,4096 and 64,128
 #   --configs LIST     names under configs/, default real,base
-#   --attention-dtypes LIST  float32,bf16 (the default) or one of them
+#   --attention-dtypes LIST  float32,bf16 (the default), one of them, or none
 #   --baseline         the first config also with the fused CUDA ops off
 #   --profile-steps N  profile N steps of the first config (default 0: none)
 #   --skip-standalone  leave out tests/flash_standalone_test (the kernels
 #                      alone, 28 cases: for a run whose kernels did not change)
+#   --skip-tests       leave out the correctness section altogether (a second
+#                      run on the same build: these flags split one
+#                      benchmark over two loans)
 #   --dry-run          no GPU needed: the same steps on the CPU with tiny sizes
 #                      (bench-attention at T = 64, D = 16, float32 only;
 #                      configs/toy.yaml (whatever --configs says) for 12
@@ -70,7 +73,7 @@ set -uo pipefail
 start_dir=$PWD
 usage_error() { echo "bench_gpu: $*" >&2; exit 2; }
 build='' report=gpu_bench_report.md minutes=0.75 time_limit=9 py=python3 lens='' dims='' dry=0
-configs=real,base attention_dtypes=float32,bf16 baseline=0 profile_steps=0 standalone=1
+configs=real,base attention_dtypes=float32,bf16 baseline=0 profile_steps=0 standalone=1 tests=1
 while (($#)); do
   case $1 in
     --build-dir|--report|--train-minutes|--time-limit|--python|--bench-lens|--bench-dims|--configs|\
@@ -92,6 +95,7 @@ while (($#)); do
     --dry-run) dry=1; shift ;;
     --baseline) baseline=1; shift ;;
     --skip-standalone) standalone=0; shift ;;
+    --skip-tests) tests=0; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument $1 (see --help)" ;;
   esac
@@ -108,8 +112,8 @@ IFS=, read -ra config_names <<<"$configs"
 for c in "${config_names[@]}"; do
   [ -f "$(dirname "$0")/../configs/$c.yaml" ] || usage_error "--configs: no configs/$c.yaml"
 done
-[[ $attention_dtypes =~ ^(float32|bf16)(,(float32|bf16))*$ ]] ||
-  usage_error "--attention-dtypes: '$attention_dtypes' is not a list of float32 and bf16"
+[[ $attention_dtypes =~ ^((float32|bf16)(,(float32|bf16))*|none)$ ]] ||
+  usage_error "--attention-dtypes: '$attention_dtypes' is not a list of float32 and bf16, or none"
 [[ $profile_steps =~ ^[0-9]+$ ]] || usage_error "--profile-steps: '$profile_steps' is not a whole number"
 abs() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$start_dir" "$1" ;; esac; }
 report=$(abs "$report")
@@ -135,9 +139,11 @@ if ((dry)); then
   nmt_budget=(--set train.max_steps=12 --set train.max_minutes=0 --set train.log_every=4)
   py_budget=(--max-steps 12 --log-every 4)
   train_limit=300 compile_limit=300
+  # The baseline and profile code paths once each (the CPU has no fused CUDA ops to compare).
+  baseline_precs=(float32) profile_precs=(float32)
 else
   device=cuda threads=() lens=${lens:-1024,4096} dims=${dims:-64,128}
-  IFS=, read -ra dtypes <<<"$attention_dtypes"
+  IFS=, read -ra dtypes <<<"${attention_dtypes/none/}"
   bench_extra=()
   budget="$minutes min" nmt_rule="$minutes minutes of wall time (\`train.max_minutes\`)"
   py_rule="$minutes minutes of training steps"
@@ -147,6 +153,7 @@ else
   # (compilation, for torch.compile).
   seconds=$(awk -v m="$minutes" 'BEGIN { print int(m * 60) }')
   train_limit=$((seconds + 180)) compile_limit=$((seconds + 420))
+  baseline_precs=(float32 bf16) profile_precs=(float32 bf16)
 fi
 
 # Python runs without a bundle's lib/ and lib-cxx/ (Debian's libraries, for
@@ -230,7 +237,9 @@ else
 fi
 
 section "Correctness"
-if ((dry)); then
+if ((!tests)); then
+  note "Left out (--skip-tests)."
+elif ((dry)); then
   note "Skipped: dry run, no GPU (nmt_tests' CUDA cases and tests/flash_standalone_test need one)."
 else
   # A case skipped because CUDA or our kernels are missing counts as a failure.
@@ -247,7 +256,11 @@ fi
 for dtype in float32 bf16; do
   section "Attention, $dtype inputs: flash against SDPA (the torch backend)"
   if [[ " ${dtypes[*]} " != *" $dtype "* ]]; then
-    note "Skipped: dry run (nmt's CPU attention kernels have no bf16; the GPU run times it)."
+    if ((dry)); then
+      note "Skipped: dry run (nmt's CPU attention kernels have no bf16; the GPU run times it)."
+    else
+      note "Left out (--attention-dtypes $attention_dtypes)."
+    fi
     continue
   fi
   csv=$work/attention_$dtype.csv
@@ -360,7 +373,7 @@ for config_name in "${config_names[@]}"; do
   : >"$rows"
   for prec in float32 bf16; do nmt_run "nmt $prec" "$prec" 1; done
   if ((first_config && baseline)); then
-    for prec in float32 bf16; do nmt_run "nmt $prec, unfused" "$prec" 0; done
+    for prec in "${baseline_precs[@]}"; do nmt_run "nmt $prec, unfused" "$prec" 0; done
   fi
 
   spm=$(find "$work/prepared" -name src.model -printf '%h\n' 2>/dev/null | head -1)
@@ -431,7 +444,7 @@ print()
 EOF2
 
   if ((first_config && profile_steps > 0)); then
-    for prec in float32 bf16; do
+    for prec in "${profile_precs[@]}"; do
       for fused in 1 $( ((baseline)) && echo 0); do
         [ "$prec" = bf16 ] && ((!fast_bf16)) && continue
         TAIL=40 LIMIT=240 record "profile-$config_name-$prec-$fused" env NMT_CUDA_FUSED_OPS="$fused" "$nmt" train \
