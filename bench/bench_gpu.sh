@@ -35,7 +35,7 @@
 # Usage: bench/bench_gpu.sh [--build-dir DIR] [--report FILE] [--train-minutes M]
 #          [--time-limit T] [--python PY] [--bench-lens LIST] [--bench-dims LIST]
 #          [--configs LIST] [--attention-dtypes LIST] [--baseline] [--profile-steps N]
-#          [--skip-standalone] [--skip-tests] [--dry-run]
+#          [--pytorch-modes LIST] [--skip-standalone] [--skip-tests] [--dry-run]
 #   --build-dir DIR    a CUDA build (scripts/build_cuda.sh) or a bundle from
 #                      scripts/gpu_bundle_build.sh (source DIR/env.sh PY first);
 #                      default build-cuda
@@ -54,6 +54,7 @@
 #   --profile-steps N  profile N steps of the first config (default 0: none)
 #   --skip-standalone  leave out tests/flash_standalone_test (the kernels
 #                      alone, 28 cases: for a run whose kernels did not change)
+#   --pytorch-modes LIST  eager,compile (the default), one of them, or none
 #   --skip-tests       leave out the correctness section altogether (a second
 #                      run on the same build: these flags split one
 #                      benchmark over two loans)
@@ -73,16 +74,18 @@ set -uo pipefail
 start_dir=$PWD
 usage_error() { echo "bench_gpu: $*" >&2; exit 2; }
 build='' report=gpu_bench_report.md minutes=0.75 time_limit=9 py=python3 lens='' dims='' dry=0
-configs=real,base attention_dtypes=float32,bf16 baseline=0 profile_steps=0 standalone=1 tests=1
+configs=real,base attention_dtypes=float32,bf16 pytorch_modes=eager,compile baseline=0 profile_steps=0
+standalone=1 tests=1
 while (($#)); do
   case $1 in
     --build-dir|--report|--train-minutes|--time-limit|--python|--bench-lens|--bench-dims|--configs|\
-    --attention-dtypes|--profile-steps)
+    --attention-dtypes|--profile-steps|--pytorch-modes)
       (($# >= 2)) || usage_error "$1 needs a value (see --help)"
       case $1 in
         --configs) configs=$2 ;;
         --attention-dtypes) attention_dtypes=$2 ;;
         --profile-steps) profile_steps=$2 ;;
+        --pytorch-modes) pytorch_modes=$2 ;;
         --build-dir) build=$2 ;;
         --report) report=$2 ;;
         --train-minutes) minutes=$2 ;;
@@ -114,6 +117,8 @@ for c in "${config_names[@]}"; do
 done
 [[ $attention_dtypes =~ ^((float32|bf16)(,(float32|bf16))*|none)$ ]] ||
   usage_error "--attention-dtypes: '$attention_dtypes' is not a list of float32 and bf16, or none"
+[[ $pytorch_modes =~ ^((eager|compile)(,(eager|compile))*|none)$ ]] ||
+  usage_error "--pytorch-modes: '$pytorch_modes' is not a list of eager and compile, or none"
 [[ $profile_steps =~ ^[0-9]+$ ]] || usage_error "--profile-steps: '$profile_steps' is not a whole number"
 abs() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$start_dir" "$1" ;; esac; }
 report=$(abs "$report")
@@ -377,7 +382,8 @@ for config_name in "${config_names[@]}"; do
   fi
 
   spm=$(find "$work/prepared" -name src.model -printf '%h\n' 2>/dev/null | head -1)
-  for mode in eager compile; do
+  IFS=, read -ra modes <<<"${pytorch_modes/none/}"
+  for mode in "${modes[@]}"; do
     name="PyTorch bf16 $mode"
     if ((!torch_ok)); then
       note "$name: skipped: no torch in $py."

@@ -634,49 +634,63 @@ TEST_F(FusedOpsCuda, LinearCrossEntropyMatchesTheComposite) {
 
 // The dense layers' product: y = x w + b with w's gradient added into a
 // flat buffer where the parameter has one (as FlatAdam gives it), returned
-// otherwise; bf16 through the cuBLAS product with float32 output.
-TEST_F(FusedOpsCuda, DenseAddsItsWeightGradientIntoTheBuffer) {
+// otherwise; bf16 rows padded inside; on a GPU, bf16 through the cuBLAS
+// product with float32 output.
+void check_dense(c10::DeviceType device, const SideCase& sc) {
   at::manual_seed(25);
   const int64_t N = 37, in_dim = 48, out_dim = 80;  // nothing square: a transposed operand would show
-  for (const SideCase& sc : kCudaSides)
-    for (const bool with_buffer : {false, true})
-      for (const bool with_bias : {false, true}) {
-        const std::string what = name(sc) + (with_buffer ? " buffer" : " returned") + (with_bias ? " bias" : "");
-        std::vector<at::Tensor> in{leaf({N, in_dim}, sc.side), leaf({in_dim, out_dim}, at::kFloat, 0.2),
-                                   leaf({out_dim}, at::kFloat)};
-        std::vector<at::Tensor> g = recast(in, {sc.side, at::kFloat, at::kFloat}, c10::kCUDA);
-        at::Tensor buffer;
-        if (with_buffer) {
-          // Inside a larger buffer with something already in it, as gradients accumulate.
-          buffer = at::randn({in_dim * out_dim + 64}, at::TensorOptions(at::kFloat).device(at::kCUDA));
-          g[1].mutable_grad() = buffer.narrow(0, 64, in_dim * out_dim).view({in_dim, out_dim});
-        }
-        const at::Tensor before = with_buffer ? g[1].grad().clone() : at::Tensor();
-        ASSERT_TRUE(dense_applies(g[0], g[1])) << what;
-        const auto side = [&](const at::Tensor& t) { return t.detach().to(sc.side); };
-        const at::Tensor y = dense(g[0], g[1], sc.side == at::kFloat ? g[1] : side(g[1]),
-                                   with_bias ? g[2] : at::Tensor(),
-                                   with_bias ? (sc.side == at::kFloat ? g[2] : side(g[2])) : at::Tensor());
-        expect_node(y, "DenseFunction", what);
-        // The composites: in the same dtypes on the GPU, and in float64.
-        std::vector<at::Tensor> s = recast(in, {sc.side, at::kFloat, at::kFloat}, c10::kCUDA);
-        const at::Tensor ys = with_bias ? at::addmm(s[2].to(sc.side), s[0], s[1].to(sc.side))
-                                        : at::mm(s[0], s[1].to(sc.side));
-        std::vector<at::Tensor> r = recast(in, {at::kDouble, at::kDouble, at::kDouble});
-        const at::Tensor yr = with_bias ? at::addmm(r[2], r[0], r[1]) : at::mm(r[0], r[1]);
-        expect_close(y, ys, yr, sc.side, what + " output");
-        const at::Tensor up = at::randn({N, out_dim}, at::kDouble);
-        (y.to(at::kCPU, at::kDouble) * up).sum().backward();
-        (ys.to(at::kCPU, at::kDouble) * up).sum().backward();
-        (yr * up).sum().backward();
-        expect_close(g[0].grad(), s[0].grad(), r[0].grad(), sc.side, what + " dx");
-        const at::Tensor dw = with_buffer ? g[1].grad() - before : g[1].grad();
-        expect_close(dw, s[1].grad(), r[1].grad(), sc.side, what + " dw");
-        if (with_buffer) {
-          EXPECT_EQ(g[1].grad().data_ptr(), buffer.data_ptr<float>() + 64) << what << ": the buffer was replaced";
-        }
-        if (with_bias) expect_close(g[2].grad(), s[2].grad(), r[2].grad(), sc.side, what + " db");
+  const auto on = at::TensorOptions(at::kFloat).device(device);
+  for (const bool with_buffer : {false, true})
+    for (const bool with_bias : {false, true}) {
+      const std::string what = std::string(device == c10::kCUDA ? "cuda " : "cpu ") + name(sc) +
+                               (with_buffer ? " buffer" : " returned") + (with_bias ? " bias" : "");
+      std::vector<at::Tensor> in{leaf({N, in_dim}, sc.side), leaf({in_dim, out_dim}, at::kFloat, 0.2),
+                                 leaf({out_dim}, at::kFloat)};
+      std::vector<at::Tensor> g = recast(in, {sc.side, at::kFloat, at::kFloat}, device);
+      at::Tensor buffer;
+      if (with_buffer) {
+        // Inside a larger buffer with something already in it, as gradients accumulate.
+        buffer = at::randn({in_dim * out_dim + 64}, on);
+        g[1].mutable_grad() = buffer.narrow(0, 64, in_dim * out_dim).view({in_dim, out_dim});
       }
+      const at::Tensor before = with_buffer ? g[1].grad().clone() : at::Tensor();
+      if (device == c10::kCUDA) {
+        ASSERT_TRUE(dense_applies(g[0], g[1])) << what;
+      }
+      const auto side = [&](const at::Tensor& t) { return t.detach().to(sc.side); };
+      const at::Tensor y = dense(g[0], g[1], sc.side == at::kFloat ? g[1] : side(g[1]),
+                                 with_bias ? g[2] : at::Tensor(),
+                                 with_bias ? (sc.side == at::kFloat ? g[2] : side(g[2])) : at::Tensor());
+      expect_node(y, "DenseFunction", what);
+      EXPECT_EQ(y.sizes(), (std::vector<int64_t>{N, out_dim})) << what;
+      // The composites: in the same dtypes on the device, and in float64.
+      std::vector<at::Tensor> s = recast(in, {sc.side, at::kFloat, at::kFloat}, device);
+      const at::Tensor ys = with_bias ? at::addmm(s[2].to(sc.side), s[0], s[1].to(sc.side))
+                                      : at::mm(s[0], s[1].to(sc.side));
+      std::vector<at::Tensor> r = recast(in, {at::kDouble, at::kDouble, at::kDouble});
+      const at::Tensor yr = with_bias ? at::addmm(r[2], r[0], r[1]) : at::mm(r[0], r[1]);
+      expect_close(y, ys, yr, sc.side, what + " output");
+      const at::Tensor up = at::randn({N, out_dim}, at::kDouble);
+      (y.to(at::kCPU, at::kDouble) * up).sum().backward();
+      (ys.to(at::kCPU, at::kDouble) * up).sum().backward();
+      (yr * up).sum().backward();
+      expect_close(g[0].grad(), s[0].grad(), r[0].grad(), sc.side, what + " dx");
+      const at::Tensor dw = with_buffer ? g[1].grad() - before : g[1].grad();
+      expect_close(dw, s[1].grad(), r[1].grad(), sc.side, what + " dw");
+      if (with_buffer) {
+        EXPECT_EQ(g[1].grad().data_ptr(), buffer.data_ptr<float>() + 64) << what << ": the buffer was replaced";
+      }
+      if (with_bias) expect_close(g[2].grad(), s[2].grad(), r[2].grad(), sc.side, what + " db");
+    }
+}
+
+TEST(Dense, AddsItsWeightGradientIntoTheBuffer) {
+  for (const SideCase& sc : {SideCase{at::kFloat, at::kFloat}, SideCase{at::kFloat, at::kBFloat16}})
+    check_dense(c10::kCPU, sc);
+}
+
+TEST_F(FusedOpsCuda, DenseAddsItsWeightGradientIntoTheBuffer) {
+  for (const SideCase& sc : kCudaSides) check_dense(c10::kCUDA, sc);
 }
 
 // Adam's CUDA kernel against the CPU kernel, the clipping factor on the GPU.

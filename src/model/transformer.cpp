@@ -16,7 +16,6 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
-#include "ops/linear/dense.h"
 #include "ops/linear/rows_matmul.h"
 
 namespace nmt {

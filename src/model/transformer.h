@@ -21,6 +21,7 @@
 #include "model/inference_weights.h"
 #include "model/parameter_table.h"
 #include "ops/attention/attention.h"
+#include "ops/linear/dense.h"
 #include "ops/random/dropout.h"
 #include "tokenizer/special_ids.h"
 
@@ -53,7 +54,7 @@ struct Stream {
 };
 
 // bf16 matrix multiplies run on row counts rounded up to this (see Dense).
-constexpr int64_t kMatmulRowQuantum = 64;
+constexpr int64_t kMatmulRowQuantum = ops::kBf16RowQuantum;
 // x: [N, ...] -> [N', ...] with N' = N rounded up to a multiple of quantum, zero rows appended.
 at::Tensor pad_rows(const at::Tensor& x, int64_t quantum);
 // x: [N, in] times w: [in, out] (+ bias: [out], or undefined) -> [N, out].

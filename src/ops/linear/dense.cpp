@@ -18,27 +18,36 @@ bool addable(const at::Tensor& grad, const at::Tensor& x) {
   return grad.defined() && grad.scalar_type() == at::kFloat && grad.is_contiguous() && grad.device() == x.device();
 }
 
+// bf16 rows rounded up to kBf16RowQuantum (zero rows appended).
+at::Tensor padded(const at::Tensor& x) {
+  const int64_t n = x.size(0), extra = (kBf16RowQuantum - n % kBf16RowQuantum) % kBf16RowQuantum;
+  return x.scalar_type() != at::kBFloat16 || extra == 0 ? x : at::constant_pad_nd(x, {0, 0, 0, extra});
+}
+
 struct DenseFunction : public torch::autograd::Function<DenseFunction> {
   // b and b_side: empty tensors stand for "no bias" (1.13 rejects undefined arguments).
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                                const at::Tensor& w_side, const at::Tensor& b, const at::Tensor& b_side) {
     RECORD_FUNCTION("nmt::dense", std::vector<c10::IValue>());
     const bool has_bias = b.numel() > 0;
-    at::Tensor y = has_bias ? at::addmm(b_side, x, w_side) : at::mm(x, w_side);  // [N, out]
-    ctx->save_for_backward({x, w_side});
+    const at::Tensor xp = padded(x);  // [N', in]
+    const at::Tensor y = has_bias ? at::addmm(b_side, xp, w_side) : at::mm(xp, w_side);  // [N', out]
+    ctx->save_for_backward({xp, w_side});
     ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["rows"] = x.size(0);
     // The flat gradient buffer's view (the same tensor every step).
     const at::Tensor wgrad = w.grad();
     if (addable(wgrad, x) && wgrad.sizes() == w.sizes()) ctx->saved_data["wgrad"] = wgrad;
-    return {y};
+    return {y.narrow(0, 0, x.size(0))};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w_side = saved[1];
-    const at::Tensor dy = grads[0].contiguous();  // [N, out]
+    const at::Tensor &x = saved[0], &w_side = saved[1];  // x: [N', in]
+    const int64_t rows = ctx->saved_data["rows"].toInt();
+    const at::Tensor dy = padded(grads[0].contiguous());  // [N', out], zero rows below N
     at::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = at::mm(dy, w_side.t());  // [N, in]
+    if (ctx->needs_input_grad(0)) dx = at::mm(dy, w_side.t()).narrow(0, 0, rows);  // [N, in]
     if (ctx->needs_input_grad(1)) {
       if (ctx->saved_data.count("wgrad") != 0) {
         at::Tensor wgrad = ctx->saved_data["wgrad"].toTensor();
@@ -48,7 +57,7 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
       }
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3))
-      db = at::sum(dy, {0}, /*keepdim=*/false, at::kFloat);
+      db = at::sum(dy.narrow(0, 0, rows), {0}, /*keepdim=*/false, at::kFloat);
     return {dx, dw, at::Tensor(), db, at::Tensor()};
   }
 };
