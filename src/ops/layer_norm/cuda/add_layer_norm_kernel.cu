@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
         if (c >= C) continue;
         const float d = load_f(dn + c);
         const float xhat = (s[c] - mean) * rstd;
-        const float gg = d * p.gamma[c];
+        const float gg = __fmul_rn(d, p.gamma[c]);  // rounded as in pass 2 (no FMA there)
         sum_g += gg;
         sum_gx += gg * xhat;
         dgamma[c] += d * xhat;
@@ -147,7 +147,11 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t c = channel_of(g, k);
         if (c >= C) continue;
         const float xhat = (s[c] - mean) * rstd;
-        const float v = (ds ? ds[c] : 0.0f) + rstd * (load_f(dn + c) * p.gamma[c] - a - xhat * b);
+        // g - mean(g) with g rounded exactly as pass 1 summed it: a product
+        // left to contract into an FMA would keep the bits the sum lost, and
+        // at C = 1 (g = mean(g)) they came out times rstd (316 at eps 1e-5).
+        const float gg = __fmul_rn(load_f(dn + c), p.gamma[c]);
+        const float v = (ds ? ds[c] : 0.0f) + rstd * ((gg - a) - xhat * b);
         dx[c] = v;
         if (dy) store_f(dy + c, v * m.m[k]);
       }
