@@ -35,7 +35,8 @@ batch order, one RNG per epoch seeded seed*1000003+epoch); pre-LayerNorm
 blocks with final encoder/decoder norms; embeddings * sqrt(d) + sinusoidal
 table; dropout on embeddings, sublayer outputs and inside the ReLU FF, none on
 attention probabilities; tied output projection; label-smoothed CE averaged
-over non-pad tokens; Adam with lr * min(step/warmup, sqrt(warmup/step));
+over non-pad tokens; Adam with nmt's learning-rate schedule (train.lr_schedule, min_lr,
+warmup_steps or warmup_share over the --max-steps / --max-minutes budget);
 global gradient-norm clipping; greedy decoding to <end> or decode.max_len;
 tokens/s counts non-pad source + target tokens (n+1 per pair).
 
@@ -62,9 +63,11 @@ DEFAULTS = {  # nmt's defaults (src/config/config.h) for the keys used here
              "valid_src": "data/toy/valid.zh", "valid_tgt": "data/toy/valid.en",
              "test_src": "data/toy/test.zh", "test_tgt": "data/toy/test.en", "max_len": 64},
     "model": {"d_model": 128, "heads": 4, "encoder_layers": 2, "decoder_layers": 2,
-              "ff_dim": 512, "dropout": 0.1, "tie_embeddings": True, "max_positions": 256},
+              "ff_dim": 512, "dropout": 0.1, "activation_dropout": -1, "tie_embeddings": True,
+              "max_positions": 256},
     "train": {"seed": 1, "threads": 0, "batch_tokens": 2000, "batch_sentences": 0, "lr": 2e-3,
-              "warmup_steps": 200, "adam_beta1": 0.9, "adam_beta2": 0.98, "adam_eps": 1e-9,
+              "warmup_steps": 200, "lr_schedule": "inverse_sqrt", "min_lr": 0.0, "warmup_share": 0.0,
+              "adam_beta1": 0.9, "adam_beta2": 0.98, "adam_eps": 1e-9,
               "weight_decay": 0.0, "label_smoothing": 0.1, "clip_norm": 1.0, "log_every": 50},
     "decode": {"max_len": 80, "batch_size": 64, "max_len_factor": 3.0},
 }
@@ -82,6 +85,20 @@ def load_config(path, overrides):
             sys.exit(f"--set {item}: unknown key or not key.path=value")
         cfg[sec][name] = yaml.safe_load(value)
     return cfg
+
+
+def learning_rate(tc, step, progress):
+    """nmt's schedule (src/train/scheduler.cpp) at a 1-based step, `progress`
+    (0..1) through the budget."""
+    share = tc["warmup_share"]
+    now, end = (progress, share) if share > 0 else (max(step, 1), tc["warmup_steps"])
+    lr, low = tc["lr"], tc["min_lr"]
+    if tc["lr_schedule"] == "inverse_sqrt":
+        return lr * now / end if now < end else max(low, lr * math.sqrt(end / max(now, 1e-12)))
+    warm = min(1.0, now / end)
+    q = min(1.0, max(0.0, (progress - share) / (1.0 - share))) if share > 0 else progress
+    shape = 0.5 * (1.0 + math.cos(math.pi * q)) if tc["lr_schedule"] == "cosine" else 1.0 - q
+    return warm * (low + (lr - low) * shape)
 
 
 def read_lines(path):
@@ -155,6 +172,8 @@ class Seq2Seq(nn.Module):
                     nn.init.xavier_uniform_(mod.in_proj_weight[k * c:(k + 1) * c])
             elif isinstance(mod, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
                 mod.linear1.reset_parameters(), mod.linear2.reset_parameters()
+                if m.get("activation_dropout", -1) >= 0:  # the FF's dropout after its ReLU
+                    mod.dropout.p = m["activation_dropout"]
         with torch.no_grad():  # unit variance after the sqrt(c) scaling; pad row zero
             for emb in (self.src_embed, self.tgt_embed):
                 emb.weight.normal_(0.0, 1.0 / math.sqrt(c))
@@ -386,6 +405,7 @@ def main():
         prof = profile(activities=activities)
         a.max_steps = a.warmup_steps_excluded + a.profile_steps
     step, epoch, train_s, next_eval = 0, 0, 0.0, a.eval_minutes * 60
+    budget_s = 0.0  # the training seconds the --max-minutes budget counts (updated after each step)
     warm_s = 0.0 if a.warmup_steps_excluded <= 0 else None  # training seconds at the end of the warm-up
     counted_tokens, counted_s, win_tokens, win_s, win_loss, loss_v = 0, 0.0, 0, 0.0, [], float("nan")
     done = False
@@ -398,8 +418,11 @@ def main():
             if cuda:
                 b_src, b_in, b_out = b_src.cuda(), b_in.cuda(), b_out.cuda()
             step += 1
+            # Budget progress as nmt's: the larger of the step and the clock fractions.
+            progress = max(step / a.max_steps if a.max_steps > 0 else 0.0,
+                           budget_s / (a.max_minutes * 60) if a.max_minutes > 0 else 0.0)
             for g in opt.param_groups:
-                g["lr"] = tc["lr"] * min(step / tc["warmup_steps"], math.sqrt(tc["warmup_steps"] / step))
+                g["lr"] = learning_rate(tc, step, min(1.0, progress))
             opt.zero_grad(set_to_none=True)
             with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
                 logits = forward(b_src, b_in)

@@ -20,9 +20,11 @@ scaled() { awk -v n="$1" -v s="$scale" 'BEGIN { v = int(n * s); print (v < 1 ? 1
 steps=$(scaled 60)
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 # Every step logged: the interrupted run's lines plus the resumed run's must
-# be the straight run's lines.
+# be the straight run's lines. A learning rate that decays over the budget
+# (linear, to min_lr at max_steps): the resumed run goes on down the same line.
 sed -i 's/log_every: 5/log_every: 1/' "$tmp/tiny.yaml"
-losses() { /usr/bin/python3 -c "import json,sys; print(' '.join('%.6f' % json.loads(l)['train_loss'] for l in open(sys.argv[1]) if 'train_loss' in l))" "$1"; }
+sed -i 's/^train: {/train: {lr_schedule: linear, min_lr: 0.0001, /' "$tmp/tiny.yaml"
+losses() { /usr/bin/python3 -c "import json,sys; print(' '.join('%.6f %.8g' % (json.loads(l)['train_loss'], json.loads(l)['lr']) for l in open(sys.argv[1]) if 'train_loss' in l))" "$1"; }
 
 # The reference: $steps steps straight.
 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=$steps --set train.checkpoint_dir="$tmp/straight" \

@@ -13,6 +13,7 @@
 #include "model/transformer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "util/errors.h"
 
 namespace nmt {
 namespace {
@@ -140,6 +141,31 @@ TEST(Model, PaddingDoesNotChangeOutputs) {
   const auto c = m->forward(src, len, tgt, tlen);
   const auto d = m->forward(src_padded, len, tgt_padded, tlen);
   EXPECT_LT((c - d.narrow(1, 0, 3)).abs().max().item<float>(), 1e-5);
+}
+
+// model.activation_dropout: the feed-forward block's own rate after its
+// ReLU (-1: model.dropout's), in training only.
+TEST(Model, ActivationDropoutIsTheFeedForwardsOwnRate) {
+  const auto src = torch::randint(4, 50, {2, 6}, torch::kLong), tgt = torch::randint(4, 40, {2, 5}, torch::kLong);
+  const auto len = torch::tensor({6, 4}, torch::kLong), tlen = torch::tensor({5, 3}, torch::kLong);
+  const auto run = [&](double dropout, double activation_dropout, bool training) {
+    Config cfg = testing::tiny_config();
+    cfg.model.dropout = dropout, cfg.model.activation_dropout = activation_dropout;
+    torch::manual_seed(0);
+    Transformer m = build_model(cfg, 50, 40);
+    training ? m->train() : m->eval();
+    m->set_dropout_step(1, 3, 0);
+    torch::NoGradGuard no_grad;
+    return m->forward(src, len, tgt, tlen);
+  };
+  const auto none = run(0.0, 0.0, true);
+  EXPECT_FALSE(torch::allclose(run(0.0, 0.5, true), none));  // the FF's dropout alone
+  EXPECT_TRUE(torch::equal(run(0.3, 0.0, true), run(0.3, 0.0, true)));
+  EXPECT_FALSE(torch::allclose(run(0.3, 0.0, true), run(0.3, -1, true)));  // -1 follows dropout
+  EXPECT_TRUE(torch::equal(run(0.3, -1, true), run(0.3, 0.3, true)));
+  EXPECT_TRUE(torch::equal(run(0.0, 0.5, false), run(0.0, 0.0, false)));  // evaluation: none
+  EXPECT_THROW(parse_config("model: {activation_dropout: -0.5}\n", "t.yaml"), InputError);
+  EXPECT_NO_THROW(parse_config("model: {activation_dropout: -1}\n", "t.yaml"));
 }
 
 // ~20 pairs of the toy corpus, learnt by heart by a tiny model.

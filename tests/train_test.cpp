@@ -214,7 +214,7 @@ TEST(Scheduler, DecidesEveryWhenFromTheConfig) {
   EXPECT_TRUE(s.counts_reached(st));
   EXPECT_FALSE(s.out_of_time(1.99));
   EXPECT_TRUE(s.out_of_time(2.0));
-  EXPECT_DOUBLE_EQ(s.learning_rate(7), learning_rate(tc, 7));
+  EXPECT_DOUBLE_EQ(s.learning_rate(7, 0.5), learning_rate(tc, 7, 0.5));
   // BLEU 10, 20 (best), 15, 12: patience 2 stops at the fourth.
   EXPECT_TRUE(s.validated({{"bleu", 10}}).best);
   EXPECT_TRUE(s.validated({{"bleu", 20}}).best);
@@ -247,6 +247,73 @@ TEST(TrainStep, LearningRateWarmsUpThenDecays) {
   EXPECT_NEAR(learning_rate(t, 1), 1e-5, 1e-12);
   EXPECT_NEAR(learning_rate(t, 100), 1e-3, 1e-12);
   EXPECT_NEAR(learning_rate(t, 400), 5e-4, 1e-12);
+  t.min_lr = 6e-4;  // inverse_sqrt's floor
+  EXPECT_NEAR(learning_rate(t, 400), 6e-4, 1e-12);
+}
+
+// The budget: the larger of the step and the clock fractions, clamped; a
+// resumed run's minutes include its earlier sessions', so it goes on where
+// the curve was.
+TEST(Schedule, ProgressIsWhicheverBudgetEndsTheRunFirst) {
+  TrainConfig t;
+  t.max_steps = 1000, t.max_minutes = 10;
+  EXPECT_DOUBLE_EQ(budget_progress(t, 100, 5.0), 0.5);   // the clock leads
+  EXPECT_DOUBLE_EQ(budget_progress(t, 800, 5.0), 0.8);   // the steps lead
+  EXPECT_DOUBLE_EQ(budget_progress(t, 2000, 0.0), 1.0);  // clamped
+  t.max_steps = 0;
+  EXPECT_DOUBLE_EQ(budget_progress(t, 5000, 2.5), 0.25);
+  t.max_minutes = 0;
+  EXPECT_DOUBLE_EQ(budget_progress(t, 5000, 2.5), 0.0);  // no budget
+}
+
+// Linear and cosine: warm-up, then down to min_lr at the end of the budget,
+// by steps or by the clock; warmup_share puts the warm-up's end in the same
+// units, so the peak comes at that share of a slow machine's run and a fast
+// one's alike.
+TEST(Schedule, LinearAndCosineReachMinLrAtTheEndOfTheBudget) {
+  TrainConfig t;
+  t.lr = 1e-3, t.min_lr = 1e-4, t.warmup_steps = 10, t.max_steps = 110, t.max_minutes = 0;
+  t.lr_schedule = "linear";
+  // Steps: warm-up factor step / 10 times the decay over the whole budget.
+  EXPECT_NEAR(learning_rate(t, 5), 0.5 * (1e-4 + 9e-4 * (1 - 5.0 / 110)), 1e-15);
+  EXPECT_NEAR(learning_rate(t, 55), 1e-4 + 9e-4 * 0.5, 1e-15);
+  EXPECT_NEAR(learning_rate(t, 110), 1e-4, 1e-15);
+  EXPECT_NEAR(learning_rate(t, 500), 1e-4, 1e-15);  // past the budget: stays at min_lr
+  t.lr_schedule = "cosine";
+  EXPECT_NEAR(learning_rate(t, 55), 1e-4 + 9e-4 * 0.5, 1e-15);  // cos(pi / 2) = 0
+  EXPECT_NEAR(learning_rate(t, 110), 1e-4, 1e-15);
+  EXPECT_NEAR(learning_rate(t, 22), 1e-4 + 9e-4 * 0.5 * (1 + std::cos(3.14159265358979323846 * 0.2)), 1e-15);
+  // The clock: 30 minutes, a share of 0.1 warms up for 3 of them.
+  t.max_steps = 0, t.max_minutes = 30, t.warmup_share = 0.1, t.lr_schedule = "linear";
+  EXPECT_NEAR(learning_rate(t, 7, 1.5), 0.5 * 1e-3, 1e-15);   // half way through the warm-up
+  EXPECT_NEAR(learning_rate(t, 9000, 3.0), 1e-3, 1e-15);       // the peak, whatever the step
+  EXPECT_NEAR(learning_rate(t, 9, 16.5), 1e-4 + 9e-4 * 0.5, 1e-15);  // half way down
+  EXPECT_NEAR(learning_rate(t, 9, 30.0), 1e-4, 1e-15);
+  // A resumed run at minute 16.5 (its earlier sessions' minutes included)
+  // takes the same rate at whatever step it is.
+  EXPECT_DOUBLE_EQ(learning_rate(t, 1, 16.5), learning_rate(t, 9, 16.5));
+  // inverse_sqrt with a share: warm-up and decay in budget progress.
+  t.lr_schedule = "inverse_sqrt", t.min_lr = 0;
+  EXPECT_NEAR(learning_rate(t, 1, 12.0), 1e-3 * std::sqrt(0.1 / 0.4), 1e-15);
+}
+
+TEST(Schedule, ConfigErrorsNameTheKey) {
+  const auto error_of = [](const std::string& yaml) -> std::string {
+    try {
+      parse_config(yaml, "t.yaml");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of("train: {lr_schedule: linear, max_steps: 0, max_epochs: 3}\n")
+                .find("t.yaml:1: train.lr_schedule: linear decays over the run's budget"),
+            std::string::npos);
+  EXPECT_NE(error_of("train: {warmup_share: 0.1, max_steps: 0, max_epochs: 3}\n").find("train.warmup_share"),
+            std::string::npos);
+  EXPECT_NE(error_of("train: {lr: 0.001, min_lr: 0.01}\n").find("train.min_lr: 0.01 is above train.lr 0.001"),
+            std::string::npos);
+  EXPECT_NE(error_of("train: {lr_schedule: step}\n").find("train.lr_schedule"), std::string::npos);
 }
 
 TEST(CheckpointManager, SavesLastAndBestAndRestoresTheFullState) {

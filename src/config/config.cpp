@@ -3,6 +3,8 @@
 // new key is added in one place.
 #include "config/config.h"
 
+#include <fmt/format.h>
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -166,6 +168,7 @@ const std::vector<Field>& fields() {
       int_field("model.decoder_layers", NMT_REF(model.decoder_layers), 1, 64),
       int_field("model.ff_dim", NMT_REF(model.ff_dim), 1, 65536),
       double_field("model.dropout", NMT_REF(model.dropout), 0.0, 0.9),
+      double_field("model.activation_dropout", NMT_REF(model.activation_dropout), -1.0, 0.9),
       bool_field("model.tie_embeddings", NMT_REF(model.tie_embeddings)),
       int_field("model.max_positions", NMT_REF(model.max_positions), 2, 65536),
 
@@ -182,7 +185,10 @@ const std::vector<Field>& fields() {
       int_field("train.max_epochs", NMT_REF(train.max_epochs), 0, kBig),
       double_field("train.max_minutes", NMT_REF(train.max_minutes), 0.0, 1e7),
       double_field("train.lr", NMT_REF(train.lr), 0.0, 10.0, /*lo_open=*/true),
+      string_field("train.lr_schedule", NMT_REF(train.lr_schedule), {"inverse_sqrt", "linear", "cosine"}),
+      double_field("train.min_lr", NMT_REF(train.min_lr), 0.0, 10.0),
       int_field("train.warmup_steps", NMT_REF(train.warmup_steps), 1, kBig),
+      double_field("train.warmup_share", NMT_REF(train.warmup_share), 0.0, 0.99),
       double_field("train.adam_beta1", NMT_REF(train.adam_beta1), 0.0, 0.999999),
       double_field("train.adam_beta2", NMT_REF(train.adam_beta2), 0.0, 0.999999),
       double_field("train.adam_eps", NMT_REF(train.adam_eps), 0.0, 1.0, true),
@@ -288,6 +294,9 @@ void validate(const Config& cfg) {
     input_error(origin_of(cfg, "model.heads"), "model.heads",
                 "head size d_model/heads = " + std::to_string(m.d_model / m.heads) +
                     " exceeds 256");
+  if (m.activation_dropout < 0 && m.activation_dropout != -1)
+    input_error(origin_of(cfg, "model.activation_dropout"), "model.activation_dropout",
+                fmt::format("{} is neither -1 (model.dropout's value) nor in [0, 0.9]", m.activation_dropout));
   if (cfg.train.best_metric != "loss" && cfg.train.valid_bleu_sentences == 0)
     input_error(origin_of(cfg, "train.best_metric"), "train.best_metric",
                 cfg.train.best_metric + " needs train.valid_bleu_sentences > 0");
@@ -301,6 +310,17 @@ void validate(const Config& cfg) {
   if (cfg.train.max_steps == 0 && cfg.train.max_epochs == 0 && cfg.train.max_minutes == 0)
     input_error(origin_of(cfg, "train.max_steps"), "train.max_steps",
                 "0 with no max_epochs or max_minutes would train forever");
+  const TrainConfig& t = cfg.train;
+  const bool budget = t.max_steps > 0 || t.max_minutes > 0;
+  if (t.lr_schedule != "inverse_sqrt" && !budget)
+    input_error(origin_of(cfg, "train.lr_schedule"), "train.lr_schedule",
+                t.lr_schedule + " decays over the run's budget: set train.max_steps or train.max_minutes");
+  if (t.warmup_share > 0 && !budget)
+    input_error(origin_of(cfg, "train.warmup_share"), "train.warmup_share",
+                "a share of the budget needs train.max_steps or train.max_minutes");
+  if (t.min_lr > t.lr)
+    input_error(origin_of(cfg, "train.min_lr"), "train.min_lr",
+                fmt::format("{} is above train.lr {}", t.min_lr, t.lr));
   if (cfg.model.max_positions < cfg.data.max_len + 2 ||
       cfg.model.max_positions < cfg.decode.max_len + 1)
     input_error(origin_of(cfg, "model.max_positions"), "model.max_positions",

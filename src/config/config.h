@@ -48,6 +48,7 @@ struct ModelConfig {
   int64_t decoder_layers = 2;    // decoder depth
   int64_t ff_dim = 512;          // feed-forward inner size
   double dropout = 0.1;          // dropout on sublayer outputs and embeddings
+  double activation_dropout = -1;  // dropout inside the feed-forward block, after its ReLU (-1: model.dropout)
   bool tie_embeddings = true;    // output projection shares the target embedding matrix
   int64_t max_positions = 256;   // longest sequence the sinusoidal table covers
 };
@@ -67,8 +68,14 @@ struct TrainConfig {
   int64_t max_steps = 4000;       // stop after this many optimizer steps (0 = no limit)
   int64_t max_epochs = 0;         // stop after this many epochs (0 = no limit)
   double max_minutes = 0;         // stop after this much wall time (0 = no limit)
-  double lr = 2e-3;               // peak learning rate, reached after warmup_steps
-  int64_t warmup_steps = 200;     // linear warmup, then inverse-square-root decay
+  double lr = 2e-3;               // peak learning rate, reached after the warmup
+  // inverse_sqrt: linear warmup, then lr * sqrt(warmup / step); linear and
+  // cosine: warmup, then decay to min_lr at the end of the run's budget
+  // (max_steps or max_minutes, whichever ends it first: scheduler.h).
+  std::string lr_schedule = "inverse_sqrt";
+  double min_lr = 0;              // where linear and cosine end; inverse_sqrt's floor
+  int64_t warmup_steps = 200;     // linear warmup over this many steps ...
+  double warmup_share = 0;        // ... or over this share of the budget (0: warmup_steps)
   double adam_beta1 = 0.9;        // Adam beta1
   double adam_beta2 = 0.98;       // Adam beta2
   double adam_eps = 1e-9;         // Adam epsilon

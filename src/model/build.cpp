@@ -11,6 +11,7 @@ Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab)
                         .decoder_layers(m.decoder_layers)
                         .ff_dim(m.ff_dim)
                         .dropout(m.dropout)
+                        .activation_dropout(m.activation_dropout)
                         .tie_embeddings(m.tie_embeddings)
                         .max_positions(m.max_positions));
   model->set_attention_backend(ops::parse_backend(cfg.attention.backend));

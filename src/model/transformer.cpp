@@ -204,7 +204,7 @@ Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths
   const Stream s = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
-                                 dropout_at(rt, p, site + 1, is_training())));
+                                 dropout_at(rt, options.relu_dropout(), site + 1, is_training())));
   return add_norm(s.x, f, next, dropout_at(rt, p, site + 2, is_training()), rt);
 }
 
@@ -227,7 +227,7 @@ Stream DecoderLayerImpl::feed_forward(const Stream& in, const NextNorm& next, co
   const double p = options.dropout();
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(in.h, /*with_bias=*/false), ff1->bias,
-                                 dropout_at(rt, p, site + 2, is_training())));
+                                 dropout_at(rt, options.relu_dropout(), site + 2, is_training())));
   return add_norm(in.x, f, next, dropout_at(rt, p, site + 3, is_training()), rt);
 }
 
@@ -307,7 +307,9 @@ void TransformerImpl::reset() {
   }
   // Dropout sites: 0 source embedding, 1 target embedding, then the layers'.
   int64_t site = 2;
-  const TransformerLayerOptions layer = TransformerLayerOptions(c, o.heads(), o.ff_dim()).dropout(o.dropout());
+  const TransformerLayerOptions layer = TransformerLayerOptions(c, o.heads(), o.ff_dim())
+                                            .dropout(o.dropout())
+                                            .activation_dropout(o.activation_dropout());
   encoder_layers = register_module("encoder_layers", nn::ModuleList());
   decoder_layers = register_module("decoder_layers", nn::ModuleList());
   for (int64_t i = 0; i < o.encoder_layers(); ++i, site += EncoderLayerImpl::kSites)

@@ -139,7 +139,12 @@ struct TransformerLayerOptions {
   TORCH_ARG(int64_t, heads);
   TORCH_ARG(int64_t, ff_dim);
   TORCH_ARG(double, dropout) = 0.1;
+  TORCH_ARG(double, activation_dropout) = -1;  // after the feed-forward ReLU; -1: dropout's
   TORCH_ARG(int64_t, first_site) = 0;  // the layer's dropout sites start here
+
+ public:
+  // The dropout after the feed-forward ReLU.
+  double relu_dropout() const { return activation_dropout_ < 0 ? dropout_ : activation_dropout_; }
 };
 
 // Attention probabilities per layer, as the model applies them.
@@ -235,6 +240,7 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, decoder_layers) = 3;
   TORCH_ARG(int64_t, ff_dim) = 512;
   TORCH_ARG(double, dropout) = 0.1;
+  TORCH_ARG(double, activation_dropout) = -1;  // after the feed-forward ReLU; -1: dropout's
   TORCH_ARG(bool, tie_embeddings) = true;
   TORCH_ARG(int64_t, max_positions) = 256;
 };

@@ -16,9 +16,24 @@
 
 namespace nmt {
 
-// Learning rate at a 1-based step: linear warm-up to t.lr over
-// t.warmup_steps, then inverse-square-root decay.
-double learning_rate(const TrainConfig& t, int64_t step);
+// How far a run is through its budget, 0 to 1: the larger of step /
+// train.max_steps and wall minutes / train.max_minutes (each where set), so
+// whichever will end the run sets the pace; a resumed run continues from the
+// steps and minutes it had. 0 without a step or time budget.
+double budget_progress(const TrainConfig& t, int64_t step, double wall_minutes);
+
+// Learning rate at a 1-based step, `wall_minutes` into the run (the run's
+// clock, which max_minutes ends it by):
+//   warm-up: linear from 0 to t.lr over t.warmup_steps, or over the first
+//     t.warmup_share of the budget when that is set;
+//   inverse_sqrt: then t.lr * sqrt(w / s) (w, s: the warm-up's end and now,
+//     in steps, or in budget progress with warmup_share), never below t.min_lr;
+//   linear, cosine: then from t.lr down to t.min_lr at the end of the budget
+//     (Li et al. 2020, "Budget-aware training": a schedule that reaches its
+//     end anneals; one that never does leaves the rate high). With
+//     warmup_steps the decay runs over the whole budget and multiplies the
+//     warm-up (the two overlap by the warm-up's few steps).
+double learning_rate(const TrainConfig& t, int64_t step, double wall_minutes = 0);
 
 class Scheduler {
  public:
@@ -26,7 +41,9 @@ class Scheduler {
   // resumed run's early-stopping record (its best value and count).
   Scheduler(const TrainConfig& config, bool lower_is_better, const TrainingState& state);
 
-  double learning_rate(int64_t step) const { return nmt::learning_rate(config_, step); }
+  double learning_rate(int64_t step, double wall_minutes) const {
+    return nmt::learning_rate(config_, step, wall_minutes);
+  }
   // The steps that close a window of the training log (train.log_every).
   bool logs_after(int64_t step) const { return step % config_.log_every == 0; }
   // train.max_steps or train.max_epochs reached by `state`.

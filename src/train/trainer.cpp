@@ -224,14 +224,22 @@ TrainResult train(const Config& cfg, const RunStart& start) {
                               tc.max_epochs));
     outcome = Evaluation::kFinished;
   }
+  // The clock the learning rate reads (a schedule over max_minutes): rank 0's
+  // wall minutes, so that every rank takes the same rate. Shared once here,
+  // then with each step's votes (the other ranks add 0).
+  double schedule_minutes = std::stod(s.sync->set_and_wait(
+      "schedule-minutes/" + std::to_string(s.state.step), std::to_string(reporter.wall_minutes())));
   while (outcome == Evaluation::kContinue) {
     const StepBatch batch = s.batches->next();
     ++s.state.step;
     test_crash_at(s.env.rank, s.state.step, s.env.restart_count);
     const bool out_of_time = scheduler.out_of_time(reporter.wall_minutes());
-    const double lr = scheduler.learning_rate(s.state.step);
-    // Votes every rank takes part in: [time is up, a signal came].
-    const StepOutput out = s.step.run(batch, s.state.step, lr, {out_of_time ? 1.0 : 0.0, interrupted() ? 1.0 : 0.0});
+    const double lr = scheduler.learning_rate(s.state.step, schedule_minutes);
+    // Votes every rank takes part in: [time is up, a signal came, rank 0's clock].
+    const StepOutput out = s.step.run(batch, s.state.step, lr,
+                                      {out_of_time ? 1.0 : 0.0, interrupted() ? 1.0 : 0.0,
+                                       s.leader() ? reporter.wall_minutes() : 0.0});
+    schedule_minutes = out.votes[2];
     check_update(out, s.state.step, skipped, tc, reporter);
     reporter.step(s.state, out, batch.global_tokens + batch.global_src_tokens, lr,
                   scheduler.logs_after(s.state.step));
@@ -274,7 +282,7 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
     for (int64_t i = 0; i < n; ++i) {
       const StepBatch batch = s.batches->next();
       ++s.state.step;
-      s.step.run(batch, s.state.step, learning_rate(cfg.train, s.state.step)).loss.item<double>();
+      s.step.run(batch, s.state.step, learning_rate(cfg.train, s.state.step, 0.0)).loss.item<double>();
       tokens += batch.global_tokens + batch.global_src_tokens;
     }
     return tokens;
