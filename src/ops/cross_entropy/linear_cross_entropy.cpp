@@ -55,12 +55,12 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
                                const at::Tensor& bias, const at::Tensor& labels_in, double smoothing,
                                int64_t ignore_index, bool need_grad, bool want_nll) {
     RECORD_FUNCTION("nmt::linear_cross_entropy", std::vector<c10::IValue>());
-    // bf16: rows padded (labelled ignore_index) to whole blocks of
-    // kBf16RowQuantum, so that the BLAS sees few distinct matrix shapes
-    // (ops/linear/dense.h says why).
+    // bf16 on the CPU: rows padded (labelled ignore_index) to whole blocks of
+    // kBf16RowQuantum, so that oneDNN sees few distinct matrix shapes
+    // (ops/linear/dense.h says why, and why not on a GPU).
     const int64_t rows_in = h_in.size(0);
     const bool gpu = h_in.is_cuda();
-    const bool pad = h_in.scalar_type() == at::kBFloat16 && rows_in % kBf16RowQuantum != 0;
+    const bool pad = !gpu && h_in.scalar_type() == at::kBFloat16 && rows_in % kBf16RowQuantum != 0;
     const int64_t pad_rows = pad ? kBf16RowQuantum - rows_in % kBf16RowQuantum : 0;
     const at::Tensor h = pad ? at::constant_pad_nd(h_in, {0, 0, 0, pad_rows}) : h_in.contiguous();
     const at::Tensor labels =

@@ -18,10 +18,13 @@ bool addable(const at::Tensor& grad, const at::Tensor& x) {
   return grad.defined() && grad.scalar_type() == at::kFloat && grad.is_contiguous() && grad.device() == x.device();
 }
 
-// bf16 rows rounded up to kBf16RowQuantum (zero rows appended).
+// bf16 rows on the CPU rounded up to kBf16RowQuantum (zero rows appended).
+// Not on a GPU: there the copies cost more host time than the shapes they
+// save (configs/real.yaml on an H100: bf16 252,261 tokens/s without them,
+// 221,326 with them and the packed attention, docs/bench/gpu_h100.md).
 at::Tensor padded(const at::Tensor& x) {
   const int64_t n = x.size(0), extra = (kBf16RowQuantum - n % kBf16RowQuantum) % kBf16RowQuantum;
-  return x.scalar_type() != at::kBFloat16 || extra == 0 ? x : at::constant_pad_nd(x, {0, 0, 0, extra});
+  return x.scalar_type() != at::kBFloat16 || extra == 0 || x.is_cuda() ? x : at::constant_pad_nd(x, {0, 0, 0, extra});
 }
 
 struct DenseFunction : public torch::autograd::Function<DenseFunction> {

@@ -5,8 +5,8 @@
 // multiplies run in bf16), w: [in, out] and b: [out] float32 parameters,
 // w_side and b_side the copies the product reads (w and b themselves for
 // float32; bf16 copies of them, kept by the trainer, for bf16). bf16 rows
-// are padded to kBf16RowQuantum inside (the output and dx are views of the
-// first N rows). The backward
+// on the CPU are padded to kBf16RowQuantum inside (the output and dx are
+// views of the first N rows). The backward
 // adds xᵀ dy into w's gradient buffer itself when w has one (FlatAdam's flat
 // gradients): one product with float32 accumulation, no bf16 weight gradient
 // to widen and add. Otherwise it returns the gradient as autograd expects.
@@ -16,12 +16,13 @@
 
 namespace nmt::ops {
 
-// bf16 products run on row counts rounded up to a multiple of this (zero
-// rows appended): the row count is a batch's token count, new almost every
-// step, and each new shape costs the BLAS a kernel choice (oneDNN on a CPU
-// compiles one, about 1 ms; cuBLAS on an H100 spent about 0.3 ms of host
-// time per bf16 product in the first steps of a run); rounded, a run sees
-// few shapes.
+// bf16 products on the CPU run on row counts rounded up to a multiple of
+// this (zero rows appended): the row count is a batch's token count, new
+// almost every step, and oneDNN compiles a kernel for each new shape (about
+// 1 ms); rounded, a run sees few shapes. (cuBLAS on an H100 also spent about
+// 0.3 ms of host time per new bf16 shape in a run's first steps, but the
+// padding copies cost more than that over a run: dense() leaves GPU rows as
+// they are.)
 inline constexpr int64_t kBf16RowQuantum = 64;
 
 // Whether a model's dense layer takes dense() for x and its weight w: a
