@@ -14,6 +14,7 @@
 #include "ops/attention/backend.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/number_text.h"
 #include "util/utf8.h"
 
 namespace nmt {
@@ -71,6 +72,10 @@ Field uint_field(std::string path, Get get) {
           [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
 }
 
+// A double as the shortest text that reads back as itself (0.1, where
+// yaml-cpp's emitter writes 0.10000000000000001).
+void emit_double(YAML::Emitter& e, double v) { e << shortest_number(v); }
+
 // lo_open: the lower bound itself is not allowed.
 template <typename Get>
 Field double_field(std::string path, Get get, double lo, double hi, bool lo_open = false) {
@@ -86,7 +91,7 @@ Field double_field(std::string path, Get get, double lo, double hi, bool lo_open
             }
             get(c) = v;
           },
-          [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
+          [=](const Config& c, YAML::Emitter& e) { emit_double(e, get(const_cast<Config&>(c))); }};
 }
 
 template <typename Get>

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "util/number_text.h"
+
 namespace nmt::serve {
 
 namespace {
@@ -17,18 +19,6 @@ double now_seconds() {
   using namespace std::chrono;
   static const steady_clock::time_point start = steady_clock::now();
   return duration<double>(steady_clock::now() - start).count();
-}
-
-// The shortest text that reads back as v (0.025, not 0.025000000000000001).
-std::string number(double v) {
-  char buf[64];
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && std::abs(v) < 1e15)
-    return std::to_string(static_cast<int64_t>(v));
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
 }
 
 void header(std::string& out, const char* name, const char* type, const char* help) {
@@ -50,10 +40,10 @@ void Histogram::render(const std::string& name, std::string& out) const {
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += name + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    out += name + "_bucket{le=\"" + shortest_number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
   out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
-  out += name + "_sum " + number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+  out += name + "_sum " + shortest_number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
 }
 
 Metrics::Metrics()
@@ -125,7 +115,7 @@ std::string Metrics::render(int64_t queue_sentences) const {
   out += "nmt_target_tokens_total " + std::to_string(target_tokens_) + "\n";
   header(out, "nmt_tokens_per_second", "gauge",
          "Source plus target tokens of the sentences finished in the last 10 seconds, per second.");
-  out += "nmt_tokens_per_second " + number(tokens_per_second_locked()) + "\n";
+  out += "nmt_tokens_per_second " + shortest_number(tokens_per_second_locked()) + "\n";
   return out;
 }
 
