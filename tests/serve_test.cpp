@@ -507,7 +507,7 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   m.latency(0.02);
   m.latency(3.0);
   m.batch(8, 0.2);
-  m.translated(8, 100, 120);
+  m.translated(8, 100, 120, 3);
   const std::string text = m.render(5);
   const auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
   EXPECT_TRUE(has("nmt_http_requests_total{path=\"/v1/translate\",code=\"200\"} 2"));
@@ -523,6 +523,7 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   EXPECT_TRUE(has("nmt_queue_sentences 5"));
   EXPECT_TRUE(has("nmt_source_tokens_total 100"));
   EXPECT_TRUE(has("nmt_target_tokens_total 120"));
+  EXPECT_TRUE(has("nmt_length_limited_total 3"));  // translations that stopped at the length limit
   EXPECT_TRUE(has("nmt_tokens_per_second 22"));  // 220 tokens in the last 10 s
   EXPECT_TRUE(has("# TYPE nmt_translate_latency_seconds histogram"));
 }

@@ -21,6 +21,7 @@
 #include "data/dataset.h"
 #include "data/po_catalog.h"
 #include "data/text_io.h"
+#include "decode/length_limit.h"
 #include "decode/scorer.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
@@ -105,18 +106,37 @@ OpenCheckpoint open_checkpoint(const std::string& dir, const RuntimeFlags& flags
   return s;
 }
 
+// The checkpoint's decoding settings with the flags folded in; logs the
+// length limit and where its factor came from.
 DecodeOptions decode_options(const LoadedCheckpoint& ck, const DecodeFlags& flags) {
   Config cfg = ck.cfg;
   if (flags.no_placeholder_constraint) cfg.decode.placeholder_constraint = false;
-  DecodeOptions o = nmt::decode_options(cfg, ck.tgt_tok.get());
+  if (flags.max_len_factor) {  // validated: auto or a number in range
+    if (*flags.max_len_factor == "auto") cfg.decode.max_len_factor.reset();
+    else cfg.decode.max_len_factor = std::stod(*flags.max_len_factor);
+  }
+  DecodeOptions o = nmt::decode_options(cfg, ck.tgt_tok.get(), ck.state.target_source_ratio);
   o.max_len = flags.max_len.value_or(o.max_len);
   o.batch_size = flags.batch_size.value_or(o.batch_size);
-  o.max_len_factor = flags.max_len_factor.value_or(o.max_len_factor);
+  if (flags.max_len_factor && *flags.max_len_factor != "auto")
+    o.max_len_origin =
+        resolve_length_factor(cfg.decode.max_len_factor, ck.state.target_source_ratio, "--max-len-factor").origin;
+  spdlog::info("length limit: {}", describe_length_limit(o, ck.model->options().max_positions()));
   o.beam = flags.beam;
   o.length_penalty = flags.length_penalty;
   o.use_cache = !flags.no_cache;
   o.parallel_batches = flags.parallel_batches.value_or(o.parallel_batches);
   return o;
+}
+
+// How many translations stopped at the length limit: a warning naming
+// them, or a line saying none did.
+void log_length_limited(const std::string& what, const std::vector<size_t>& limited, size_t translations,
+                        const DecodeOptions& options, const Transformer& model) {
+  const std::string line =
+      what + ": " + describe_length_limited(limited, translations, options, model->options().max_positions());
+  if (limited.empty()) spdlog::info("{}", line);
+  else spdlog::warn("{}", line);
 }
 
 // FILE.svg for one sentence; FILE-1.svg, FILE-2.svg, ... for several.
@@ -157,13 +177,19 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args, const st
                                 ? ", source cut to " + std::to_string(src.size()) + " of " + std::to_string(tokens) +
                                       " tokens"
                                 : "";
-    const std::string title = lines[i] + "  →  " + s.ck.tgt_tok->decode(hyp) + "  (cross-attention, layer " +
+    const std::string title = lines[i] + "  →  " + finish_translation(sources[i], hyp, *s.ck.tgt_tok) +
+                              "  (cross-attention, layer " +
                               std::to_string(layer + 1) + ", " +
                               (args.map_head < 0 ? std::string("mean of heads")
                                                  : "head " + std::to_string(args.map_head + 1)) + cut + ")";
     const std::string path = map_path(args.attention_map, i, lines.size());
-    write_file_atomic(path, viz::heatmap_svg(weights, s.ck.tgt_tok->pieces(produced),
-                                                  s.ck.src_tok->pieces(src), title));
+    // Sentinels drawn as the placeholders they stand for, as the explorer shows them.
+    const auto shown = [&](std::vector<std::string> pieces) {
+      for (std::string& p : pieces) p = sources[i].text.shown(p);
+      return pieces;
+    };
+    write_file_atomic(path, viz::heatmap_svg(weights, shown(s.ck.tgt_tok->pieces(produced)),
+                                             shown(s.ck.src_tok->pieces(src)), title));
     spdlog::info("attention map: {}", path);
   }
 }
@@ -293,6 +319,7 @@ int run_translate(const TranslateArgs& args) {
   std::vector<PreparedLine> all_sources;
   std::vector<std::vector<int64_t>> all_hyps;
   std::vector<SourceCut> cuts;   // over-long sources, numbered from 0 in the whole input
+  std::vector<size_t> limited;   // translations that stopped at the length limit, likewise
   int64_t count = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -305,6 +332,7 @@ int run_translate(const TranslateArgs& args) {
     }
     std::vector<std::vector<int64_t>> hyps = decode_lines(s.ck.model, sources, opts, s.device);
     for (size_t i = 0; i < lines.size(); ++i) {
+      if (reached_limit(sources[i], hyps[i], opts, s.ck.model)) limited.push_back(i + static_cast<size_t>(count));
       const std::string l = finish_translation(sources[i], hyps[i], *s.ck.tgt_tok);
       if (args.output.empty()) std::cout << l << '\n';
       else output += l + '\n';
@@ -323,6 +351,7 @@ int run_translate(const TranslateArgs& args) {
                seconds, count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
                opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
   if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, s.ck.model->options().max_positions()));
+  log_length_limited("translate", limited, static_cast<size_t>(count), opts, s.ck.model);
   if (!args.attention_map.empty()) write_attention_maps(s, args, all, all_sources, all_hyps);
   return kExitOk;
 }
@@ -387,9 +416,11 @@ int run_evaluate(const EvaluateArgs& args) {
   const DecodeOptions opts = decode_options(s.ck, args.decode);
   const auto start = std::chrono::steady_clock::now();
   std::vector<SourceCut> cuts;
-  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device, &cuts);
+  std::vector<size_t> limited;
+  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device, &cuts, &limited);
   if (!cuts.empty())
     spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(cuts, s.ck.model->options().max_positions()));
+  log_length_limited("evaluate: " + args.src, limited, src.size(), opts, s.ck.model);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!args.output.empty()) {

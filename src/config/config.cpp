@@ -212,7 +212,22 @@ const std::vector<Field>& fields() {
 
       int_field("decode.max_len", NMT_REF(decode.max_len), 1, 4096),
       int_field("decode.batch_size", NMT_REF(decode.batch_size), 1, 100000),
-      double_field("decode.max_len_factor", NMT_REF(decode.max_len_factor), 0, 1000),
+      Field{"decode.max_len_factor",
+            [](Config& c, const YAML::Node& n, const auto& fail) {
+              if (n.IsScalar() && n.Scalar() == "auto") {
+                c.decode.max_len_factor.reset();
+                return;
+              }
+              double v = 0;
+              if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
+                fail("expected a number or auto, got '" + scalar_text(n) + "'");
+              if (v < 0 || v > 1000) fail(shortest_number(v) + " is out of range [0, 1000] (or auto)");
+              c.decode.max_len_factor = v;
+            },
+            [](const Config& c, YAML::Emitter& e) {
+              if (c.decode.max_len_factor) emit_double(e, *c.decode.max_len_factor);
+              else e << "auto";
+            }},
       bool_field("decode.placeholder_constraint", NMT_REF(decode.placeholder_constraint)),
       string_field("decode.compute_type", NMT_REF(decode.compute_type), {"float32", "bf16", "int8", "auto"}),
   };

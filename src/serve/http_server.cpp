@@ -61,11 +61,14 @@ const std::map<std::string, std::string>& route_methods() {
 // paths cannot grow the label set).
 std::string route_label(const std::string& path) { return route_methods().count(path) ? path : "other"; }
 
-// {"translations": [...], "attention": [...], "cut": [...]} (attention only
-// when asked, cut only when a text was longer than the model reads: the
-// indices of those texts, translated from their first max_positions tokens);
+// {"translations": [...], "attention": [...], "cut": [...], "length_limited":
+// [...]} (attention only when asked, cut only when a text was longer than the
+// model reads: the indices of those texts, translated from their first
+// max_positions tokens; length_limited only when a text's translation, or a
+// line's of it, stopped at the length limit before ending: their indices);
 // the attention maps arrive as JSON text from the batch and are spliced in.
-std::string translate_answer(const Sentences& result, bool attention, const std::vector<size_t>& cut) {
+std::string translate_answer(const Sentences& result, bool attention, const std::vector<size_t>& cut,
+                             const std::vector<size_t>& length_limited) {
   nlohmann::json translations = nlohmann::json::array();
   for (const SentenceResult& s : result) translations.push_back(s.translation);
   std::string out = "{\"translations\":" + translations.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -75,6 +78,7 @@ std::string translate_answer(const Sentences& result, bool attention, const std:
     out += "]";
   }
   if (!cut.empty()) out += ",\"cut\":" + nlohmann::json(cut).dump();
+  if (!length_limited.empty()) out += ",\"length_limited\":" + nlohmann::json(length_limited).dump();
   return out + "}";
 }
 
@@ -471,6 +475,11 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
 Reply HttpServer::translated(Exchange& ex) {
   try {
     JobResult result = ex.result.get();
+    std::vector<size_t> limited;  // the texts, by index (a line of a text counts for the text)
+    for (size_t k = 0; k < result.sentences.size(); ++k) {
+      const size_t text = ex.texts != result.sentences.size() ? ex.owner[k] : k;
+      if (result.sentences[k].length_limited && (limited.empty() || limited.back() != text)) limited.push_back(text);
+    }
     if (ex.texts != result.sentences.size()) {  // texts with line breaks: their lines' translations joined
       std::vector<std::string> lines;
       for (const SentenceResult& s : result.sentences) lines.push_back(s.translation);
@@ -479,7 +488,7 @@ Reply HttpServer::translated(Exchange& ex) {
       for (size_t i = 0; i < ex.texts; ++i) result.sentences[i].translation = joined[i];
     }
     Reply r;
-    r.body = translate_answer(result.sentences, ex.attention, ex.cut);
+    r.body = translate_answer(result.sentences, ex.attention, ex.cut, limited);
     // Where the time went (W3C Server-Timing): waiting for a batch, and the
     // batch's translation; the rest of a client's latency is HTTP.
     // (fmt, not std::to_string: that goes through printf, a tenth of the

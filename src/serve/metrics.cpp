@@ -67,9 +67,10 @@ void Metrics::batch(int64_t sentences, double seconds) {
   batch_seconds_.observe(seconds);
 }
 
-void Metrics::translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens) {
+void Metrics::translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens, int64_t length_limited) {
   std::lock_guard<std::mutex> lock(mutex_);
   sentences_ += sentences;
+  length_limited_ += length_limited;
   source_tokens_ += source_tokens;
   target_tokens_ += target_tokens;
   const double t = now_seconds();
@@ -109,6 +110,10 @@ std::string Metrics::render(int64_t queue_sentences) const {
   out += "nmt_queue_sentences " + std::to_string(queue_sentences) + "\n";
   header(out, "nmt_sentences_total", "counter", "Sentences translated.");
   out += "nmt_sentences_total " + std::to_string(sentences_) + "\n";
+  header(out, "nmt_length_limited_total", "counter",
+         "Sentences whose translation stopped at the length limit before ending (maybe cut short; "
+         "--max-len-factor, --max-len).");
+  out += "nmt_length_limited_total " + std::to_string(length_limited_) + "\n";
   header(out, "nmt_source_tokens_total", "counter", "Source tokens translated.");
   out += "nmt_source_tokens_total " + std::to_string(source_tokens_) + "\n";
   header(out, "nmt_target_tokens_total", "counter", "Target tokens produced.");

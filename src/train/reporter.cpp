@@ -153,6 +153,12 @@ void Reporter::info(const std::string& line) {
   spdlog::info("{}", line);
 }
 
+void Reporter::warn(const std::string& line) {
+  if (!active_) return;
+  clear_progress();
+  spdlog::warn("{}", line);
+}
+
 TrainResult Reporter::finish(const TrainingState& state) {
   clear_progress();
   TrainResult r;

@@ -43,6 +43,7 @@ class Reporter {
   void evaluation(const TrainingState& state, const std::map<std::string, double>& metrics,
                   bool best);
   void info(const std::string& line);
+  void warn(const std::string& line);
   // The whole run's wall time, evaluations included.
   double wall_minutes() const;
   // Writes the run's clocks into the state a checkpoint is about to keep.
