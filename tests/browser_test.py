@@ -492,7 +492,11 @@ def hover_cell(driver, r, c, tap=False):
         "const pitch = (parseFloat(cv.style.width) + 1) / Number(cv.dataset.cols);"
         "const area = cv.closest('.map-area');"
         "area.scrollLeft = Math.max(0, c * pitch - area.clientWidth / 2);"
-        "cv.scrollIntoView({block: 'center'});"
+        "area.scrollTop = Math.max(0, r * pitch - area.clientHeight / 2);"
+        # The cell, not the canvas, in the middle of the window: a map taller
+        # than the window (a long translation) would leave row r above it.
+        "const before = cv.getBoundingClientRect();"
+        "window.scrollBy(0, before.top + r * pitch + pitch / 2 - window.innerHeight / 2);"
         "const box = cv.getBoundingClientRect();"
         "return [box.left + c * pitch + pitch / 2, box.top + r * pitch + pitch / 2];", cv, r, c)
     actions = ActionBuilder(driver)

@@ -565,6 +565,31 @@ TEST(Access, OriginMustBeTheServiceOrAllowed) {
   EXPECT_FALSE(check_origin(true, "https://APP.example.org", "127.0.0.1:8080", policy));
 }
 
+// CORS: an --allow-origin page is told it may read the answers, and its
+// preflights get the route's methods and the headers a page sends; nobody
+// else gets either (tests/cors_test.py drives the same from Chromium).
+TEST(Access, CorsHeadersForAllowedOriginsOnly) {
+  AccessPolicy policy;
+  policy.allow_origins = {"http://127.0.0.1:5000"};
+  const auto value = [](const Headers& h, const std::string& name) {
+    for (const auto& [n, v] : h)
+      if (n == name) return v;
+    return std::string("(none)");
+  };
+  const Headers plain = cors_headers(true, "http://127.0.0.1:5000", policy);
+  EXPECT_EQ(value(plain, "Access-Control-Allow-Origin"), "http://127.0.0.1:5000");
+  EXPECT_EQ(value(plain, "Access-Control-Expose-Headers"), "Retry-After, Server-Timing");
+  EXPECT_TRUE(cors_headers(true, "http://127.0.0.1:5001", policy).empty());  // not listed
+  EXPECT_TRUE(cors_headers(false, "", policy).empty());                      // no Origin: no browser page
+  const Headers pre = preflight_headers(true, "http://127.0.0.1:5000", true, "POST", policy);
+  EXPECT_EQ(value(pre, "Access-Control-Allow-Origin"), "http://127.0.0.1:5000");
+  EXPECT_EQ(value(pre, "Access-Control-Allow-Methods"), "POST");
+  EXPECT_EQ(value(pre, "Access-Control-Allow-Headers"), "Content-Type, Authorization");
+  EXPECT_EQ(value(pre, "Access-Control-Max-Age"), "600");
+  EXPECT_TRUE(preflight_headers(true, "http://127.0.0.1:5000", false, "POST", policy).empty());  // a plain OPTIONS
+  EXPECT_TRUE(preflight_headers(true, "https://attacker.example", true, "POST", policy).empty());
+}
+
 TEST(Access, ApiKeysWhenConfigured) {
   AccessPolicy policy;
   EXPECT_FALSE(check_api_key("", policy));  // no keys: none asked for

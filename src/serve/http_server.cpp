@@ -385,6 +385,19 @@ std::optional<Reply> HttpServer::first_look(MHD_Connection* c, const std::string
   // Who may call (serve/access.h), before any route.
   std::optional<Refusal> refused = check_host(text(MHD_HTTP_HEADER_HOST), options_.access);
   if (!refused) refused = check_origin(header("Origin") != nullptr, text("Origin"), text(MHD_HTTP_HEADER_HOST), options_.access);
+  if (!refused && method == "OPTIONS") {
+    // Which methods a route takes; for a listed origin's preflight, the
+    // CORS answer (before the key check: a preflight carries no key).
+    const auto route = route_methods().find(path);
+    if (route == route_methods().end()) return error_reply(404, "no such path: " + path);
+    Reply r;
+    r.status = 204;
+    r.type.clear();  // no body
+    r.headers = preflight_headers(header("Origin") != nullptr, text("Origin"),
+                                  header("Access-Control-Request-Method") != nullptr, route->second, options_.access);
+    r.headers.push_back({"Allow", route->second + ", OPTIONS"});
+    return r;
+  }
   bool ask_key = false;
   if (!refused && needs_key(path)) {
     refused = check_api_key(text(MHD_HTTP_HEADER_AUTHORIZATION), options_.access);
@@ -511,8 +524,15 @@ MHD_Result HttpServer::send(MHD_Connection* c, const Exchange& ex, Reply reply) 
   const char* data = reply.asset ? reinterpret_cast<const char*>(reply.asset->data) : reply.body.data();
   size_t size = reply.asset ? reply.asset->size : reply.body.size();
   std::string packed;
+  // Answers differ by Origin (Access-Control-Allow-Origin, or a 403): a
+  // cache must not hand one origin's answer to another.
+  std::string vary = "Origin";
+  const char* origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  for (auto& h : cors_headers(origin != nullptr, origin ? origin : "", options_.access))
+    if (std::none_of(reply.headers.begin(), reply.headers.end(), [&](const auto& have) { return have.first == h.first; }))
+      reply.headers.push_back(std::move(h));
   if (size >= static_cast<size_t>(options_.connections.compress_min_bytes)) {
-    reply.headers.push_back({"Vary", "Accept-Encoding"});
+    vary += ", Accept-Encoding";
     if (accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING)) &&
         !(packed = gzip(data, size)).empty()) {
       data = packed.data(), size = packed.size();
@@ -521,7 +541,7 @@ MHD_Result HttpServer::send(MHD_Connection* c, const Exchange& ex, Reply reply) 
   }
   MHD_Response* response = MHD_create_response_from_buffer(size, const_cast<char*>(data), MHD_RESPMEM_MUST_COPY);
   if (!response) return MHD_NO;
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.type.c_str());
+  if (!reply.type.empty()) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.type.c_str());
   // On every answer: no MIME sniffing, no referrer leaking the page's
   // address, and the explorer allowed only its own files (no inline code,
   // no framing by another site).
@@ -530,6 +550,7 @@ MHD_Result HttpServer::send(MHD_Connection* c, const Exchange& ex, Reply reply) 
   MHD_add_response_header(response, "Content-Security-Policy",
                           "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "
                           "frame-ancestors 'none'");
+  MHD_add_response_header(response, "Vary", vary.c_str());
   for (const auto& [name, value] : reply.headers) MHD_add_response_header(response, name.c_str(), value.c_str());
   if (reply.close || draining_) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
   const MHD_Result queued = MHD_queue_response(c, static_cast<unsigned int>(reply.status), response);
