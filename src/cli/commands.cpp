@@ -274,7 +274,7 @@ CLI::App* add_prepare_command(CLI::App& app, PrepareArgs& args) {
 int run_prepare(const PrepareArgs& args) {
   Config cfg = load_config(args.config);
   apply_overrides(cfg, args.sets);
-  install_interrupt_handlers("the pairs being encoded; nothing is kept");
+  install_interrupt_handlers("stopping; nothing of this preparation is kept", "still stopping; Ctrl-C once more aborts");
   data::PrepareOptions opts;
   opts.threads = static_cast<int>(args.threads);
   opts.force = args.force;
@@ -306,7 +306,8 @@ CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args) {
 }
 
 int run_translate(const TranslateArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping at the next batch (no --output file is written)",
+                             "still stopping; Ctrl-C once more aborts");
   OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   const DecodeOptions opts = decode_options(s.ck, args.decode);
   LineReader reader(args.input);
@@ -406,7 +407,8 @@ CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args) {
 }
 
 int run_evaluate(const EvaluateArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping at the next batch (no scores, no --output file)",
+                             "still stopping; Ctrl-C once more aborts");
   OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   const auto src = read_lines(args.src);
   const auto ref = read_lines(args.ref);
@@ -476,7 +478,7 @@ CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
 // About 130 lines, most of them the report (text or JSON) of what the
 // ranking (eval/po_rank.h) and the placeholder check (eval/po_check.h) found.
 int run_check_po(const CheckPoArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping at the next batch (no report)", "still stopping; Ctrl-C once more aborts");
   const data::PoCatalog catalog = data::read_po(args.file);
   const eval::PoCheck check = eval::check_placeholders(catalog);
   std::vector<const eval::PoItem*> faulty, hinted;
@@ -621,7 +623,7 @@ CLI::App* add_export_command(CLI::App& app, ExportArgs& args) {
 }
 
 int run_export(const ExportArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping (nothing of the export is kept)", "still stopping; Ctrl-C once more aborts");
   // Weights are exported as trained (float32, CPU); CTranslate2 quantizes at
   // load time if asked (compute_type).
   const LoadedCheckpoint ck = load_checkpoint(args.checkpoint, c10::Device(c10::kCPU));

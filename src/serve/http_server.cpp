@@ -660,7 +660,8 @@ int HttpServer::run() {
   // read, answer it, then stop. Caught from before the first connection:
   // the port file says the service is up, and a signal sent the moment it
   // appears must stop it cleanly, not kill it (exit 0, not -15).
-  install_interrupt_handlers("the requests already read");
+  install_interrupt_handlers("finishing the requests already read",
+                             "still finishing the requests already read; Ctrl-C once more aborts");
   int port = 0;
   const int listening = listen_socket(options_.host, options_.port, &port);
 
