@@ -168,7 +168,8 @@ class Evaluation {
         reporter_.evaluation(s_.state, s_.state.metrics, verdict.best);
         if (s_.cfg.train.valid_bleu_sentences > 0 && !ctx_.length_limited().empty())
           reporter_.warn(fmt::format("valid: {} of {} translations stopped at the length limit ({}) before "
-                                     "ending: cut short, they lower its BLEU (decode.max_len_factor)",
+                                     "ending: an early model's babble, or translations cut short "
+                                     "(decode.max_len_factor)",
                                      ctx_.length_limited().size(), ctx_.hypotheses().size(),
                                      describe_length_limit(ctx_.decode(), s_.model->options().max_positions(), false)));
         reporter_.stamp(s_.state);
