@@ -143,6 +143,55 @@ if "$nmt" --help | grep -q translate && "$nmt" train --help | grep -q -- --atten
 else
   bad "--help"
 fi
+# Flags show as typed: no "--no-hints{false}" (CLI11's way of showing a negated flag).
+for c in train prepare translate evaluate score check-causality check-po export serve bench-attention; do
+  if "$nmt" $c --help | grep -q '{false}\|{true}'; then bad "$c --help: $("$nmt" $c --help | grep '{false}\|{true}')"; else ok; fi
+done
+"$nmt" check-po --help | grep -qE -- '^ *--no-hints +leave out the hints' && ok || bad "check-po --help lacks --no-hints"
+
+# The resolved config's numbers as written (0.1), not as a double prints
+# with 17 digits (0.10000000000000001).
+if "$nmt" train --config "$tmp/tiny.yaml" --profile 1 --set train.checkpoint_dir="$tmp/profile" >/dev/null 2>"$tmp/resolved.log" &&
+   grep -qE '^  dropout: 0.1$' "$tmp/resolved.log" && grep -qE '^  label_smoothing: 0.1$' "$tmp/resolved.log" &&
+   ! grep -qE '[0-9]\.[0-9]*0000000000[0-9]' "$tmp/resolved.log"; then ok
+else bad "the resolved config: $(grep -E 'dropout|label_smoothing|0000000000' "$tmp/resolved.log")"; fi
+
+# ---- The live progress line (on a terminal): step, the last window's loss,
+# tokens/s, elapsed time and what is left of the budget; and a resumed run's
+# summary in one unit: the run's steps with the run's time, the session apart.
+if /usr/bin/python3 - "$nmt" "$tmp/tiny.yaml" "$tmp/progress" >"$tmp/progress.txt" <<'PY'
+import os, pty, re, subprocess, sys
+nmt, config, run = sys.argv[1:]
+leader, follower = pty.openpty()  # stderr a terminal: the progress line is drawn
+p = subprocess.Popen([nmt, "train", "--config", config, "--set", "train.checkpoint_dir=" + run, "--set", "train.progress=true",
+                      "--set", "train.max_steps=60", "--set", "train.log_every=5"],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
+os.close(follower)
+out = b""
+while True:
+    try:
+        chunk = os.read(leader, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+p.wait()
+text = out.decode("utf-8", "replace")
+lines = [l for l in re.split(r"\r|\n", text.replace("\x1b[K", "")) if l.startswith("  step ")]
+print("\n".join(lines[-3:]))
+want = re.compile(r"^  step \d+/60  loss \d+\.\d{3}  \d+ tok/s  elapsed \d+:\d\d  left ~\d+:\d\d \(\d+ steps\)$")
+sys.exit(0 if p.returncode == 0 and any(want.match(l) for l in lines) else 1)
+PY
+then ok; else bad "no progress line with loss, elapsed and time left: $(tail -c 400 "$tmp/progress.txt")"; fi
+"$nmt" train --resume "$tmp/progress" --set train.max_steps=90 >"$tmp/resumed.log" 2>&1 || bad "resume: $(tail -2 "$tmp/resumed.log")"
+summary_line=$(grep "train: 90 steps in" "$tmp/resumed.log")
+run_s=$(sed -n 's/.*train: 90 steps in \([0-9.]*\) s of training in all, this session: steps 61 to 90 (30) in [0-9.]* s, .*/\1/p' <<<"$summary_line")
+session_s=$(sed -n 's/.*this session: steps 61 to 90 (30) in \([0-9.]*\) s, .*/\1/p' <<<"$summary_line")
+saved_s=$(sed -n 's/^train_seconds: //p' "$tmp/progress/last/state.yaml")
+if [ -n "$run_s" ] && awk -v r="$run_s" -v s="$session_s" -v t="$saved_s" 'BEGIN { exit !(r > s && r >= t - 0.5 && r <= t + 5) }'; then ok
+else bad "the resumed run's summary: '$summary_line' (the run's training time in state.yaml: $saved_s s)"; fi
+
 # A mistyped command is named, with the ones there are.
 expect 2 "unknown command 'translat' \\(commands: train, prepare, translate, .*\\)" -- "$nmt" translat --checkpoint x
 
