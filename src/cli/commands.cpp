@@ -438,10 +438,31 @@ int run_evaluate(const EvaluateArgs& args) {
 
 namespace {
 
+// "FILE:LINE", with a plural entry's forms: "msgstr[1]", "msgstr[0,1]" (forms of equal text).
 std::string where(const std::string& file, const eval::PoItem& item) {
   std::string s = file + ":" + std::to_string(item.entry->line);
-  if (item.entry->msgid_plural) s += " msgstr[" + std::to_string(item.form) + "]";
-  return s;
+  if (!item.entry->msgid_plural) return s;
+  s += " msgstr[";
+  for (size_t k = 0; k < item.forms.size(); ++k) s += (k ? "," : "") + std::to_string(item.forms[k]);
+  return s + "]";
+}
+
+// A checkpoint whose translations are mostly wrong ranks catalogs by noise.
+// The ranking's figures (docs/bench/check_po.md) come from a checkpoint at
+// validation BLEU 38.99; below this, its back-translations are too often
+// wrong for the order to mean much.
+constexpr double kMinRankingBleu = 20.0;
+
+// The warning for a checkpoint too weak to rank with ("" when it is not).
+std::string ranking_warning(const LoadedCheckpoint& ck) {
+  const auto bleu = ck.state.metrics.find("bleu");
+  if (bleu == ck.state.metrics.end())
+    return "the checkpoint records no validation BLEU (train.valid_bleu_sentences 0, or no validation yet): how well "
+           "it ranks is unknown";
+  if (bleu->second >= kMinRankingBleu) return "";
+  return fmt::format("the checkpoint's validation BLEU is {:.1f} (step {}), under {:.0f}: its back-translations are too "
+                     "often wrong for this ranking to mean much; train it longer",
+                     bleu->second, ck.state.step, kMinRankingBleu);
 }
 
 std::string quoted(const std::string& text) { return "\"" + data::po_escape(text) + "\""; }
@@ -466,7 +487,8 @@ CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
                   "msgid's alone) | chrf (back-translation vs msgid)")
       ->check(CLI::IsMember({"combined", "support", "gap", "score", "chrf"}));
   cmd->add_flag("--json", args.json, "print one JSON object instead of text");
-  cmd->add_flag("!--no-hints", args.hints,
+  // A callback, not "!--no-hints": CLI11 would show that as --no-hints{false}.
+  cmd->add_flag_callback("--no-hints", [&args] { args.hints = false; },
                 "leave out the hints: option names of the msgid (--force) that the msgstr lacks, which "
                 "translations keep verbatim (hints are no faults: they never change the exit code)");
   add_decode_flags(cmd, args.decode);
@@ -487,22 +509,37 @@ int run_check_po(const CheckPoArgs& args) {
     if (args.hints && !item.hints.empty()) hinted.push_back(&item);
   }
 
+  // The ranking judges each distinct translation once (a plural entry's
+  // forms of equal text are one row).
+  const eval::PoCheck texts = eval::distinct_texts(check);
   std::vector<eval::RankedItem> ranked;
-  std::string model_name;
+  std::string model_name, model_warning;
   if (!args.checkpoint.empty() && !check.items.empty()) {
     OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
     model_name = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
+    model_warning = ranking_warning(s.ck);
+    if (!model_warning.empty()) spdlog::warn("check-po: {}", model_warning);
     const DecodeOptions opts = decode_options(s.ck, args.decode);
     eval::PoModel model;
     model.protect_placeholders = opts.protect_placeholders;
     model.translate = [&](const std::vector<std::string>& chinese) {
       std::vector<SourceCut> cuts;
-      auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device, &cuts);
+      std::vector<size_t> limited;
+      auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device, &cuts, &limited);
+      if (!limited.empty()) {  // named by their catalog lines (the lines are the items' msgstrs, in order)
+        std::string named;
+        for (size_t k = 0; k < limited.size() && k < 5; ++k)
+          if (limited[k] < texts.items.size()) named += (named.empty() ? "" : ", ") + where(args.file, texts.items[limited[k]]);
+        spdlog::warn("check-po: {} of {} back-translations stopped at the length limit ({}) before ending: {}{}",
+                     limited.size(), chinese.size(),
+                     describe_length_limit(opts, s.ck.model->options().max_positions(), false), named,
+                     limited.size() > 5 ? ", ..." : "");
+      }
       // The lines are the items' msgstrs, in order (rank_translations).
       for (const SourceCut& c : cuts)
-        if (c.line < check.items.size())
+        if (c.line < texts.items.size())
           spdlog::warn("check-po: {}: msgstr of {} tokens, cut to the first {} this model reads",
-                       where(args.file, check.items[c.line]), c.tokens, s.ck.model->options().max_positions());
+                       where(args.file, texts.items[c.line]), c.tokens, s.ck.model->options().max_positions());
       return out;
     };
     model.score = [&](const std::vector<std::string>& sources, const std::vector<std::string>& targets, bool protect) {
@@ -512,8 +549,8 @@ int run_check_po(const CheckPoArgs& args) {
       return scores;
     };
     const auto start = std::chrono::steady_clock::now();
-    ranked = eval::rank_translations(check, model, eval::parse_rank_by(args.rank));
-    spdlog::info("check-po: {} translations back-translated and scored in {:.1f} s", check.items.size(),
+    ranked = eval::rank_translations(texts, model, eval::parse_rank_by(args.rank));
+    spdlog::info("check-po: {} translations back-translated and scored in {:.1f} s", texts.items.size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   const size_t shown = args.top == 0 ? ranked.size() : std::min(ranked.size(), static_cast<size_t>(args.top));
@@ -523,7 +560,7 @@ int run_check_po(const CheckPoArgs& args) {
     auto base = [&](const eval::PoItem& item) {
       json j = {{"line", item.entry->line}, {"msgid", item.english}, {"msgstr", item.chinese}};
       if (item.entry->context) j["msgctxt"] = *item.entry->context;
-      if (item.entry->msgid_plural) j["form"] = item.form;
+      if (item.entry->msgid_plural) j["form"] = item.form, j["forms"] = item.forms;
       j["flags"] = item.entry->flags;
       return j;
     };
@@ -549,6 +586,7 @@ int run_check_po(const CheckPoArgs& args) {
     if (!model_name.empty()) {
       out["model"] = model_name;
       out["rank"] = args.rank;
+      if (!model_warning.empty()) out["warning"] = model_warning;
     }
     for (size_t k = 0; k < shown; ++k) {
       const eval::RankedItem& r = ranked[k];
@@ -592,6 +630,7 @@ int run_check_po(const CheckPoArgs& args) {
     if (!model_name.empty()) {
       std::printf("\nfurthest from their msgid, by %s (model %s): %zu of %zu\n", args.rank.c_str(), model_name.c_str(),
                   shown, ranked.size());
+      if (!model_warning.empty()) std::printf("warning: %s\n", model_warning.c_str());
       for (size_t k = 0; k < shown; ++k) {
         const eval::RankedItem& r = ranked[k];
         std::printf("%s: combined %.2f  gap %.2f  length %+.2f  foreign %.2f  rival %s  support %.2f  score %.2f  chrF %.1f\n"
