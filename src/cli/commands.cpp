@@ -245,6 +245,12 @@ int run_train(const TrainArgs& args) {
       cfg.origin["train.checkpoint_dir"] = "--resume";
     }
   }
+  // What the machine must offer, checked before the config is printed: a
+  // refusal is one line, not the last of a page.
+  const std::string precision_key = cfg.origin.count("train.precision")
+                                        ? cfg.origin.at("train.precision") + ": train.precision"
+                                        : "train.precision";
+  resolve_precision(cfg.train.precision, resolve_device(cfg.attention.device, "attention.device"), precision_key);
   spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
   if (args.profile > 0) {
     profile_training(cfg, args.profile, std::cout);
