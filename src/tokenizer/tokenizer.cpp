@@ -204,7 +204,7 @@ const std::vector<std::string>& placeholder_pieces() {
 // SentencePiece's trainer, once started, runs to its end (minutes on a
 // sample of 2M lines) and cannot be asked to stop. So it runs in a child
 // process, which a SIGINT/SIGTERM to nmt ends at once (SIGKILL): the command
-// stops within a poll's time (kChildPoll) instead of after the training.
+// stops within a poll's time (kChildPollMs) instead of after the training.
 // The child dies with nmt too (PR_SET_PDEATHSIG), so an nmt killed outright
 // leaves no trainer writing into its staged folder. InputError naming
 // `input` with SentencePiece's message when the training fails.
@@ -221,9 +221,11 @@ void train_in_child(const SpmLibrary& lib, const std::string& args, const std::s
     throw IoError(std::string("cannot start SentencePiece: fork: ") + std::strerror(e));
   }
   if (pid == 0) {
-    // The child: only the SentencePiece module and async-signal-safe calls
-    // (nmt's other threads did not come along), and _exit, so that nothing
-    // of the parent's (stdio buffers, atexit handlers) runs twice.
+    // The child runs the SentencePiece module alone: nmt's other threads did
+    // not come along, so nothing of nmt's (whose locks they may have held)
+    // is called here; SentencePiece's module has its own heap and threads
+    // (spm_shim.h), idle while nmt waits for it. _exit: nothing of the
+    // parent's (stdio buffers, atexit handlers) runs twice.
     ::close(pipe_fds[0]);
     ::signal(SIGINT, SIG_IGN);  // the parent decides, and ends this process
     ::signal(SIGTERM, SIG_DFL);
