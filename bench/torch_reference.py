@@ -69,8 +69,21 @@ DEFAULTS = {  # nmt's defaults (src/config/config.h) for the keys used here
               "warmup_steps": 200, "lr_schedule": "inverse_sqrt", "min_lr": 0.0, "warmup_share": 0.0,
               "adam_beta1": 0.9, "adam_beta2": 0.98, "adam_eps": 1e-9,
               "weight_decay": 0.0, "label_smoothing": 0.1, "clip_norm": 1.0, "log_every": 50},
-    "decode": {"max_len": 80, "batch_size": 64, "max_len_factor": 3.0},
+    "decode": {"max_len": 80, "batch_size": 64, "max_len_factor": "auto"},
 }
+
+
+def length_factor(setting, src, tgt):
+    """decode.max_len_factor as nmt resolves it (src/decode/length_limit.h): a number as given;
+    auto: 1.5 x the ratio (t + 1 - 5) / s that 99.9% of the training pairs stay within (in steps
+    of 1/100, rounded up), at least 2."""
+    if setting != "auto":
+        return float(setting)
+    steps = sorted(min(100000, -(-max(0, len(t) + 1 - 5) * 100 // len(s))) for s, t in zip(src, tgt) if s and t)
+    if not steps:
+        return 3.0
+    ratio = steps[len(steps) - int((1 - 0.999) * len(steps)) - 1] / 100
+    return max(2.0, math.ceil(1.5 * ratio * 100) / 100)
 
 
 def load_config(path, overrides):
@@ -347,6 +360,7 @@ def main():
 
     sp_src, sp_tgt = spm.SentencePieceProcessor(model_file=a.src_model), spm.SentencePieceProcessor(model_file=a.tgt_model)
     src, tgt = load_parallel(d["train_src"], d["train_tgt"], sp_src, sp_tgt, d["max_len"])
+    cfg["decode"]["max_len_factor"] = length_factor(cfg["decode"]["max_len_factor"], src, tgt)
     eval_src = read_lines(a.eval_src or d["valid_src"])
     eval_ref = read_lines(a.eval_ref or d["valid_tgt"])
     model = Seq2Seq(sp_src.get_piece_size(), sp_tgt.get_piece_size(), m)

@@ -401,8 +401,49 @@ def run(args):
         translate_in_page(driver, args.sentence)
         again = wait(driver, 30, lambda d: text_of(d, "translation") or False, "#translation stayed empty")
         check(again == answer["translations"][0], "the page's own translation failed after the other site's POST")
+        placeholders = check_placeholders_shown(driver, base) if args.protected else None
     phone_cell = run_phone(base, args, S, T)
-    return S, T, checked_cells, refused_checked, cross_origin, phone_cell
+    return S, T, checked_cells, refused_checked, cross_origin, phone_cell, placeholders
+
+
+PRIVATE_USE = re.compile("[\ue000-\uf8ff]")  # the sentinels' range: drawn as boxes
+
+
+def check_placeholders_shown(driver, base):
+    """A placeholder-protected model reads sentinels (private-use characters) for
+    placeholders; the API's tokens, the map's labels, its tooltip and readout
+    show the placeholder each stands for instead. Returns the tokens checked."""
+    status, info = api(base, "v1/info")
+    check(info.get("protect_placeholders") is True, f"v1/info does not say the model protects placeholders: {info}")
+    sentence = "\u65e0\u6cd5\u521b\u5efa\u76ee\u5f55 %s"  # 无法创建目录 %s, one of the page's examples
+    status, answer = api(base, "v1/translate", {"text": [sentence], "attention": True})
+    check(status == 200, f"POST v1/translate answered {status}: {answer}")
+    att = answer["attention"][0]
+    tokens = att["source"] + att["target_in"] + att["target_out"]
+    raw = [t for t in tokens if PRIVATE_USE.search(t)]
+    check(not raw, f"the API's attention tokens carry sentinels: {[ascii(t) for t in raw]}")
+    # The constraint makes the translation carry the source's placeholder.
+    check(any("%s" in t for t in att["source"]) and any("%s" in t for t in att["target_out"]),
+          f"%s is not among the tokens: source {att['source']}, target {att['target_out']}")
+    translate_in_page(driver, sentence)
+    wait(driver, 30, lambda d: text_of(d, "translation") == answer["translations"][0] or False,
+         f"#translation never showed {answer['translations'][0]!r}")
+    select(driver, "kind", "cross")
+    labels = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#heatmap .rlabel, #heatmap .clabel'), e => e.textContent);")
+    check(not any(PRIVATE_USE.search(t) for t in labels), f"the map's labels show sentinels: {[ascii(t) for t in labels]}")
+    check(any("%s" in t for t in labels), f"no label shows %s: {labels}")
+    # The row that predicts the placeholder: its tooltip and readout name it.
+    row = next(r for r, t in enumerate(att["target_out"]) if "%s" in t)
+    hover_cell(driver, row, 0)
+    tip = wait(driver, 3, lambda d: d.execute_script(
+        "const t = document.getElementById('tooltip'); return !t.hidden && t.textContent;"),
+        "hovering the placeholder's row shows no tooltip")
+    readout = text_of(driver, "readout")
+    for what, text in (("tooltip", tip), ("readout", readout)):
+        check(not PRIVATE_USE.search(text), f"the {what} shows a sentinel: {ascii(text)}")
+        check("predicting \u201c" in text and "%s" in text, f"the {what} does not say it predicts %s: {text!r}")
+    return len(tokens)
 
 
 def run_phone(base, args, S, T):
@@ -451,7 +492,11 @@ def hover_cell(driver, r, c, tap=False):
         "const pitch = (parseFloat(cv.style.width) + 1) / Number(cv.dataset.cols);"
         "const area = cv.closest('.map-area');"
         "area.scrollLeft = Math.max(0, c * pitch - area.clientWidth / 2);"
-        "cv.scrollIntoView({block: 'center'});"
+        "area.scrollTop = Math.max(0, r * pitch - area.clientHeight / 2);"
+        # The cell, not the canvas, in the middle of the window: a map taller
+        # than the window (a long translation) would leave row r above it.
+        "const before = cv.getBoundingClientRect();"
+        "window.scrollBy(0, before.top + r * pitch + pitch / 2 - window.innerHeight / 2);"
         "const box = cv.getBoundingClientRect();"
         "return [box.left + c * pitch + pitch / 2, box.top + r * pitch + pitch / 2];", cv, r, c)
     actions = ActionBuilder(driver)
@@ -507,12 +552,14 @@ def main():
     parser.add_argument("--screenshot", required=True, help="PNG to write (cross attention of the sentence)")
     parser.add_argument("--phone-screenshot", help="PNG of the page on a 390x844 phone (default: beside --screenshot)")
     parser.add_argument("--sentence", default="无法打开文件", help="the Chinese sentence to translate")
+    parser.add_argument("--protected", action="store_true",
+                        help="the model protects placeholders: check that its sentinels are shown as placeholders")
     args = parser.parse_args()
     if not args.phone_screenshot:
         args.phone_screenshot = os.path.splitext(args.screenshot)[0] + "-phone.png"
     started = time.monotonic()
     try:
-        S, T, cells, refused, cross_origin, phone_cell = run(args)
+        S, T, cells, refused, cross_origin, phone_cell, placeholders = run(args)
     except Failure as e:
         print(f"FAIL: browser_test: {e}", file=sys.stderr)
         return 1
@@ -522,7 +569,9 @@ def main():
     print(f"PASS: browser_test: {S} source x {T} target tokens, 3 kinds x layers x heads, {cells} cells "
           f"coloured as the API's weights, every cell of a view per kind read back exactly; masked future, tooltip, empty input{', server error' if refused else ''} shown, "
           f"no console errors; another site's POST refused ({cross_origin} x 403) and the page still works; "
-          f"on a {PHONE[0]}x{PHONE[1]} phone {phone_cell:.0f} px cells, a tap shows the weight; screenshots "
+          f"on a {PHONE[0]}x{PHONE[1]} phone {phone_cell:.0f} px cells, a tap shows the weight; "
+          + (f"{placeholders} tokens of a protected model's map shown with %s, not sentinels; " if placeholders else "")
+          + f"screenshots "
           f"{args.screenshot}, {args.phone_screenshot} ({time.monotonic() - started:.1f} s)")
     return 0
 

@@ -61,7 +61,8 @@ if [ $rc -eq 3 ] && grep -q "placeholders: 3 translation(s) differ" <<<"$out" &&
 
 # ---- With a (tiny, barely trained) model: every translation back-translated and ranked.
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
-"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=5 --set train.checkpoint_dir="$tmp/run" >"$tmp/train.log" 2>&1 ||
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=5 --set train.checkpoint_dir="$tmp/run" \
+  --set train.valid_bleu_sentences=16 >"$tmp/train.log" 2>&1 ||
   { bad "training the tiny model failed: $(tail -3 "$tmp/train.log")"; summary check_po; exit; }
 "$nmt" check-po "$tmp/faulty.po" --checkpoint "$tmp/run" --json --top 0 >"$tmp/out.json" 2>"$tmp/err.log"
 rc=$?
@@ -89,6 +90,60 @@ out=$("$nmt" check-po "$tmp/good.po" --checkpoint "$tmp/run" --top 2 --rank chrf
 rc=$?
 if [ $rc -eq 0 ] && grep -q "furthest from their msgid, by chrf (model .*): 2 of 3" <<<"$out" &&
    [ "$(grep -c '^  back   "' <<<"$out")" -eq 2 ]; then ok; else bad "good.po --top 2: exit $rc: $out"; fi
+
+# A plural entry whose two forms hold the same text (Chinese has one plural
+# form; catalogs often give two): one row, msgstr[0,1], in the placeholder
+# list and in the ranking. And a checkpoint too weak to rank with (5 steps:
+# validation BLEU near 0) is named as such, in the report and its JSON.
+cat >"$tmp/plural.po" <<'PO'
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+"Plural-Forms: nplurals=2; plural=(n != 1);\n"
+
+#, c-format
+msgid "%d file removed"
+msgid_plural "%d files removed"
+msgstr[0] "已删除 %d 个文件"
+msgstr[1] "已删除 %d 个文件"
+
+#, c-format
+msgid "%d file deleted"
+msgid_plural "%d files deleted"
+msgstr[0] "已删除 %d 个文件 %s"
+msgstr[1] "已删除 %d 个文件 %s"
+
+#, c-format
+msgid "%s: %d item"
+msgid_plural "%s: %d items"
+msgstr[0] "%d 项"
+msgstr[1] "%d 项"
+
+msgid "he likes to dance"
+msgstr "他喜欢跳舞"
+PO
+out=$("$nmt" check-po "$tmp/plural.po" --checkpoint "$tmp/run" --top 0 2>"$tmp/plural.log")
+rc=$?
+# Same text, same findings: one row. Same text, other findings (form 0 is
+# for n = 1 alone and may leave the number out): a row each in the
+# placeholder list, one in the ranking.
+if [ $rc -eq 3 ] && grep -q "^$tmp/plural.po:13 msgstr\[0,1\]: extra %s$" <<<"$out" &&
+   grep -q "^$tmp/plural.po:19 msgstr\[0\]: changed" <<<"$out" && grep -q "^$tmp/plural.po:19 msgstr\[1\]: missing %d" <<<"$out" &&
+   grep -q "placeholders: 3 translation(s) differ" <<<"$out" &&
+   [ "$(grep -cE "plural.po:(7|13|19) msgstr\[0,1\]: combined" <<<"$out")" -eq 3 ] &&
+   [ "$(grep -cE "plural.po:[0-9]+ msgstr\[[01]\]: combined" <<<"$out")" -eq 0 ] &&
+   grep -q "furthest from their msgid, by combined (model .*): 4 of 4" <<<"$out" &&
+   grep -qE "^warning: the checkpoint's validation BLEU is [0-9.]+ \(step 5\), under 20: its back-translations are too often wrong for this ranking to mean much" <<<"$out" &&
+   grep -q "check-po: the checkpoint's validation BLEU is" "$tmp/plural.log"; then ok
+else bad "plural.po: exit $rc: $out"; fi
+"$nmt" check-po "$tmp/plural.po" --checkpoint "$tmp/run" --json >"$tmp/plural.json" 2>/dev/null
+if python3 - "$tmp/plural.json" <<'PY'; then ok; else bad "plural.po --json: $(head -c 600 "$tmp/plural.json")"; fi
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert "validation BLEU" in j["warning"], j.get("warning")
+assert sorted(e["forms"] for e in j["ranked"] if "forms" in e) == [[0, 1]] * 3, j["ranked"]
+assert [e["forms"] for e in j["placeholders"]] == [[0, 1], [0], [1]], j["placeholders"]
+PY
 
 # An entry longer than the model's positions (256) is scored on its prefix,
 # back-translated from its first 256 tokens (the rule of every entry point),

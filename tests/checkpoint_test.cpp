@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -165,8 +166,14 @@ TEST(TrainingState, RoundTripsAndRejectsBadCounters) {
       "step: 5\nepoch: 0\nbatch_in_epoch: 5\nbest: .nan\nevals_since_best: 0\nmetrics: {}\n", "old.yaml");
   EXPECT_EQ(old.step, 5);
   EXPECT_EQ(old.train_seconds, 0);
+  // ... and records no length ratio (decode/length_limit.h): NaN, not 0.
+  EXPECT_TRUE(std::isnan(old.target_source_ratio));
+  EXPECT_TRUE(std::isnan(r.target_source_ratio));
+  s.target_source_ratio = 2.17;
+  EXPECT_EQ(parse_training_state(training_state_yaml(s), "state.yaml").target_source_ratio, 2.17);
   for (const char* bad : {"step: -1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\n",
                           "step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\ntrain_seconds: -3\n",
+                          "step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\ntarget_source_ratio: -2\n",
                           "step: x\n", "- [1, 2\n"}) {
     try {
       parse_training_state(bad, "bad.yaml");

@@ -130,6 +130,37 @@ TEST(Config, CrossKeyChecksRunAfterAllOverrides) {
   EXPECT_EQ(other.train.valid_bleu_sentences, Config().train.valid_bleu_sentences);
 }
 
+// The resolved config says numbers as they were written: 0.1, not the 17
+// digits of its double (0.10000000000000001), and reads them back exactly.
+TEST(Config, ResolvedNumbersAreTheShortestThatReadBack) {
+  Config cfg;
+  apply_overrides(cfg, {"train.lr=0.0007", "train.adam_eps=1e-9"});
+  const std::string yaml = to_yaml(cfg);
+  for (const char* line : {"  dropout: 0.1\n", "  label_smoothing: 0.1\n", "  src_character_coverage: 0.9995\n",
+                           "  lr: 0.0007\n", "  adam_eps: 1e-09\n", "  max_len_factor: auto\n"})
+    EXPECT_NE(yaml.find(line), std::string::npos) << line << " not in\n" << yaml;
+  EXPECT_EQ(yaml.find("00000000"), std::string::npos) << yaml;
+  const Config again = parse_config(yaml, "resolved.yaml");
+  EXPECT_EQ(again.train.lr, 0.0007);
+  EXPECT_EQ(again.model.dropout, 0.1);
+  EXPECT_EQ(again.train.adam_eps, 1e-9);
+}
+
+// decode.max_len_factor: a number, or auto (unset: derived from the
+// training corpus, decode/length_limit.h), the default.
+TEST(Config, LengthFactorIsANumberOrAuto) {
+  EXPECT_FALSE(Config().decode.max_len_factor.has_value());
+  EXPECT_EQ(parse_config("decode:\n  max_len_factor: 3\n", "x.yaml").decode.max_len_factor, 3.0);
+  EXPECT_FALSE(parse_config("decode:\n  max_len_factor: auto\n", "x.yaml").decode.max_len_factor.has_value());
+  EXPECT_EQ(error_of("decode:\n  max_len_factor: fast\n"),
+            "x.yaml:2: decode.max_len_factor: expected a number or auto, got 'fast'");
+  EXPECT_EQ(error_of("decode:\n  max_len_factor: -1\n"),
+            "x.yaml:2: decode.max_len_factor: -1 is out of range [0, 1000] (or auto)");
+  Config cfg;
+  apply_override(cfg, "decode.max_len_factor=2.5");
+  EXPECT_NE(to_yaml(cfg).find("  max_len_factor: 2.5\n"), std::string::npos);
+}
+
 TEST(Config, ResolvedYamlRoundTrips) {
   Config cfg;
   apply_override(cfg, "model.d_model=96");

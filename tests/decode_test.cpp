@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -13,6 +14,7 @@
 
 #include "data/dataset.h"
 #include "decode/continuous_greedy.h"
+#include "decode/length_limit.h"
 #include "decode/placeholder_constraint.h"
 #include "decode/translator.h"
 #include "data/placeholder_mask.h"
@@ -443,6 +445,11 @@ TEST(Decode, LengthLimitsArePerSentence) {
       EXPECT_LT(limit, static_cast<size_t>(limited.max_len));
       ASSERT_LE(cut[i].size(), limit) << "sentence " << i << " beam " << beam;
       if (full[i].size() < limit) EXPECT_EQ(cut[i], full[i]) << "sentence " << i << " beam " << beam;
+      // Counted as stopped at the limit exactly when it did not end by itself.
+      const auto src_len = static_cast<int64_t>(t.sources[i].size());
+      EXPECT_EQ(reached_limit(limited, model->options().max_positions(), src_len, static_cast<int64_t>(cut[i].size())),
+                full[i].size() >= limit)
+          << "sentence " << i << " beam " << beam;
       if (full[i].size() > limit) {
         ++truncated;
         if (beam == 0)  // greedy: the same tokens, cut short
@@ -452,6 +459,48 @@ TEST(Decode, LengthLimitsArePerSentence) {
     }
     EXPECT_GE(truncated, 5) << "beam " << beam << ": the limit should bite on some sentences";
   }
+}
+
+// The corpus's ratio as the limit needs it, (t + 1 - 5) / s, at the 99.9%
+// quantile (1/100 steps, rounded up), and the factor decoding takes from it.
+TEST(LengthLimit, RatioQuantileAndTheFactorFromIt) {
+  LengthRatioCounter c;
+  EXPECT_TRUE(std::isnan(c.quantile(kLengthRatioQuantile)));
+  for (int i = 0; i < 998; ++i) c.add(2, 9);  // (9 + 1 - 5) / 2 = 2.5
+  c.add(3, 20);                              // 16 / 3 = 5.33..., rounded up
+  c.add(1, 3);                               // within the slack: 0
+  EXPECT_EQ(c.pairs(), 1000u);
+  EXPECT_DOUBLE_EQ(c.quantile(0.5), 2.5);
+  EXPECT_DOUBLE_EQ(c.quantile(kLengthRatioQuantile), 2.5);  // one pair in 1000 may lie above
+  EXPECT_DOUBLE_EQ(c.quantile(1.0), 5.34);
+  LengthRatioCounter other;
+  other.add(1, 60);  // 56: a second counter's pairs merged in
+  c.merge(other);
+  EXPECT_DOUBLE_EQ(c.quantile(1.0), 56.0);
+  EXPECT_EQ(c.pairs(), 1001u);
+  // The factor: 1.5 × the ratio (at least 2); a factor set by hand wins.
+  EXPECT_DOUBLE_EQ(resolve_length_factor(std::nullopt, 10).factor, 15);
+  EXPECT_DOUBLE_EQ(resolve_length_factor(std::nullopt, 2.17).factor, 3.26);
+  EXPECT_DOUBLE_EQ(resolve_length_factor(std::nullopt, 0.5).factor, kMinDerivedFactor);
+  const LengthFactor set = resolve_length_factor(3.0, 10);
+  EXPECT_EQ(set.factor, 3.0);
+  EXPECT_EQ(set.origin, "decode.max_len_factor; auto would be 15, from the training corpus's target/source length "
+                        "ratio 10 (99.9% of its pairs)");
+  // A checkpoint that records no ratio: the earlier default, and it says so.
+  const LengthFactor old = resolve_length_factor(std::nullopt, std::nan(""));
+  EXPECT_EQ(old.factor, kLegacyLengthFactor);
+  EXPECT_NE(old.origin.find("records no target/source length ratio"), std::string::npos) << old.origin;
+  DecodeOptions o;
+  o.max_len = 80;
+  o.max_len_factor = 15;
+  EXPECT_EQ(decode_limit(o, 256, 2), 35);
+  EXPECT_EQ(decode_limit(o, 256, 10), 80);  // max_len
+  EXPECT_EQ(decode_limit(o, 30, 10), 29);   // the model's positions
+  EXPECT_TRUE(reached_limit(o, 256, 2, 35));
+  EXPECT_FALSE(reached_limit(o, 256, 2, 34));
+  EXPECT_EQ(describe_length_limited({2, 9}, 20, o, 256),
+            "2 of 20 translations stopped at the length limit (15 × source pieces + 5, at most 80 target pieces) "
+            "before ending, maybe cut short: line 3, line 10 (raise --max-len-factor or --max-len)");
 }
 
 // An empty source gives an empty output, in every mode, and leaves its

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     nmt::set_threads(ck.cfg.train.threads);
     std::vector<std::string> lines;
     for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
-    const nmt::DecodeOptions opts = nmt::decode_options(ck.cfg);
+    const nmt::DecodeOptions opts = nmt::decode_options(ck.cfg, nullptr, ck.state.target_source_ratio);
     for (const auto& out : nmt::translate_lines(ck.model, *ck.src_tok, *ck.tgt_tok, lines, opts, c10::kCPU))
       std::cout << out << '\n';
   } catch (const nmt::InputError& e) {

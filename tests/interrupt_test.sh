@@ -4,7 +4,7 @@
 # (same logged losses); a second SIGINT waits for the save, a third aborts;
 # SIGINT during `nmt translate --output` exits 130 and leaves no output file,
 # during `nmt check-po` exits 130 without a report, and during `nmt prepare`
-# exits 130 leaving nothing staged.
+# exits 130 leaving nothing staged (within 2 s while SentencePiece trains).
 # Every signal is sent while the command is held at a known point by a test
 # hook (NMT_TEST_HOLD, src/util/test_hooks.h), never after a guessed delay:
 # the result must not depend on how fast the machine is. SCALE (default 1)
@@ -96,7 +96,28 @@ else bad "prepare SIGINT: exit $rc, left: $(ls "$tmp/prep" | tr '\n' ' ')"; fi
 if "$nmt" prepare --config "$tmp/prep.yaml" >"$tmp/prep2.log" 2>&1 && grep -q "no prepared corpus yet" "$tmp/prep2.log"; then ok
 else bad "prepare after an interrupt: $(tail -2 "$tmp/prep2.log")"; fi
 
-# translate: SIGINT while decoding leaves no --output behind.
+# prepare: SIGINT while SentencePiece trains the tokenizers (configs/real.yaml:
+# minutes on a large corpus, several seconds here) stops within 2 s: the
+# trainer runs in a child process that the signal ends. Nothing is staged,
+# and no trainer is left running.
+"$nmt" prepare --config "$src/configs/real.yaml" --set data.prepared_dir="$tmp/prep_spm" \
+  --set data.train_src="$src/data/real/train.zh" --set data.train_tgt="$src/data/real/train.en" >"$tmp/prep_spm.log" 2>&1 &
+pid=$!
+if wait_until 120 grep -q "tokenizer: training SentencePiece" "$tmp/prep_spm.log"; then
+  start=$(now)
+  kill -INT $pid
+  wait_exit $pid 2 "$start"
+  took=$(awk -v a="$start" -v b="$t_end" 'BEGIN { printf "%.2f", b - a }')
+  left=$(ls "$tmp/prep_spm" | grep -v '\.lock$')
+  if [ "$rc" = 130 ] && [ -z "$left" ] && ! pgrep -f "$tmp/prep_spm" >/dev/null; then ok
+  else bad "prepare SIGINT during SentencePiece: exit $rc after $took s (want 130 within 2 s), left: $left: $(tail -2 "$tmp/prep_spm.log")"; fi
+else
+  kill -9 $pid 2>/dev/null
+  bad "prepare never trained its tokenizers: $(tail -2 "$tmp/prep_spm.log")"
+fi
+
+# translate: SIGINT while decoding leaves no --output behind, and says so
+# (not "finishing the current step", which is training's).
 for i in $(seq "$(scaled 300)"); do echo "我爱水课 他喜欢猫 我们明天去学校"; done >"$tmp/many.zh"
 NMT_TEST_HOLD=decode-step@2:$tmp/decoding "$nmt" translate --checkpoint "$tmp/straight" --input "$tmp/many.zh" \
   --output "$tmp/out.en" --batch-size 8 >"$tmp/tr.log" 2>&1 &
@@ -106,6 +127,9 @@ kill -INT $pid
 wait_exit $pid 30
 if [ "$rc" = 130 ] && [ ! -e "$tmp/out.en" ] && [ -z "$(ls "$tmp" | grep 'out.en.tmp')" ]; then ok
 else bad "translate SIGINT: exit $rc, output $(ls "$tmp" | grep out.en)"; fi
+if grep -q "interrupted; stopping at the next batch (no --output file is written)" "$tmp/tr.log" &&
+  ! grep -q "current step" "$tmp/tr.log"; then ok
+else bad "translate SIGINT said: $(grep interrupted "$tmp/tr.log")"; fi
 
 # check-po: SIGINT while it scores (after the back-translations, every entry
 # is scored against its msgid and rivals) stops it between batches: exit

@@ -126,6 +126,17 @@ TEST(PlaceholderMask, OtherPlaceholdersStandForTheirText) {
   EXPECT_EQ(restore_target(S(9) + "x" + S(data::kMaxSentinels) + S(4), m), "x{0}");
 }
 
+// What a person is shown of a token (an attention map's labels): each
+// sentinel as the source's own text for it, positions and all; one the
+// source lacks as [#k]; nothing else changes.
+TEST(PlaceholderMask, SentinelsAreShownAsTheSourcesPlaceholders) {
+  const data::MaskedSource m = mask_source("%2$s 的 %1$lu，<b>");
+  EXPECT_EQ(data::show_sentinels("\u2581" + sentinel(2), m), "\u2581%2$s");
+  EXPECT_EQ(data::show_sentinels(sentinel(1) + " of " + sentinel(3), m), "%1$lu of <b>");
+  EXPECT_EQ(data::show_sentinels(sentinel(7), m), "[#7]");
+  EXPECT_EQ(data::show_sentinels("\u2581files", m), "\u2581files");
+}
+
 TEST(PlaceholderMask, ALineWithMorePlaceholdersThanSentinelsKeepsTheRest) {
   std::string zh, expect;
   for (int i = 0; i < data::kMaxSentinels + 6; ++i) {

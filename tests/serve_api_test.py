@@ -9,6 +9,7 @@ Prints one line per check; exits 1 if any failed.
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -329,6 +330,28 @@ for what, flags, needle in [
                                capture_output=True, text=True, timeout=60)
     check(bad_start.returncode == 2 and needle in bad_start.stderr,
           f"{what}: exit {bad_start.returncode}, {bad_start.stderr.strip()[-150:]!r} (want 2 naming {needle})")
+
+# 3d. Translations that stop at the length limit before ending: named in the
+#     answer ("length_limited": their indices) and counted in /metrics
+#     (nmt_length_limited_total), greedy (continuous batching) and beam
+#     (whole batches) alike, the same lines as `nmt translate` names.
+five = lines[:5]
+cli = subprocess.run([nmt, "translate", "--checkpoint", checkpoint, "--input", lines_file, "--max-len", "2",
+                      "--threads", "2"], capture_output=True, text=True, check=True)
+named = cli.stderr.split("translate: ")[-1]
+limited_cli = [int(n) - 1 for n in re.findall(r"line (\d+)", named) if int(n) <= len(five)]
+short = Server("limited", "--max-len", "2")
+status, _, greedy = short.translate(five)
+status_beam, _, beam = short.translate(five, beam=4)
+_, _, metrics_text = short.request("GET", "/metrics", None, {})
+total = [float(l.split()[-1]) for l in metrics_text.decode().splitlines() if l.startswith("nmt_length_limited_total ")]
+check(status == 200 and greedy.get("length_limited") == limited_cli and limited_cli,
+      f"--max-len 2, greedy: length_limited {greedy.get('length_limited')} (nmt translate names {limited_cli})")
+check(status_beam == 200 and beam.get("length_limited") and
+      total == [len(greedy.get("length_limited", [])) + len(beam.get("length_limited", []))],
+      f"--max-len 2: /metrics nmt_length_limited_total {total}, answers {greedy.get('length_limited')} and "
+      f"{beam.get('length_limited')}")
+short.stop()
 
 # 4. A full queue answers 503 with Retry-After instead of growing. Beam
 # requests, which wait --max-delay-ms for company (greedy ones start at once).

@@ -507,7 +507,7 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   m.latency(0.02);
   m.latency(3.0);
   m.batch(8, 0.2);
-  m.translated(8, 100, 120);
+  m.translated(8, 100, 120, 3);
   const std::string text = m.render(5);
   const auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
   EXPECT_TRUE(has("nmt_http_requests_total{path=\"/v1/translate\",code=\"200\"} 2"));
@@ -523,6 +523,7 @@ TEST(Metrics, PrometheusTextWithCumulativeBuckets) {
   EXPECT_TRUE(has("nmt_queue_sentences 5"));
   EXPECT_TRUE(has("nmt_source_tokens_total 100"));
   EXPECT_TRUE(has("nmt_target_tokens_total 120"));
+  EXPECT_TRUE(has("nmt_length_limited_total 3"));  // translations that stopped at the length limit
   EXPECT_TRUE(has("nmt_tokens_per_second 22"));  // 220 tokens in the last 10 s
   EXPECT_TRUE(has("# TYPE nmt_translate_latency_seconds histogram"));
 }
@@ -562,6 +563,31 @@ TEST(Access, OriginMustBeTheServiceOrAllowed) {
   EXPECT_EQ(check_origin(true, "", "127.0.0.1:8080", policy)->status, 403);
   policy.allow_origins = {"https://app.example.org"};
   EXPECT_FALSE(check_origin(true, "https://APP.example.org", "127.0.0.1:8080", policy));
+}
+
+// CORS: an --allow-origin page is told it may read the answers, and its
+// preflights get the route's methods and the headers a page sends; nobody
+// else gets either (tests/cors_test.py drives the same from Chromium).
+TEST(Access, CorsHeadersForAllowedOriginsOnly) {
+  AccessPolicy policy;
+  policy.allow_origins = {"http://127.0.0.1:5000"};
+  const auto value = [](const Headers& h, const std::string& name) {
+    for (const auto& [n, v] : h)
+      if (n == name) return v;
+    return std::string("(none)");
+  };
+  const Headers plain = cors_headers(true, "http://127.0.0.1:5000", policy);
+  EXPECT_EQ(value(plain, "Access-Control-Allow-Origin"), "http://127.0.0.1:5000");
+  EXPECT_EQ(value(plain, "Access-Control-Expose-Headers"), "Retry-After, Server-Timing");
+  EXPECT_TRUE(cors_headers(true, "http://127.0.0.1:5001", policy).empty());  // not listed
+  EXPECT_TRUE(cors_headers(false, "", policy).empty());                      // no Origin: no browser page
+  const Headers pre = preflight_headers(true, "http://127.0.0.1:5000", true, "POST", policy);
+  EXPECT_EQ(value(pre, "Access-Control-Allow-Origin"), "http://127.0.0.1:5000");
+  EXPECT_EQ(value(pre, "Access-Control-Allow-Methods"), "POST");
+  EXPECT_EQ(value(pre, "Access-Control-Allow-Headers"), "Content-Type, Authorization");
+  EXPECT_EQ(value(pre, "Access-Control-Max-Age"), "600");
+  EXPECT_TRUE(preflight_headers(true, "http://127.0.0.1:5000", false, "POST", policy).empty());  // a plain OPTIONS
+  EXPECT_TRUE(preflight_headers(true, "https://attacker.example", true, "POST", policy).empty());
 }
 
 TEST(Access, ApiKeysWhenConfigured) {

@@ -5,7 +5,10 @@
 #                                    idle and slow clients holding connections
 #                                    (tests/serve_connections_test.py)
 #   serve_test.sh NMT SRC --browser  the explorer in headless Chromium
-#                                    (tests/browser_test.py); exits 77
+#                                    (tests/browser_test.py), on a model that
+#                                    protects placeholders, then another
+#                                    origin's page calling the API
+#                                    (tests/cors_test.py); exits 77
 #                                    (skipped) without chromium, its driver
 #                                    or python3-selenium
 set -u
@@ -22,8 +25,11 @@ fi
 
 make_temp_dir
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
+# The explorer shows a protected model's sentinels as the placeholders they stand for.
+protect=()
+[ "$mode" = --browser ] && protect=(--set tokenizer.protect_placeholders=true)
 "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/run" --set model.encoder_layers=2 \
-  --set model.decoder_layers=2 --set train.max_steps=400 >"$tmp/train.log" 2>&1 ||
+  --set model.decoder_layers=2 --set train.max_steps=400 "${protect[@]}" >"$tmp/train.log" 2>&1 ||
   { echo "FAIL: train: $(tail -2 "$tmp/train.log")"; exit 1; }
 
 if [ "$mode" = --browser ]; then
@@ -35,9 +41,11 @@ if [ "$mode" = --browser ]; then
   # The phone-size page's screenshot is kept (where ctest runs, or NMT_TEST_ARTIFACTS).
   phone_shot=${NMT_TEST_ARTIFACTS:-$PWD}/explorer-phone.png
   /usr/bin/python3 "$src/tests/browser_test.py" --url "http://127.0.0.1:$(cat "$tmp/port")/" --screenshot "$shot" \
-    --phone-screenshot "$phone_shot" \
+    --phone-screenshot "$phone_shot" --protected \
     --sentence "$(sed -n 3p "$src/data/toy/test.zh")"
-  exit $?
+  rc=$?
+  /usr/bin/python3 "$src/tests/cors_test.py" "$nmt" "$tmp/run" "$tmp" || rc=1
+  exit $rc
 fi
 
 if [ "$mode" = --connections ]; then

@@ -56,11 +56,13 @@ TEST(EarlyStopping, KnowsWhichWayIsBetterAndWhenItHasStalled) {
   EXPECT_TRUE(resumed.stalled());
 }
 
-TEST(Validators, LowerIsBetterOnlyForTheLoss) {
+// Lower is better for the loss and for the count of translations that
+// stopped at the length limit (decode/length_limit.h).
+TEST(Validators, LowerIsBetterForTheLossAndTheLengthLimited) {
   std::map<std::string, bool> lower;
   for (const auto& v : make_validators(true)) lower[v->name()] = v->lower_is_better();
   EXPECT_EQ(lower, (std::map<std::string, bool>{{"loss", true}, {"bleu", false}, {"chrf", false},
-                                                {"exact", false}}));
+                                                {"exact", false}, {"length_limited", true}}));
   EXPECT_EQ(make_validators(false).size(), 1u);
 }
 

@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
+
 #include "util/errors.h"
 #include "util/utf8.h"
 
@@ -17,6 +19,8 @@ std::string training_state_yaml(const TrainingState& s) {
   out << YAML::Key << "evals_since_best" << YAML::Value << s.evals_since_best;
   out << YAML::Key << "train_seconds" << YAML::Value << s.train_seconds;
   out << YAML::Key << "wall_seconds" << YAML::Value << s.wall_seconds;
+  if (std::isfinite(s.target_source_ratio))
+    out << YAML::Key << "target_source_ratio" << YAML::Value << s.target_source_ratio;
   out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
   for (const auto& [name, value] : s.metrics) out << YAML::Key << name << YAML::Value << value;
   out << YAML::EndMap << YAML::EndMap;
@@ -41,10 +45,14 @@ TrainingState parse_training_state(const std::string& yaml, const std::string& p
     // Absent from checkpoints written before the clock was kept.
     if (n["train_seconds"]) s.train_seconds = n["train_seconds"].as<double>();
     if (n["wall_seconds"]) s.wall_seconds = n["wall_seconds"].as<double>();
+    // Absent from checkpoints written before it was recorded: NaN.
+    if (n["target_source_ratio"]) s.target_source_ratio = n["target_source_ratio"].as<double>();
     for (const auto& kv : n["metrics"]) s.metrics[kv.first.as<std::string>()] = kv.second.as<double>();
     if (s.step < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.evals_since_best < 0 ||
         !(s.train_seconds >= 0) || !(s.wall_seconds >= 0))
       throw YAML::Exception(YAML::Mark::null_mark(), "negative counter or time");
+    if (n["target_source_ratio"] && !(s.target_source_ratio > 0 && std::isfinite(s.target_source_ratio)))
+      throw YAML::Exception(YAML::Mark::null_mark(), "target_source_ratio is not a positive number");
   } catch (const YAML::Exception& e) {
     throw InputError(path + ": unreadable training state: " + e.msg);
   }

@@ -21,6 +21,7 @@
 #include "data/dataset.h"
 #include "data/po_catalog.h"
 #include "data/text_io.h"
+#include "decode/length_limit.h"
 #include "decode/scorer.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
@@ -105,18 +106,37 @@ OpenCheckpoint open_checkpoint(const std::string& dir, const RuntimeFlags& flags
   return s;
 }
 
+// The checkpoint's decoding settings with the flags folded in; logs the
+// length limit and where its factor came from.
 DecodeOptions decode_options(const LoadedCheckpoint& ck, const DecodeFlags& flags) {
   Config cfg = ck.cfg;
   if (flags.no_placeholder_constraint) cfg.decode.placeholder_constraint = false;
-  DecodeOptions o = nmt::decode_options(cfg, ck.tgt_tok.get());
+  if (flags.max_len_factor) {  // validated: auto or a number in range
+    if (*flags.max_len_factor == "auto") cfg.decode.max_len_factor.reset();
+    else cfg.decode.max_len_factor = std::stod(*flags.max_len_factor);
+  }
+  DecodeOptions o = nmt::decode_options(cfg, ck.tgt_tok.get(), ck.state.target_source_ratio);
   o.max_len = flags.max_len.value_or(o.max_len);
   o.batch_size = flags.batch_size.value_or(o.batch_size);
-  o.max_len_factor = flags.max_len_factor.value_or(o.max_len_factor);
+  if (flags.max_len_factor && *flags.max_len_factor != "auto")
+    o.max_len_origin =
+        resolve_length_factor(cfg.decode.max_len_factor, ck.state.target_source_ratio, "--max-len-factor").origin;
+  spdlog::info("length limit: {}", describe_length_limit(o, ck.model->options().max_positions()));
   o.beam = flags.beam;
   o.length_penalty = flags.length_penalty;
   o.use_cache = !flags.no_cache;
   o.parallel_batches = flags.parallel_batches.value_or(o.parallel_batches);
   return o;
+}
+
+// How many translations stopped at the length limit: a warning naming
+// them, or a line saying none did.
+void log_length_limited(const std::string& what, const std::vector<size_t>& limited, size_t translations,
+                        const DecodeOptions& options, const Transformer& model) {
+  const std::string line =
+      what + ": " + describe_length_limited(limited, translations, options, model->options().max_positions());
+  if (limited.empty()) spdlog::info("{}", line);
+  else spdlog::warn("{}", line);
 }
 
 // FILE.svg for one sentence; FILE-1.svg, FILE-2.svg, ... for several.
@@ -157,13 +177,19 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args, const st
                                 ? ", source cut to " + std::to_string(src.size()) + " of " + std::to_string(tokens) +
                                       " tokens"
                                 : "";
-    const std::string title = lines[i] + "  →  " + s.ck.tgt_tok->decode(hyp) + "  (cross-attention, layer " +
+    const std::string title = lines[i] + "  →  " + finish_translation(sources[i], hyp, *s.ck.tgt_tok) +
+                              "  (cross-attention, layer " +
                               std::to_string(layer + 1) + ", " +
                               (args.map_head < 0 ? std::string("mean of heads")
                                                  : "head " + std::to_string(args.map_head + 1)) + cut + ")";
     const std::string path = map_path(args.attention_map, i, lines.size());
-    write_file_atomic(path, viz::heatmap_svg(weights, s.ck.tgt_tok->pieces(produced),
-                                                  s.ck.src_tok->pieces(src), title));
+    // Sentinels drawn as the placeholders they stand for, as the explorer shows them.
+    const auto shown = [&](std::vector<std::string> pieces) {
+      for (std::string& p : pieces) p = sources[i].text.shown(p);
+      return pieces;
+    };
+    write_file_atomic(path, viz::heatmap_svg(weights, shown(s.ck.tgt_tok->pieces(produced)),
+                                             shown(s.ck.src_tok->pieces(src)), title));
     spdlog::info("attention map: {}", path);
   }
 }
@@ -219,6 +245,12 @@ int run_train(const TrainArgs& args) {
       cfg.origin["train.checkpoint_dir"] = "--resume";
     }
   }
+  // What the machine must offer, checked before the config is printed: a
+  // refusal is one line, not the last of a page.
+  const std::string precision_key = cfg.origin.count("train.precision")
+                                        ? cfg.origin.at("train.precision") + ": train.precision"
+                                        : "train.precision";
+  resolve_precision(cfg.train.precision, resolve_device(cfg.attention.device, "attention.device"), precision_key);
   spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
   if (args.profile > 0) {
     profile_training(cfg, args.profile, std::cout);
@@ -248,7 +280,7 @@ CLI::App* add_prepare_command(CLI::App& app, PrepareArgs& args) {
 int run_prepare(const PrepareArgs& args) {
   Config cfg = load_config(args.config);
   apply_overrides(cfg, args.sets);
-  install_interrupt_handlers("the pairs being encoded; nothing is kept");
+  install_interrupt_handlers("stopping; nothing of this preparation is kept", "still stopping; Ctrl-C once more aborts");
   data::PrepareOptions opts;
   opts.threads = static_cast<int>(args.threads);
   opts.force = args.force;
@@ -280,7 +312,8 @@ CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args) {
 }
 
 int run_translate(const TranslateArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping at the next batch (no --output file is written)",
+                             "still stopping; Ctrl-C once more aborts");
   OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   const DecodeOptions opts = decode_options(s.ck, args.decode);
   LineReader reader(args.input);
@@ -293,6 +326,7 @@ int run_translate(const TranslateArgs& args) {
   std::vector<PreparedLine> all_sources;
   std::vector<std::vector<int64_t>> all_hyps;
   std::vector<SourceCut> cuts;   // over-long sources, numbered from 0 in the whole input
+  std::vector<size_t> limited;   // translations that stopped at the length limit, likewise
   int64_t count = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -305,6 +339,7 @@ int run_translate(const TranslateArgs& args) {
     }
     std::vector<std::vector<int64_t>> hyps = decode_lines(s.ck.model, sources, opts, s.device);
     for (size_t i = 0; i < lines.size(); ++i) {
+      if (reached_limit(sources[i], hyps[i], opts, s.ck.model)) limited.push_back(i + static_cast<size_t>(count));
       const std::string l = finish_translation(sources[i], hyps[i], *s.ck.tgt_tok);
       if (args.output.empty()) std::cout << l << '\n';
       else output += l + '\n';
@@ -323,6 +358,7 @@ int run_translate(const TranslateArgs& args) {
                seconds, count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
                opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
   if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, s.ck.model->options().max_positions()));
+  log_length_limited("translate", limited, static_cast<size_t>(count), opts, s.ck.model);
   if (!args.attention_map.empty()) write_attention_maps(s, args, all, all_sources, all_hyps);
   return kExitOk;
 }
@@ -377,7 +413,8 @@ CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args) {
 }
 
 int run_evaluate(const EvaluateArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping at the next batch (no scores, no --output file)",
+                             "still stopping; Ctrl-C once more aborts");
   OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
   const auto src = read_lines(args.src);
   const auto ref = read_lines(args.ref);
@@ -387,9 +424,11 @@ int run_evaluate(const EvaluateArgs& args) {
   const DecodeOptions opts = decode_options(s.ck, args.decode);
   const auto start = std::chrono::steady_clock::now();
   std::vector<SourceCut> cuts;
-  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device, &cuts);
+  std::vector<size_t> limited;
+  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device, &cuts, &limited);
   if (!cuts.empty())
     spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(cuts, s.ck.model->options().max_positions()));
+  log_length_limited("evaluate: " + args.src, limited, src.size(), opts, s.ck.model);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!args.output.empty()) {
@@ -405,10 +444,31 @@ int run_evaluate(const EvaluateArgs& args) {
 
 namespace {
 
+// "FILE:LINE", with a plural entry's forms: "msgstr[1]", "msgstr[0,1]" (forms of equal text).
 std::string where(const std::string& file, const eval::PoItem& item) {
   std::string s = file + ":" + std::to_string(item.entry->line);
-  if (item.entry->msgid_plural) s += " msgstr[" + std::to_string(item.form) + "]";
-  return s;
+  if (!item.entry->msgid_plural) return s;
+  s += " msgstr[";
+  for (size_t k = 0; k < item.forms.size(); ++k) s += (k ? "," : "") + std::to_string(item.forms[k]);
+  return s + "]";
+}
+
+// A checkpoint whose translations are mostly wrong ranks catalogs by noise.
+// The ranking's figures (docs/bench/check_po.md) come from a checkpoint at
+// validation BLEU 38.99; below this, its back-translations are too often
+// wrong for the order to mean much.
+constexpr double kMinRankingBleu = 20.0;
+
+// The warning for a checkpoint too weak to rank with ("" when it is not).
+std::string ranking_warning(const LoadedCheckpoint& ck) {
+  const auto bleu = ck.state.metrics.find("bleu");
+  if (bleu == ck.state.metrics.end())
+    return "the checkpoint records no validation BLEU (train.valid_bleu_sentences 0, or no validation yet): how well "
+           "it ranks is unknown";
+  if (bleu->second >= kMinRankingBleu) return "";
+  return fmt::format("the checkpoint's validation BLEU is {:.1f} (step {}), under {:.0f}: its back-translations are too "
+                     "often wrong for this ranking to mean much; train it longer",
+                     bleu->second, ck.state.step, kMinRankingBleu);
 }
 
 std::string quoted(const std::string& text) { return "\"" + data::po_escape(text) + "\""; }
@@ -433,7 +493,8 @@ CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
                   "msgid's alone) | chrf (back-translation vs msgid)")
       ->check(CLI::IsMember({"combined", "support", "gap", "score", "chrf"}));
   cmd->add_flag("--json", args.json, "print one JSON object instead of text");
-  cmd->add_flag("!--no-hints", args.hints,
+  // A callback, not "!--no-hints": CLI11 would show that as --no-hints{false}.
+  cmd->add_flag_callback("--no-hints", [&args] { args.hints = false; },
                 "leave out the hints: option names of the msgid (--force) that the msgstr lacks, which "
                 "translations keep verbatim (hints are no faults: they never change the exit code)");
   add_decode_flags(cmd, args.decode);
@@ -445,7 +506,7 @@ CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
 // About 130 lines, most of them the report (text or JSON) of what the
 // ranking (eval/po_rank.h) and the placeholder check (eval/po_check.h) found.
 int run_check_po(const CheckPoArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping at the next batch (no report)", "still stopping; Ctrl-C once more aborts");
   const data::PoCatalog catalog = data::read_po(args.file);
   const eval::PoCheck check = eval::check_placeholders(catalog);
   std::vector<const eval::PoItem*> faulty, hinted;
@@ -454,22 +515,37 @@ int run_check_po(const CheckPoArgs& args) {
     if (args.hints && !item.hints.empty()) hinted.push_back(&item);
   }
 
+  // The ranking judges each distinct translation once (a plural entry's
+  // forms of equal text are one row).
+  const eval::PoCheck texts = eval::distinct_texts(check);
   std::vector<eval::RankedItem> ranked;
-  std::string model_name;
+  std::string model_name, model_warning;
   if (!args.checkpoint.empty() && !check.items.empty()) {
     OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
     model_name = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
+    model_warning = ranking_warning(s.ck);
+    if (!model_warning.empty()) spdlog::warn("check-po: {}", model_warning);
     const DecodeOptions opts = decode_options(s.ck, args.decode);
     eval::PoModel model;
     model.protect_placeholders = opts.protect_placeholders;
     model.translate = [&](const std::vector<std::string>& chinese) {
       std::vector<SourceCut> cuts;
-      auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device, &cuts);
+      std::vector<size_t> limited;
+      auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device, &cuts, &limited);
+      if (!limited.empty()) {  // named by their catalog lines (the lines are the items' msgstrs, in order)
+        std::string named;
+        for (size_t k = 0; k < limited.size() && k < 5; ++k)
+          if (limited[k] < texts.items.size()) named += (named.empty() ? "" : ", ") + where(args.file, texts.items[limited[k]]);
+        spdlog::warn("check-po: {} of {} back-translations stopped at the length limit ({}) before ending: {}{}",
+                     limited.size(), chinese.size(),
+                     describe_length_limit(opts, s.ck.model->options().max_positions(), false), named,
+                     limited.size() > 5 ? ", ..." : "");
+      }
       // The lines are the items' msgstrs, in order (rank_translations).
       for (const SourceCut& c : cuts)
-        if (c.line < check.items.size())
+        if (c.line < texts.items.size())
           spdlog::warn("check-po: {}: msgstr of {} tokens, cut to the first {} this model reads",
-                       where(args.file, check.items[c.line]), c.tokens, s.ck.model->options().max_positions());
+                       where(args.file, texts.items[c.line]), c.tokens, s.ck.model->options().max_positions());
       return out;
     };
     model.score = [&](const std::vector<std::string>& sources, const std::vector<std::string>& targets, bool protect) {
@@ -479,8 +555,8 @@ int run_check_po(const CheckPoArgs& args) {
       return scores;
     };
     const auto start = std::chrono::steady_clock::now();
-    ranked = eval::rank_translations(check, model, eval::parse_rank_by(args.rank));
-    spdlog::info("check-po: {} translations back-translated and scored in {:.1f} s", check.items.size(),
+    ranked = eval::rank_translations(texts, model, eval::parse_rank_by(args.rank));
+    spdlog::info("check-po: {} translations back-translated and scored in {:.1f} s", texts.items.size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   const size_t shown = args.top == 0 ? ranked.size() : std::min(ranked.size(), static_cast<size_t>(args.top));
@@ -490,7 +566,7 @@ int run_check_po(const CheckPoArgs& args) {
     auto base = [&](const eval::PoItem& item) {
       json j = {{"line", item.entry->line}, {"msgid", item.english}, {"msgstr", item.chinese}};
       if (item.entry->context) j["msgctxt"] = *item.entry->context;
-      if (item.entry->msgid_plural) j["form"] = item.form;
+      if (item.entry->msgid_plural) j["form"] = item.form, j["forms"] = item.forms;
       j["flags"] = item.entry->flags;
       return j;
     };
@@ -516,6 +592,7 @@ int run_check_po(const CheckPoArgs& args) {
     if (!model_name.empty()) {
       out["model"] = model_name;
       out["rank"] = args.rank;
+      if (!model_warning.empty()) out["warning"] = model_warning;
     }
     for (size_t k = 0; k < shown; ++k) {
       const eval::RankedItem& r = ranked[k];
@@ -559,6 +636,7 @@ int run_check_po(const CheckPoArgs& args) {
     if (!model_name.empty()) {
       std::printf("\nfurthest from their msgid, by %s (model %s): %zu of %zu\n", args.rank.c_str(), model_name.c_str(),
                   shown, ranked.size());
+      if (!model_warning.empty()) std::printf("warning: %s\n", model_warning.c_str());
       for (size_t k = 0; k < shown; ++k) {
         const eval::RankedItem& r = ranked[k];
         std::printf("%s: combined %.2f  gap %.2f  length %+.2f  foreign %.2f  rival %s  support %.2f  score %.2f  chrF %.1f\n"
@@ -590,7 +668,7 @@ CLI::App* add_export_command(CLI::App& app, ExportArgs& args) {
 }
 
 int run_export(const ExportArgs& args) {
-  install_interrupt_handlers();
+  install_interrupt_handlers("stopping (nothing of the export is kept)", "still stopping; Ctrl-C once more aborts");
   // Weights are exported as trained (float32, CPU); CTranslate2 quantizes at
   // load time if asked (compute_type).
   const LoadedCheckpoint ck = load_checkpoint(args.checkpoint, c10::Device(c10::kCPU));

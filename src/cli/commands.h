@@ -50,7 +50,7 @@ int run_prepare(const PrepareArgs& args);
 // Decoding flags of translate and evaluate; unset ones come from the config.
 struct DecodeFlags {
   std::optional<int64_t> max_len, batch_size;
-  std::optional<double> max_len_factor;
+  std::optional<std::string> max_len_factor;  // a number, or auto (decode/length_limit.h)
   int64_t beam = 0;  // 0 = greedy
   double length_penalty = 0.0;
   bool no_cache = false;

@@ -31,9 +31,11 @@ inline CLI::Validator int_range(int64_t lo, int64_t hi) {
       std::to_string(lo) + ".." + std::to_string(hi));
 }
 
-inline CLI::Validator real_range(double lo, double hi) {
+// word: a word also taken besides the numbers ("auto"), or "".
+inline CLI::Validator real_range(double lo, double hi, const std::string& word = "") {
   return CLI::Validator(
-      [lo, hi](std::string& value) -> std::string {
+      [lo, hi, word](std::string& value) -> std::string {
+        if (!word.empty() && value == word) return "";
         try {
           size_t used = 0;
           const double v = std::stod(value, &used);
@@ -42,7 +44,7 @@ inline CLI::Validator real_range(double lo, double hi) {
         }
         char range[64];
         std::snprintf(range, sizeof range, "%g..%g", lo, hi);
-        return value + " is not in " + range;
+        return value + " is not in " + range + (word.empty() ? "" : " (or " + word + ")");
       },
       "");
 }
@@ -67,8 +69,10 @@ inline void add_compute_type_flag(CLI::App* sub, RuntimeFlags& f) {
 inline void add_length_flags(CLI::App* sub, DecodeFlags& f) {
   sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(int_range(1, 4096));
   sub->add_option("--max-len-factor", f.max_len_factor,
-                  "also stop after this many target tokens per source token, + 5 (0 = off)")
-      ->check(real_range(0.0, 1000.0));
+                  "also stop after this many target tokens per source token, + 5 (0 = off; auto = from the "
+                  "training corpus's target/source length ratio; default: the config's decode.max_len_factor)")
+      ->type_name("FACTOR|auto")
+      ->check(real_range(0.0, 1000.0, "auto"));
   sub->add_option("--length-penalty", f.length_penalty,
                   "GNMT length penalty alpha for beam search (0 = none)")
       ->check(real_range(0.0, 10.0));

@@ -16,6 +16,7 @@
 #include "ops/attention/backend.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/number_text.h"
 #include "util/utf8.h"
 
 namespace nmt {
@@ -73,6 +74,10 @@ Field uint_field(std::string path, Get get) {
           [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
 }
 
+// A double as the shortest text that reads back as itself (0.1, where
+// yaml-cpp's emitter writes 0.10000000000000001).
+void emit_double(YAML::Emitter& e, double v) { e << shortest_number(v); }
+
 // lo_open: the lower bound itself is not allowed.
 template <typename Get>
 Field double_field(std::string path, Get get, double lo, double hi, bool lo_open = false) {
@@ -88,7 +93,7 @@ Field double_field(std::string path, Get get, double lo, double hi, bool lo_open
             }
             get(c) = v;
           },
-          [=](const Config& c, YAML::Emitter& e) { e << get(const_cast<Config&>(c)); }};
+          [=](const Config& c, YAML::Emitter& e) { emit_double(e, get(const_cast<Config&>(c))); }};
 }
 
 template <typename Get>
@@ -213,7 +218,22 @@ const std::vector<Field>& fields() {
 
       int_field("decode.max_len", NMT_REF(decode.max_len), 1, 4096),
       int_field("decode.batch_size", NMT_REF(decode.batch_size), 1, 100000),
-      double_field("decode.max_len_factor", NMT_REF(decode.max_len_factor), 0, 1000),
+      Field{"decode.max_len_factor",
+            [](Config& c, const YAML::Node& n, const auto& fail) {
+              if (n.IsScalar() && n.Scalar() == "auto") {
+                c.decode.max_len_factor.reset();
+                return;
+              }
+              double v = 0;
+              if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
+                fail("expected a number or auto, got '" + scalar_text(n) + "'");
+              if (v < 0 || v > 1000) fail(shortest_number(v) + " is out of range [0, 1000] (or auto)");
+              c.decode.max_len_factor = v;
+            },
+            [](const Config& c, YAML::Emitter& e) {
+              if (c.decode.max_len_factor) emit_double(e, *c.decode.max_len_factor);
+              else e << "auto";
+            }},
       bool_field("decode.placeholder_constraint", NMT_REF(decode.placeholder_constraint)),
       string_field("decode.compute_type", NMT_REF(decode.compute_type), {"float32", "bf16", "int8", "auto"}),
   };

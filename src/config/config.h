@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,8 +99,12 @@ struct DecodeConfig {
   int64_t max_len = 80;       // stop decoding after this many target tokens
   // ... or after max_len_factor × the source's tokens + 5, if fewer (0: off).
   // A model that has not converged can babble on to max_len; this bounds it
-  // by what a translation of that source could plausibly need.
-  double max_len_factor = 3.0;
+  // by what a translation of that source could plausibly need. Unset
+  // ("auto", the default): derived from the training corpus's target/source
+  // length ratio (decode/length_limit.h), which a fixed factor cannot know:
+  // word-sized source pieces and letter-sized target pieces need a factor
+  // of 10 and more.
+  std::optional<double> max_len_factor;
   int64_t batch_size = 64;    // sentences decoded together
   // With tokenizer.protect_placeholders: each translation carries every
   // placeholder of its source exactly as often as the source has it

@@ -137,4 +137,19 @@ std::string restore_target(const std::string& translation, const MaskedSource& s
   return out;
 }
 
+std::string show_sentinels(const std::string& text, const MaskedSource& source) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const int k = sentinel_at(text, i);
+    if (k == 0) {
+      out += text[i++];
+      continue;
+    }
+    i += 3;
+    const bool known = k <= static_cast<int>(source.slots.size()) && !source.slots[static_cast<size_t>(k - 1)].text.empty();
+    out += known ? source.slots[static_cast<size_t>(k - 1)].text : "[#" + std::to_string(k) + "]";
+  }
+  return out;
+}
+
 }  // namespace nmt::data

@@ -58,4 +58,11 @@ std::vector<int> sentinels_in(const std::string& text);
 // placeholders; a sentinel the source does not have is dropped.
 std::string restore_target(const std::string& translation, const MaskedSource& source);
 
+// Text a person is shown (a token of an attention map, a line of them) with
+// each sentinel written as the placeholder it stands for, the source's own
+// text ("%2$lu", "<b>"): a sentinel is a private-use character that fonts
+// draw as a box. One the source lacks (which restore_target drops) is
+// written "[#k]".
+std::string show_sentinels(const std::string& text, const MaskedSource& source);
+
 }  // namespace nmt::data

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -24,10 +25,12 @@
 #include "data/placeholder_mask.h"
 #include "data/shards.h"
 #include "data/text_io.h"
+#include "decode/length_limit.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
+#include "util/number_text.h"
 #include "util/sha256.h"
 #include "util/test_hooks.h"
 #include "util/utf8.h"
@@ -273,6 +276,7 @@ struct Manifest {
   int64_t lines = 0, pairs = 0, shards = 0, id_bytes = 0, sampled = 0;
   int64_t empty = 0, too_long = 0, ratio = 0, duplicates = 0, invalid = 0;
   uint64_t src_tokens = 0, tgt_tokens = 0;
+  double target_source_ratio = 0;  // 0: not recorded (a corpus prepared by an earlier nmt)
   nlohmann::json json;
 };
 
@@ -307,6 +311,12 @@ Manifest read_manifest(const std::string& path) {
     m.id_bytes = j.at("id_bytes").get<int64_t>();
     m.src_tokens = j.at("src_tokens").get<uint64_t>();
     m.tgt_tokens = j.at("tgt_tokens").get<uint64_t>();
+    if (j.contains("target_source_ratio")) {
+      m.target_source_ratio = j.at("target_source_ratio").get<double>();
+      if (!(m.target_source_ratio > 0) || !std::isfinite(m.target_source_ratio))
+        throw InputError(path + ": target_source_ratio " + j.at("target_source_ratio").dump() +
+                         " is not a positive number (a damaged corpus: nmt prepare --force)");
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(path + ": not a valid manifest (" + std::string(e.what()) + ")");
   }
@@ -476,6 +486,7 @@ void encode_all(const Config& cfg, const Tokenizer& src_tok, const Tokenizer& tg
   const int64_t max_len = cfg.data.max_len;
   const double ratio = cfg.data.max_length_ratio;
   std::vector<Chunk> round(static_cast<size_t>(2 * threads));
+  LengthRatioCounter ratios;
   Progress progress("encoding");
   for (bool more = true; more;) {
     // Read a round of chunks, encode them side by side, then keep their
@@ -514,7 +525,7 @@ void encode_all(const Config& cfg, const Tokenizer& src_tok, const Tokenizer& tg
         else if (sn > max_len || tn + 1 > max_len) ++r.too_long;
         else if (ratio > 0 && static_cast<double>(std::max(sn, tn)) > ratio * static_cast<double>(std::min(sn, tn))) ++r.ratio;
         else if (cfg.data.dedupe && !seen.insert(c.hashes[i])) ++r.duplicates;
-        else writer.add(s.data(), s.size(), t.data(), t.size());
+        else writer.add(s.data(), s.size(), t.data(), t.size()), ratios.add(sn, tn);
       }
     }
     test_hold("prepare-round", /*until_signal=*/true);
@@ -529,6 +540,7 @@ void encode_all(const Config& cfg, const Tokenizer& src_tok, const Tokenizer& tg
   r.src_tokens = writer.src_tokens();
   r.tgt_tokens = writer.tgt_tokens();
   r.id_bytes = static_cast<int>(id_bytes);
+  r.target_source_ratio = ratios.quantile(kLengthRatioQuantile);
   if (src_sha) *src_sha = in.src().sha256();
   if (tgt_sha) *tgt_sha = in.tgt().sha256();
   if (r.pairs == 0)
@@ -594,6 +606,13 @@ std::string absolute(const std::string& path) {
   return ec ? fs::absolute(path).string() : p.string();
 }
 
+// The ratio encode_all records, counted again from a prepared corpus's index.
+double length_ratio(const PreparedCorpus& corpus) {
+  LengthRatioCounter ratios;
+  for (int64_t i = 0; i < corpus.size(); ++i) ratios.add(corpus.src_length(i), corpus.tgt_length(i));
+  return ratios.quantile(kLengthRatioQuantile);
+}
+
 }  // namespace
 
 std::string PrepareReport::summary() const {
@@ -606,7 +625,9 @@ std::string PrepareReport::summary() const {
                 static_cast<long long>(too_long), static_cast<long long>(ratio), static_cast<long long>(duplicates),
                 static_cast<long long>(invalid), static_cast<unsigned long long>(src_tokens),
                 static_cast<unsigned long long>(tgt_tokens), static_cast<long long>(shards), id_bytes);
-  return buf;
+  // What decoding's length limit is derived from (decode/length_limit.h).
+  return std::string(buf) + "; target/source length ratio " + shortest_number(target_source_ratio) + " (" +
+         shortest_number(kLengthRatioQuantile * 100) + "% of pairs within)";
 }
 
 std::string prepared_dir_for(const Config& cfg) {
@@ -650,16 +671,27 @@ PrepareReport prepare_corpus(const Config& cfg, const PrepareOptions& opts) {
       const Tokenizer src_tok(r.src_model), tgt_tok(r.tgt_model);
       const PreparedCorpus corpus(r.dir, src_tok.vocab_size(), tgt_tok.vocab_size());
       check_against_manifest(m, corpus, manifest_path);
+      bool rewrite = touched;
+      if (m.target_source_ratio <= 0) {
+        // Prepared before the ratio was recorded: counted from the index
+        // (its lengths are the kept pairs'), and recorded for next time.
+        m.target_source_ratio = length_ratio(corpus);
+        m.json["target_source_ratio"] = m.target_source_ratio;
+        spdlog::info("prepare: {}: target/source length ratio {} counted from its index and recorded", r.dir,
+                     m.target_source_ratio);
+        rewrite = true;
+      }
       if (touched) {  // the same content under a new time: next time, no checksum
         m.json["sources"]["src"]["mtime_ns"] = src.mtime_ns;
         m.json["sources"]["tgt"]["mtime_ns"] = tgt.mtime_ns;
-        write_file_atomic(manifest_path, m.json.dump(1) + "\n");
       }
+      if (rewrite) write_file_atomic(manifest_path, m.json.dump(1) + "\n");
       r.reused = true;
       r.lines = m.lines, r.pairs = m.pairs, r.shards = m.shards, r.id_bytes = static_cast<int>(m.id_bytes);
       r.empty = m.empty, r.too_long = m.too_long, r.ratio = m.ratio, r.duplicates = m.duplicates;
       r.invalid = m.invalid, r.sampled = m.sampled;
       r.src_tokens = m.src_tokens, r.tgt_tokens = m.tgt_tokens;
+      r.target_source_ratio = m.target_source_ratio;
       r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
       spdlog::info("prepare: {} is up to date: {} pairs ({:.2f} s)", r.dir, r.pairs, r.seconds);
       return r;
@@ -714,6 +746,7 @@ PrepareReport prepare_corpus(const Config& cfg, const PrepareOptions& opts) {
       {"id_bytes", r.id_bytes},
       {"src_tokens", r.src_tokens},
       {"tgt_tokens", r.tgt_tokens},
+      {"target_source_ratio", r.target_source_ratio},
   };
   write_file_atomic(staged.path + "/" + kCorpusManifest, manifest.dump(1) + "\n");
   throw_if_interrupted();

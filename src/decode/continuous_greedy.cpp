@@ -36,7 +36,7 @@ void ContinuousGreedy::add(const std::vector<std::vector<int64_t>>& sources, con
   for (size_t i = 0; i < sources.size(); ++i) {
     const int64_t len = static_cast<int64_t>(sources[i].size());
     const bool constrained = constraint_.active() && !owed.empty();
-    rows_.push_back({tickets[i], std::min(capacity_, target_limit(options_, len)), 0, kStartId, len, {},
+    rows_.push_back({tickets[i], decode_limit(options_, model_->options().max_positions(), len), 0, kStartId, len, {},
                      constrained ? owed[i] : std::vector<int64_t>{}, constrained});
     positions = std::max(positions, rows_.back().limit);
     source_tokens_ += len;

@@ -16,6 +16,8 @@ struct DecodeOptions {
   double length_penalty = 0.0;   // GNMT alpha: score / ((5 + len) / 6)^alpha
   int64_t max_len = 80;          // target tokens before stopping
   double max_len_factor = 0.0;   // ... or factor × source tokens + kLengthSlack, if fewer (0: off)
+  // Where max_len_factor came from, in words, for the log (decode/length_limit.h).
+  std::string max_len_origin;
   int64_t batch_size = 64;       // sentences decoded together
   bool use_cache = true;         // false: recompute the whole prefix every step
   // Beam search ends a sentence once no live beam can beat its best ended
@@ -43,8 +45,16 @@ struct DecodeOptions {
 
 constexpr int64_t kLengthSlack = 5;
 
-// The most target tokens decoding may produce for a source of `src_tokens`.
+// The most target tokens decoding may produce for a source of `src_tokens`
+// by the options alone (max_len, max_len_factor).
 int64_t target_limit(const DecodeOptions& options, int64_t src_tokens);
+// ... and by the model too: its positions hold <start> and the tokens
+// before the last. Every decoder stops a sentence there.
+int64_t decode_limit(const DecodeOptions& options, int64_t max_positions, int64_t src_tokens);
+// Whether a translation of `hyp_tokens` (without <start>/<end>) stopped at
+// that limit rather than ending: decoding stops a sentence when it reaches
+// the limit, so one that ended has fewer tokens.
+bool reached_limit(const DecodeOptions& options, int64_t max_positions, int64_t src_tokens, int64_t hyp_tokens);
 
 // What the source tokenizer reads for `line`, and how a translation of it is
 // finished: the line itself, or with placeholder protection the masked line
@@ -54,6 +64,9 @@ class SourceText {
   SourceText(const std::string& line, const DecodeOptions& options);
   const std::string& text() const { return protect_ ? masked_.text : line_; }
   std::string finish(const std::string& translation) const;
+  // Text to show a person (a token of an attention map): with protection,
+  // sentinels written as the source's placeholders (data::show_sentinels).
+  std::string shown(const std::string& text) const;
   // The target ids of the sentinels its translation must carry (empty
   // without protection or constraint).
   const std::vector<int64_t>& owed() const { return owed_; }

@@ -12,6 +12,7 @@
 
 #include "data/dataset.h"
 #include "decode/continuous_greedy.h"
+#include "decode/length_limit.h"
 #include "decode/placeholder_constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/interrupt.h"
@@ -228,10 +229,20 @@ int64_t target_limit(const DecodeOptions& options, int64_t src_tokens) {
   return std::max<int64_t>(1, std::min<int64_t>(options.max_len, static_cast<int64_t>(bound)));
 }
 
-DecodeOptions decode_options(const Config& config, const Tokenizer* target) {
+int64_t decode_limit(const DecodeOptions& options, int64_t max_positions, int64_t src_tokens) {
+  return std::min(target_limit(options, src_tokens), max_positions - 1);
+}
+
+bool reached_limit(const DecodeOptions& options, int64_t max_positions, int64_t src_tokens, int64_t hyp_tokens) {
+  return src_tokens > 0 && hyp_tokens >= decode_limit(options, max_positions, src_tokens);
+}
+
+DecodeOptions decode_options(const Config& config, const Tokenizer* target, double corpus_ratio) {
   DecodeOptions o;
   o.max_len = config.decode.max_len;
-  o.max_len_factor = config.decode.max_len_factor;
+  const LengthFactor factor = resolve_length_factor(config.decode.max_len_factor, corpus_ratio);
+  o.max_len_factor = factor.factor;
+  o.max_len_origin = factor.origin;
   o.batch_size = config.decode.batch_size;
   o.protect_placeholders = config.tokenizer.protect_placeholders;
   if (o.protect_placeholders && config.decode.placeholder_constraint && target)
@@ -250,6 +261,10 @@ SourceText::SourceText(const std::string& line, const DecodeOptions& options)
 
 std::string SourceText::finish(const std::string& translation) const {
   return protect_ ? data::restore_target(translation, masked_) : translation;
+}
+
+std::string SourceText::shown(const std::string& text) const {
+  return protect_ ? data::show_sentinels(text, masked_) : text;
 }
 
 std::vector<std::vector<int64_t>> decode(Transformer& model,
@@ -288,10 +303,9 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
   auto [src, src_len] = make_source_batch(todo);
   src = src.to(device), src_len = src_len.to(device);
   const torch::Tensor memory = model->encode(src, src_len);  // [N, S, C]
-  const int64_t limit = std::min(options.max_len, model->options().max_positions() - 1);
   std::vector<int64_t> limits(todo.size());
   for (size_t i = 0; i < todo.size(); ++i)
-    limits[i] = std::min(limit, target_limit(options, static_cast<int64_t>(todo[i].size())));
+    limits[i] = decode_limit(options, model->options().max_positions(), static_cast<int64_t>(todo[i].size()));
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   StepModel step(model, memory, src_len, options.use_cache, longest);
   // Beam search, and greedy search without the cache (the prefix recomputed
@@ -345,7 +359,7 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
                                          const DecodeOptions& options, const c10::Device& device,
-                                         std::vector<SourceCut>* cuts) {
+                                         std::vector<SourceCut>* cuts, std::vector<size_t>* limited) {
   std::vector<PreparedLine> prepared;
   prepared.reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -354,8 +368,17 @@ std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& sr
   }
   const std::vector<std::vector<int64_t>> hyps = decode_lines(model, prepared, options, device);
   std::vector<std::string> result(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i) result[i] = finish_translation(prepared[i], hyps[i], tgt_tok);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    result[i] = finish_translation(prepared[i], hyps[i], tgt_tok);
+    if (limited != nullptr && reached_limit(prepared[i], hyps[i], options, model)) limited->push_back(i);
+  }
   return result;
+}
+
+bool reached_limit(const PreparedLine& line, const std::vector<int64_t>& hyp, const DecodeOptions& options,
+                   const Transformer& model) {
+  return reached_limit(options, model->options().max_positions(), static_cast<int64_t>(line.ids.size()),
+                       static_cast<int64_t>(hyp.size()));
 }
 
 std::string finish_translation(const PreparedLine& line, const std::vector<int64_t>& hyp, const Tokenizer& tgt_tok) {

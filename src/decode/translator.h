@@ -20,7 +20,11 @@ class Tokenizer;
 // The config's decoding settings (greedy), and whether its model was
 // trained on masked placeholders; given the target tokenizer, the sentinel
 // ids that constrain its translations (decode.placeholder_constraint).
-DecodeOptions decode_options(const Config& config, const Tokenizer* target = nullptr);
+// corpus_ratio: the training corpus's target/source length ratio (the
+// checkpoint's TrainingState::target_source_ratio; NaN when it records
+// none), from which an unset decode.max_len_factor is derived
+// (decode/length_limit.h).
+DecodeOptions decode_options(const Config& config, const Tokenizer* target, double corpus_ratio);
 
 // sources: token ids without specials. Returns target ids without <start>
 // and <end>. Each result depends only on its own source, not on what else is
@@ -71,12 +75,18 @@ std::string finish_translation(const PreparedLine& line, const std::vector<int64
 // prepare_line, decode_lines and the finished text of each translation
 // (detokenized, placeholders restored): output i translates line i. An empty
 // line gives an empty line. Over-long sources are cut and, when `cuts` is
-// given, appended to it.
+// given, appended to it; when `limited` is given, the indices of the lines
+// whose translation stopped at the length limit (reached_limit) are.
 std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
                                          const Tokenizer& tgt_tok,
                                          const std::vector<std::string>& lines,
                                          const DecodeOptions& options, const c10::Device& device,
-                                         std::vector<SourceCut>* cuts = nullptr);
+                                         std::vector<SourceCut>* cuts = nullptr,
+                                         std::vector<size_t>* limited = nullptr);
+
+// Whether line's translation `hyp` stopped at the length limit (reached_limit).
+bool reached_limit(const PreparedLine& line, const std::vector<int64_t>& hyp, const DecodeOptions& options,
+                   const Transformer& model);
 
 // The attention probabilities behind a translation: one teacher-forced pass
 // over src (ids as decoded) and <start> hyp (the ids decoding produced), so

@@ -158,6 +158,20 @@ std::vector<PlaceholderProblem> verbatim_hints(const std::string& english, const
   return out;
 }
 
+namespace {
+
+bool same_problems(const std::vector<PlaceholderProblem>& a, const std::vector<PlaceholderProblem>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const PlaceholderProblem& x, const PlaceholderProblem& y) {
+    return x.fault == y.fault && x.detail == y.detail;
+  });
+}
+
+bool same_findings(const PoItem& a, const PoItem& b) {
+  return same_problems(a.problems, b.problems) && same_problems(a.hints, b.hints);
+}
+
+}  // namespace
+
 PoCheck check_placeholders(const data::PoCatalog& catalog) {
   // msgfmt -c's rule for plural entries: a form must print every argument
   // of msgid_plural when it is the only one, or when it is used for many n;
@@ -180,10 +194,12 @@ PoCheck check_placeholders(const data::PoCatalog& catalog) {
       continue;
     }
     ++check.translated;
+    const size_t first_item = check.items.size();
     for (size_t form = 0; form < e.msgstr.size(); ++form) {
       PoItem item;
       item.entry = &e;
       item.form = form;
+      item.forms = {form};
       item.english = e.msgid_plural ? *e.msgid_plural : e.msgid;
       item.chinese = e.msgstr[form];
       // An entry marked as no printf format (xgettext's no-c-format), or
@@ -193,10 +209,35 @@ PoCheck check_placeholders(const data::PoCatalog& catalog) {
       const bool strict = !e.msgid_plural || e.msgstr.size() == 1 || (form < often.size() && often[form]);
       item.problems = compare_placeholders(item.english, item.chinese, printf_format, strict);
       item.hints = verbatim_hints(item.english, item.chinese);
-      check.items.push_back(std::move(item));
+      // A form that repeats an earlier form's text with the same findings
+      // (Chinese has one plural form; catalogs often give two of equal text)
+      // is that item's: the same row once, not twice.
+      const auto same = std::find_if(check.items.begin() + static_cast<std::ptrdiff_t>(first_item), check.items.end(),
+                                     [&](const PoItem& earlier) {
+                                       return earlier.chinese == item.chinese && same_findings(earlier, item);
+                                     });
+      if (same != check.items.end()) same->forms.push_back(form);
+      else check.items.push_back(std::move(item));
     }
   }
   return check;
+}
+
+PoCheck distinct_texts(const PoCheck& check) {
+  PoCheck out = check;
+  out.items.clear();
+  for (const PoItem& item : check.items) {
+    const auto same = std::find_if(out.items.begin(), out.items.end(), [&](const PoItem& earlier) {
+      return earlier.entry == item.entry && earlier.chinese == item.chinese;
+    });
+    if (same == out.items.end()) {
+      out.items.push_back(item);
+      continue;
+    }
+    same->forms.insert(same->forms.end(), item.forms.begin(), item.forms.end());
+    std::sort(same->forms.begin(), same->forms.end());
+  }
+  return out;
 }
 
 namespace {

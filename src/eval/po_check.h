@@ -45,10 +45,13 @@ std::vector<PlaceholderProblem> compare_placeholders(const std::string& english,
 std::vector<PlaceholderProblem> verbatim_hints(const std::string& english, const std::string& chinese);
 
 // One translation of a checked entry: an entry that is used at run time
-// (PoEntry::is_translated), one item per msgstr form.
+// (PoEntry::is_translated), one item per msgstr form; the forms of a
+// plural entry that hold the same text, with the same findings, are one
+// item (listed and ranked once, as msgstr[0,1]).
 struct PoItem {
   const data::PoEntry* entry = nullptr;
-  size_t form = 0;      // msgstr[form]
+  size_t form = 0;      // msgstr[form], the first of `forms`
+  std::vector<size_t> forms;  // every form this item stands for (a plural entry's), in order
   std::string english;  // what it translates: msgid, or msgid_plural for a plural entry
   std::string chinese;  // msgstr[form]
   std::vector<PlaceholderProblem> problems;
@@ -64,6 +67,13 @@ struct PoCheck {
 
 // The catalog's translated entries with their placeholder problems.
 PoCheck check_placeholders(const data::PoCatalog& catalog);
+
+// The same items with one per distinct translation: a plural entry's forms
+// of equal text become one item (their forms together, the first one's
+// findings), as the model's ranking judges a text, not a form. Without this,
+// forms whose findings differ (a form for n = 1 may leave the number out)
+// would be ranked twice with the same figures.
+PoCheck distinct_texts(const PoCheck& check);
 
 // What a msgstr's form says about its msgid, without the model. A msgstr cut
 // short is short for its msgid; one that belongs to another entry is often

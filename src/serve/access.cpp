@@ -103,6 +103,22 @@ std::optional<Refusal> check_json_body(const std::string& content_type, const st
   return Refusal{415, "Content-Type: '" + content_type + "'; POST " + path + " takes application/json"};
 }
 
+Headers cors_headers(bool has_origin, const std::string& origin, const AccessPolicy& policy) {
+  if (!has_origin || !listed(policy.allow_origins, lower(origin))) return {};
+  // The origin as the page sent it: the browser compares it byte for byte.
+  return {{"Access-Control-Allow-Origin", origin}, {"Access-Control-Expose-Headers", "Retry-After, Server-Timing"}};
+}
+
+Headers preflight_headers(bool has_origin, const std::string& origin, bool has_request_method,
+                          const std::string& methods, const AccessPolicy& policy) {
+  Headers h = cors_headers(has_origin, origin, policy);
+  if (h.empty() || !has_request_method) return {};
+  h.push_back({"Access-Control-Allow-Methods", methods});
+  h.push_back({"Access-Control-Allow-Headers", "Content-Type, Authorization"});
+  h.push_back({"Access-Control-Max-Age", "600"});
+  return h;
+}
+
 std::vector<std::string> read_api_keys(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError("--api-key-file: cannot read " + path);

@@ -12,10 +12,19 @@
 //   so a site the user visits cannot queue work on a local service.
 // - With keys (--api-key-file), the API routes need `Authorization: Bearer
 //   KEY`; /healthz and the explorer's static files stay open.
+// - CORS (the Fetch standard), so that a page of an --allow-origin origin can
+//   read the answers: its requests' answers name it in
+//   Access-Control-Allow-Origin, and its preflights (OPTIONS with
+//   Access-Control-Request-Method, sent before a JSON POST or one with
+//   Authorization) are answered 204 with the route's methods and the
+//   headers a page may send, before the key check: a browser sends no
+//   Authorization with a preflight, and the request that follows it still
+//   needs the key. Every answer carries `Vary: Origin`.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nmt::serve {
@@ -49,6 +58,24 @@ std::optional<Refusal> check_api_key(const std::string& authorization, const Acc
 // parameters): a form or text/plain body is what another site's page can
 // send without the browser asking first (no CORS preflight). 415 otherwise.
 std::optional<Refusal> check_json_body(const std::string& content_type, const std::string& path);
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// The CORS headers of an answer to a request with this Origin (has_origin:
+// whether it had one): Access-Control-Allow-Origin naming an origin that
+// --allow-origin lists, and the answer headers a page may read
+// (Retry-After, Server-Timing). Nothing for other origins: check_origin
+// has refused those, and the service's own pages need no CORS. Vary: Origin
+// is the caller's, on every answer.
+Headers cors_headers(bool has_origin, const std::string& origin, const AccessPolicy& policy);
+
+// A CORS preflight (OPTIONS with Access-Control-Request-Method) of a page
+// --allow-origin lists, for a route answering `methods` ("POST"): the
+// headers of its 204 answer (the route's methods, Content-Type and
+// Authorization allowed, cached for 10 minutes), cors_headers' included.
+// Empty when it is no preflight of a listed origin.
+Headers preflight_headers(bool has_origin, const std::string& origin, bool has_request_method,
+                          const std::string& methods, const AccessPolicy& policy);
 
 // Keys from a file, one a line (blank lines and lines starting with # are
 // skipped). InputError naming the file when it cannot be read or holds none,

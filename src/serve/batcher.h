@@ -66,6 +66,7 @@ struct Job {
 struct SentenceResult {
   std::string translation;
   std::string attention_json;  // filled when the job asked for attention
+  bool length_limited = false;  // stopped at the length limit before ending (decode/length_limit.h)
 };
 using Sentences = std::vector<SentenceResult>;
 

@@ -61,11 +61,14 @@ const std::map<std::string, std::string>& route_methods() {
 // paths cannot grow the label set).
 std::string route_label(const std::string& path) { return route_methods().count(path) ? path : "other"; }
 
-// {"translations": [...], "attention": [...], "cut": [...]} (attention only
-// when asked, cut only when a text was longer than the model reads: the
-// indices of those texts, translated from their first max_positions tokens);
+// {"translations": [...], "attention": [...], "cut": [...], "length_limited":
+// [...]} (attention only when asked, cut only when a text was longer than the
+// model reads: the indices of those texts, translated from their first
+// max_positions tokens; length_limited only when a text's translation, or a
+// line's of it, stopped at the length limit before ending: their indices);
 // the attention maps arrive as JSON text from the batch and are spliced in.
-std::string translate_answer(const Sentences& result, bool attention, const std::vector<size_t>& cut) {
+std::string translate_answer(const Sentences& result, bool attention, const std::vector<size_t>& cut,
+                             const std::vector<size_t>& length_limited) {
   nlohmann::json translations = nlohmann::json::array();
   for (const SentenceResult& s : result) translations.push_back(s.translation);
   std::string out = "{\"translations\":" + translations.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -75,6 +78,7 @@ std::string translate_answer(const Sentences& result, bool attention, const std:
     out += "]";
   }
   if (!cut.empty()) out += ",\"cut\":" + nlohmann::json(cut).dump();
+  if (!length_limited.empty()) out += ",\"length_limited\":" + nlohmann::json(length_limited).dump();
   return out + "}";
 }
 
@@ -381,6 +385,19 @@ std::optional<Reply> HttpServer::first_look(MHD_Connection* c, const std::string
   // Who may call (serve/access.h), before any route.
   std::optional<Refusal> refused = check_host(text(MHD_HTTP_HEADER_HOST), options_.access);
   if (!refused) refused = check_origin(header("Origin") != nullptr, text("Origin"), text(MHD_HTTP_HEADER_HOST), options_.access);
+  if (!refused && method == "OPTIONS") {
+    // Which methods a route takes; for a listed origin's preflight, the
+    // CORS answer (before the key check: a preflight carries no key).
+    const auto route = route_methods().find(path);
+    if (route == route_methods().end()) return error_reply(404, "no such path: " + path);
+    Reply r;
+    r.status = 204;
+    r.type.clear();  // no body
+    r.headers = preflight_headers(header("Origin") != nullptr, text("Origin"),
+                                  header("Access-Control-Request-Method") != nullptr, route->second, options_.access);
+    r.headers.push_back({"Allow", route->second + ", OPTIONS"});
+    return r;
+  }
   bool ask_key = false;
   if (!refused && needs_key(path)) {
     refused = check_api_key(text(MHD_HTTP_HEADER_AUTHORIZATION), options_.access);
@@ -471,6 +488,11 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
 Reply HttpServer::translated(Exchange& ex) {
   try {
     JobResult result = ex.result.get();
+    std::vector<size_t> limited;  // the texts, by index (a line of a text counts for the text)
+    for (size_t k = 0; k < result.sentences.size(); ++k) {
+      const size_t text = ex.texts != result.sentences.size() ? ex.owner[k] : k;
+      if (result.sentences[k].length_limited && (limited.empty() || limited.back() != text)) limited.push_back(text);
+    }
     if (ex.texts != result.sentences.size()) {  // texts with line breaks: their lines' translations joined
       std::vector<std::string> lines;
       for (const SentenceResult& s : result.sentences) lines.push_back(s.translation);
@@ -479,7 +501,7 @@ Reply HttpServer::translated(Exchange& ex) {
       for (size_t i = 0; i < ex.texts; ++i) result.sentences[i].translation = joined[i];
     }
     Reply r;
-    r.body = translate_answer(result.sentences, ex.attention, ex.cut);
+    r.body = translate_answer(result.sentences, ex.attention, ex.cut, limited);
     // Where the time went (W3C Server-Timing): waiting for a batch, and the
     // batch's translation; the rest of a client's latency is HTTP.
     // (fmt, not std::to_string: that goes through printf, a tenth of the
@@ -502,8 +524,15 @@ MHD_Result HttpServer::send(MHD_Connection* c, const Exchange& ex, Reply reply) 
   const char* data = reply.asset ? reinterpret_cast<const char*>(reply.asset->data) : reply.body.data();
   size_t size = reply.asset ? reply.asset->size : reply.body.size();
   std::string packed;
+  // Answers differ by Origin (Access-Control-Allow-Origin, or a 403): a
+  // cache must not hand one origin's answer to another.
+  std::string vary = "Origin";
+  const char* origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  for (auto& h : cors_headers(origin != nullptr, origin ? origin : "", options_.access))
+    if (std::none_of(reply.headers.begin(), reply.headers.end(), [&](const auto& have) { return have.first == h.first; }))
+      reply.headers.push_back(std::move(h));
   if (size >= static_cast<size_t>(options_.connections.compress_min_bytes)) {
-    reply.headers.push_back({"Vary", "Accept-Encoding"});
+    vary += ", Accept-Encoding";
     if (accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING)) &&
         !(packed = gzip(data, size)).empty()) {
       data = packed.data(), size = packed.size();
@@ -512,7 +541,7 @@ MHD_Result HttpServer::send(MHD_Connection* c, const Exchange& ex, Reply reply) 
   }
   MHD_Response* response = MHD_create_response_from_buffer(size, const_cast<char*>(data), MHD_RESPMEM_MUST_COPY);
   if (!response) return MHD_NO;
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.type.c_str());
+  if (!reply.type.empty()) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.type.c_str());
   // On every answer: no MIME sniffing, no referrer leaking the page's
   // address, and the explorer allowed only its own files (no inline code,
   // no framing by another site).
@@ -521,6 +550,7 @@ MHD_Result HttpServer::send(MHD_Connection* c, const Exchange& ex, Reply reply) 
   MHD_add_response_header(response, "Content-Security-Policy",
                           "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "
                           "frame-ancestors 'none'");
+  MHD_add_response_header(response, "Vary", vary.c_str());
   for (const auto& [name, value] : reply.headers) MHD_add_response_header(response, name.c_str(), value.c_str());
   if (reply.close || draining_) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
   const MHD_Result queued = MHD_queue_response(c, static_cast<unsigned int>(reply.status), response);
@@ -630,7 +660,8 @@ int HttpServer::run() {
   // read, answer it, then stop. Caught from before the first connection:
   // the port file says the service is up, and a signal sent the moment it
   // appears must stop it cleanly, not kill it (exit 0, not -15).
-  install_interrupt_handlers("the requests already read");
+  install_interrupt_handlers("finishing the requests already read",
+                             "still finishing the requests already read; Ctrl-C once more aborts");
   int port = 0;
   const int listening = listen_socket(options_.host, options_.port, &port);
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "util/number_text.h"
+
 namespace nmt::serve {
 
 namespace {
@@ -17,18 +19,6 @@ double now_seconds() {
   using namespace std::chrono;
   static const steady_clock::time_point start = steady_clock::now();
   return duration<double>(steady_clock::now() - start).count();
-}
-
-// The shortest text that reads back as v (0.025, not 0.025000000000000001).
-std::string number(double v) {
-  char buf[64];
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && std::abs(v) < 1e15)
-    return std::to_string(static_cast<int64_t>(v));
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
 }
 
 void header(std::string& out, const char* name, const char* type, const char* help) {
@@ -50,10 +40,10 @@ void Histogram::render(const std::string& name, std::string& out) const {
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += name + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    out += name + "_bucket{le=\"" + shortest_number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
   out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
-  out += name + "_sum " + number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+  out += name + "_sum " + shortest_number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
 }
 
 Metrics::Metrics()
@@ -77,9 +67,10 @@ void Metrics::batch(int64_t sentences, double seconds) {
   batch_seconds_.observe(seconds);
 }
 
-void Metrics::translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens) {
+void Metrics::translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens, int64_t length_limited) {
   std::lock_guard<std::mutex> lock(mutex_);
   sentences_ += sentences;
+  length_limited_ += length_limited;
   source_tokens_ += source_tokens;
   target_tokens_ += target_tokens;
   const double t = now_seconds();
@@ -119,13 +110,17 @@ std::string Metrics::render(int64_t queue_sentences) const {
   out += "nmt_queue_sentences " + std::to_string(queue_sentences) + "\n";
   header(out, "nmt_sentences_total", "counter", "Sentences translated.");
   out += "nmt_sentences_total " + std::to_string(sentences_) + "\n";
+  header(out, "nmt_length_limited_total", "counter",
+         "Sentences whose translation stopped at the length limit before ending (maybe cut short; "
+         "--max-len-factor, --max-len).");
+  out += "nmt_length_limited_total " + std::to_string(length_limited_) + "\n";
   header(out, "nmt_source_tokens_total", "counter", "Source tokens translated.");
   out += "nmt_source_tokens_total " + std::to_string(source_tokens_) + "\n";
   header(out, "nmt_target_tokens_total", "counter", "Target tokens produced.");
   out += "nmt_target_tokens_total " + std::to_string(target_tokens_) + "\n";
   header(out, "nmt_tokens_per_second", "gauge",
          "Source plus target tokens of the sentences finished in the last 10 seconds, per second.");
-  out += "nmt_tokens_per_second " + number(tokens_per_second_locked()) + "\n";
+  out += "nmt_tokens_per_second " + shortest_number(tokens_per_second_locked()) + "\n";
   return out;
 }
 

@@ -37,8 +37,9 @@ class Metrics {
   void latency(double seconds);
   // One translated batch, or with continuous batching one decoding step.
   void batch(int64_t sentences, double seconds);
-  // Sentences finished (counters and tokens/s).
-  void translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens);
+  // Sentences finished (counters and tokens/s); length_limited of them
+  // stopped at the length limit before ending (decode/length_limit.h).
+  void translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens, int64_t length_limited);
   // The text for GET /metrics; queue_sentences is read by the caller.
   std::string render(int64_t queue_sentences) const;
 
@@ -50,7 +51,7 @@ class Metrics {
   Histogram latency_;         // seconds per /v1/translate answer
   Histogram batch_sentences_;
   Histogram batch_seconds_;
-  uint64_t source_tokens_ = 0, target_tokens_ = 0, sentences_ = 0;
+  uint64_t source_tokens_ = 0, target_tokens_ = 0, sentences_ = 0, length_limited_ = 0;
   // (end time in seconds since start, tokens) of recent sentences, for tokens/s
   // over the last kRateWindow seconds.
   std::deque<std::pair<double, int64_t>> recent_;

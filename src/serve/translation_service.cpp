@@ -86,18 +86,19 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
   const std::vector<std::vector<int64_t>> hyps = decode_lines(m_.model, lines, options, m_.device);
   std::vector<Sentences> results;
   size_t k = 0;
-  int64_t target_tokens = 0;
+  int64_t target_tokens = 0, limited = 0;
   for (const Job* job : jobs) {
     Sentences r(job->lines.size());
     for (size_t i = 0; i < job->lines.size(); ++i, ++k) {
-      r[i] = finish_sentence(lines[k], hyps[k], job->attention);
+      r[i] = finish_sentence(lines[k], hyps[k], job->attention, options);
       target_tokens += static_cast<int64_t>(hyps[k].size());
+      limited += r[i].length_limited ? 1 : 0;
     }
     results.push_back(std::move(r));
   }
   metrics_.batch(static_cast<int64_t>(lines.size()),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  metrics_.translated(static_cast<int64_t>(lines.size()), source_tokens, target_tokens);
+  metrics_.translated(static_cast<int64_t>(lines.size()), source_tokens, target_tokens, limited);
   return results;
 }
 
@@ -126,7 +127,7 @@ class TranslationService::GreedyStream : public StepStream {
     std::vector<std::pair<uint64_t, size_t>> lines;   // rows[i] is (job ticket, line) lines[i]
     std::vector<std::pair<uint64_t, Pending>> added;
     for (const auto& [job, ticket] : jobs) {
-      Pending p{std::vector<SentenceResult>(job->lines.size()), job, 0, 0, 0};
+      Pending p{std::vector<SentenceResult>(job->lines.size()), job, 0, 0, 0, 0};
       for (size_t i = 0; i < job->sources.size(); ++i) {
         const PreparedLine& line = job->sources[i];
         if (line.ids.empty()) continue;  // translates to "", as decode_lines has it
@@ -161,8 +162,9 @@ class TranslationService::GreedyStream : public StepStream {
       const auto [ticket, line] = row_of_.at(row);
       row_of_.erase(row);
       Pending& p = jobs_.at(ticket);
-      p.sentences[line] = service_.finish_sentence(p.job->sources[line], ids, p.job->attention);
+      p.sentences[line] = service_.finish_sentence(p.job->sources[line], ids, p.job->attention, options_);
       p.target_tokens += static_cast<int64_t>(ids.size());
+      p.length_limited += p.sentences[line].length_limited ? 1 : 0;
       if (--p.running == 0) done_.push_back(ticket);
     }
     std::vector<std::pair<uint64_t, Sentences>> finished;
@@ -170,8 +172,10 @@ class TranslationService::GreedyStream : public StepStream {
       Pending& p = jobs_.at(ticket);
       // Empty lines never ran: their (empty) translation and map.
       for (size_t i = 0; i < p.sentences.size(); ++i)
-        if (p.job->sources[i].ids.empty()) p.sentences[i] = service_.finish_sentence(p.job->sources[i], {}, p.job->attention);
-      service_.metrics_.translated(static_cast<int64_t>(p.sentences.size()), p.source_tokens, p.target_tokens);
+        if (p.job->sources[i].ids.empty())
+          p.sentences[i] = service_.finish_sentence(p.job->sources[i], {}, p.job->attention, options_);
+      service_.metrics_.translated(static_cast<int64_t>(p.sentences.size()), p.source_tokens, p.target_tokens,
+                                   p.length_limited);
       finished.emplace_back(ticket, std::move(p.sentences));
       jobs_.erase(ticket);
     }
@@ -192,6 +196,7 @@ class TranslationService::GreedyStream : public StepStream {
     const Job* job;   // the Batcher keeps it alive until its result is reported
     int64_t running;  // lines still decoding
     int64_t source_tokens, target_tokens;
+    int64_t length_limited;  // lines that stopped at the length limit
   };
   TranslationService& service_;
   DecodeOptions options_;
@@ -205,14 +210,16 @@ class TranslationService::GreedyStream : public StepStream {
 std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make_unique<GreedyStream>(*this); }
 
 SentenceResult TranslationService::finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp,
-                                                   bool attention) const {
+                                                   bool attention, const DecodeOptions& options) const {
   SentenceResult r;
   r.translation = finish_translation(line, hyp, *m_.tgt_tok);
-  if (attention) r.attention_json = attention_json(line.ids, hyp);
+  r.length_limited = reached_limit(line, hyp, options, m_.model);
+  if (attention) r.attention_json = attention_json(line, hyp);
   return r;
 }
 
-std::string TranslationService::attention_json(const std::vector<int64_t>& src, const std::vector<int64_t>& hyp) const {
+std::string TranslationService::attention_json(const PreparedLine& line, const std::vector<int64_t>& hyp) const {
+  const std::vector<int64_t>& src = line.ids;
   json j;
   if (src.empty()) {
     j = {{"source", json::array()}, {"target_in", json::array()}, {"target_out", json::array()},
@@ -227,9 +234,13 @@ std::string TranslationService::attention_json(const std::vector<int64_t>& src, 
   tgt_out.push_back(kEndId);
   Transformer model = m_.model;  // a handle: the same module
   const AttentionMaps maps = translation_attention(model, src, hyp, m_.device);
-  j["source"] = m_.src_tok->pieces(src);
-  j["target_in"] = m_.tgt_tok->pieces(tgt_in);
-  j["target_out"] = m_.tgt_tok->pieces(tgt_out);
+  const auto shown = [&](std::vector<std::string> pieces) {
+    for (std::string& p : pieces) p = line.text.shown(p);
+    return pieces;
+  };
+  j["source"] = shown(m_.src_tok->pieces(src));
+  j["target_in"] = shown(m_.tgt_tok->pieces(tgt_in));
+  j["target_out"] = shown(m_.tgt_tok->pieces(tgt_out));
   j["encoder_self"] = nested(maps.encoder_self);
   j["decoder_self"] = nested(maps.decoder_self);
   j["cross"] = nested(maps.cross);
@@ -245,7 +256,9 @@ std::string TranslationService::info_json() const {
               {"d_model", o.d_model()},
               {"max_positions", o.max_positions()},
               {"attention", ops::backend_name(m_.model->attention_backend())},
-              {"device", m_.device.str()}}
+              {"device", m_.device.str()},
+              // Sentinels in the attention tokens are shown as the line's placeholders.
+              {"protect_placeholders", m_.decode.protect_placeholders}}
       .dump();
 }
 

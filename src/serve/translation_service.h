@@ -55,12 +55,15 @@ class TranslationService {
  private:
   // {"source": [...], "target_in": [...], "target_out": [...], "encoder_self":
   // [L][H][S][S], "decoder_self": [L][H][T][T], "cross": [L][H][T][S]}
-  // The maps of the translation decoding made: src as decoded, hyp its
-  // result (no second decode).
-  std::string attention_json(const std::vector<int64_t>& src, const std::vector<int64_t>& hyp) const;
+  // The maps of the translation decoding made: the line's ids as decoded,
+  // hyp its result (no second decode).
+  // Tokens as a person is shown them (sentinels as the line's placeholders:
+  // SourceText::shown).
+  std::string attention_json(const PreparedLine& line, const std::vector<int64_t>& hyp) const;
   // A sentence's answer from the ids decoding gave it: the finished text,
   // and its attention maps when asked for.
-  SentenceResult finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp, bool attention) const;
+  SentenceResult finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp, bool attention,
+                                 const DecodeOptions& options) const;
   // The decoding options of a batch of this beam, on this worker's thread.
   DecodeOptions worker_options(int64_t beam) const;
 

@@ -1,10 +1,17 @@
 #include "tokenizer/tokenizer.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -15,6 +22,7 @@
 #include "tokenizer/spm_shim.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/interrupt.h"
 
 namespace nmt {
 
@@ -193,6 +201,76 @@ const std::vector<std::string>& placeholder_pieces() {
   return pieces;
 }
 
+// SentencePiece's trainer, once started, runs to its end (minutes on a
+// sample of 2M lines) and cannot be asked to stop. So it runs in a child
+// process, which a SIGINT/SIGTERM to nmt ends at once (SIGKILL): the command
+// stops within a poll's time (kChildPollMs) instead of after the training.
+// The child dies with nmt too (PR_SET_PDEATHSIG), so an nmt killed outright
+// leaves no trainer writing into its staged folder. InputError naming
+// `input` with SentencePiece's message when the training fails.
+constexpr int kChildPollMs = 50;
+
+void train_in_child(const SpmLibrary& lib, const std::string& args, const std::string& input) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw IoError(std::string("cannot start SentencePiece: pipe: ") + std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(pipe_fds[0]), ::close(pipe_fds[1]);
+    throw IoError(std::string("cannot start SentencePiece: fork: ") + std::strerror(e));
+  }
+  if (pid == 0) {
+    // The child runs the SentencePiece module alone: nmt's other threads did
+    // not come along, so nothing of nmt's (whose locks they may have held)
+    // is called here; SentencePiece's module has its own heap and threads
+    // (spm_shim.h), idle while nmt waits for it. _exit: nothing of the
+    // parent's (stdio buffers, atexit handlers) runs twice.
+    ::close(pipe_fds[0]);
+    ::signal(SIGINT, SIG_IGN);  // the parent decides, and ends this process
+    ::signal(SIGTERM, SIG_DFL);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
+    char err[512] = {0};
+    const int rc = lib.train(args.c_str(), err, sizeof err);
+    if (rc != 0) {
+      const ssize_t ignored = ::write(pipe_fds[1], err, std::strlen(err));
+      (void)ignored;
+    }
+    ::_exit(rc == 0 ? 0 : 1);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  int status = 0;
+  for (;;) {
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    if (::poll(&p, 1, kChildPollMs) > 0) {
+      char buf[512];
+      const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
+      if (n > 0) message.append(buf, static_cast<size_t>(n));
+    }
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (interrupted()) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ::close(pipe_fds[0]);
+      throw Interrupted(interrupt_signal());
+    }
+  }
+  for (char buf[512];;) {  // what the child wrote just before it ended
+    const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    message.append(buf, static_cast<size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (WIFSIGNALED(status))
+    throw std::runtime_error(input + ": SentencePiece training was ended by signal " +
+                             std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");
+  throw InputError(input + ": SentencePiece training failed: " + message);
+}
+
 void train_model(const std::string& input, const std::string& prefix, int64_t vocab,
                  double coverage, const TokenizerConfig& cfg) {
   std::ostringstream args;
@@ -211,9 +289,7 @@ void train_model(const std::string& input, const std::string& prefix, int64_t vo
     args << " --user_defined_symbols=";
     for (size_t i = 0; i < symbols.size(); ++i) args << (i ? "," : "") << symbols[i];
   }
-  char err[512] = {0};
-  if (SpmLibrary::get().train(args.str().c_str(), err, sizeof err) != 0)
-    throw InputError(input + ": SentencePiece training failed: " + err);
+  train_in_child(SpmLibrary::get(), args.str(), input);
 }
 
 }  // namespace

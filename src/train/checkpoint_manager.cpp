@@ -110,7 +110,9 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
     data::PrepareOptions opts;
     opts.src_model = &bytes[0], opts.tgt_model = &bytes[1];
     opts.threads = static_cast<int>(cfg.train.threads);
-    corpus_dir_ = data::prepare_corpus(cfg, opts).dir;
+    const data::PrepareReport prepared = data::prepare_corpus(cfg, opts);
+    corpus_dir_ = prepared.dir;
+    corpus_ratio_ = prepared.target_source_ratio;
     return;
   }
   // Checkpoints copy the tokenizer models from here: a stable place of the
@@ -138,6 +140,7 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
   }
   const data::PrepareReport prepared = data::prepare_corpus(cfg, opts);
   corpus_dir_ = prepared.dir;
+  corpus_ratio_ = prepared.target_source_ratio;
   if (resume.empty())
     for (const auto& [path, to] : {std::pair{prepared.src_model, src_model_}, std::pair{prepared.tgt_model, tgt_model_}})
       write_file_atomic(to, read_file(path, "tokenizer model"));

@@ -52,6 +52,9 @@ class CheckpointManager {
   bool resuming() const { return !resume_from_.empty(); }
   // The prepared training corpus (data/shards.h), encoded with those models.
   const std::string& corpus_dir() const { return corpus_dir_; }
+  // Its target/source length ratio (data/prepare.h), which every save
+  // records (TrainingState::target_source_ratio) for decoding's length limit.
+  double corpus_ratio() const { return corpus_ratio_; }
 
   // When resuming (rank 0): copies the saved weights into model (in place:
   // they may be views of the optimizer's flat buffer) and loads the
@@ -73,6 +76,7 @@ class CheckpointManager {
   GradientSync& sync_;
   std::unique_ptr<RunLock> lock_;  // rank 0: held while this run may write its folder
   std::string run_dir_, resume_from_, src_model_, tgt_model_, corpus_dir_;
+  double corpus_ratio_ = 0;
   std::string private_dir_;
   CheckpointFiles resumed_;  // rank 0: the checkpoint resumed from, read whole, until restore()  // ranks > 0: their copies of the tokenizer models
 };

@@ -21,7 +21,8 @@ Reporter::Reporter(const TrainConfig& config, const TrainingState& state, bool a
       active_(active),
       tty_(active && config.progress && isatty(STDERR_FILENO)),
       prior_train_seconds_(state.train_seconds),
-      prior_wall_seconds_(state.wall_seconds) {
+      prior_wall_seconds_(state.wall_seconds),
+      start_step_(state.step) {
   start_ = window_start_ = Clock::now();
   if (!active_) return;
   metrics_path_ = config.metrics_file.empty()
@@ -78,16 +79,52 @@ void Reporter::write_json(const std::vector<std::pair<std::string, double>>& fie
   write_file_atomic(metrics_path_, metrics_text_);
 }
 
-void Reporter::show_progress(int64_t step, double tok_s) {
+namespace {
+
+// "1:05" (minutes:seconds) or "2:03:04".
+std::string clock_text(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+}  // namespace
+
+std::string Reporter::budget_left(const TrainingState& state) const {
+  std::string by_steps, by_time;
+  double steps_seconds = -1, time_seconds = -1;
+  if (config_.max_steps > 0) {
+    const int64_t left = std::max<int64_t>(0, config_.max_steps - state.step);
+    const int64_t done = state.step - start_step_;
+    // This session's pace, evaluations included (they come out of the budget too).
+    if (done > 0) steps_seconds = left * (wall_seconds() - prior_wall_seconds_) / static_cast<double>(done);
+    by_steps = (steps_seconds >= 0 ? "~" + clock_text(steps_seconds) + " (" : "(") + std::to_string(left) + " steps)";
+  }
+  if (config_.max_minutes > 0) {
+    time_seconds = config_.max_minutes * 60 - wall_seconds();
+    by_time = clock_text(time_seconds) + " of train.max_minutes";
+  }
+  std::string left;
+  if (!by_steps.empty() && !by_time.empty()) left = steps_seconds >= 0 && steps_seconds < time_seconds ? by_steps : by_time;
+  else left = by_steps.empty() ? by_time : by_steps;
+  if (config_.max_epochs > 0)
+    left += fmt::format("{}epoch {}/{}", left.empty() ? "" : ", ", state.position.epoch + 1, config_.max_epochs);
+  return left;
+}
+
+void Reporter::show_progress(const TrainingState& state, double tok_s) {
   if (!tty_) return;
   const auto now = Clock::now();
   if (now - last_progress_ < std::chrono::milliseconds(200)) return;
   last_progress_ = now;
-  if (config_.max_steps > 0)
-    std::fprintf(stderr, "\r\033[K  step %lld/%lld  %.0f tok/s", (long long)step,
-                 (long long)config_.max_steps, tok_s);
-  else
-    std::fprintf(stderr, "\r\033[K  step %lld  %.0f tok/s", (long long)step, tok_s);
+  std::string line = config_.max_steps > 0 ? fmt::format("step {}/{}", state.step, config_.max_steps)
+                                           : fmt::format("step {}", state.step);
+  // The loss of the last logged window: reading it every step would wait
+  // for the step's work to finish.
+  if (loss_known_) line += fmt::format("  loss {:.3f}", last_loss_);
+  line += fmt::format("  {:.0f} tok/s  elapsed {}", tok_s, clock_text(wall_seconds()));
+  const std::string left = budget_left(state);
+  if (!left.empty()) line += "  left " + left;
+  std::fprintf(stderr, "\r\033[K  %s", line.c_str());
   std::fflush(stderr);
   progress_shown_ = true;
 }
@@ -107,11 +144,12 @@ void Reporter::step(const TrainingState& state, const StepOutput& out, int64_t t
   }
   const double window_s = std::max(
       1e-9, std::chrono::duration<double>(Clock::now() - window_start_).count() - window_paused_);
-  show_progress(state.step, window_tokens_ / window_s);
+  show_progress(state, window_tokens_ / window_s);
   if (!window_ends) return;
   // The one read of the losses in a window: [loss, nll].
   const at::Tensor sums = at::stack(window_losses_).sum(0).to(at::kCPU, at::kDouble);
   last_loss_ = sums[0].item<double>() / static_cast<double>(window_steps_);
+  loss_known_ = true;
   const double nll = sums[1].item<double>() / static_cast<double>(window_steps_);
   clear_progress();
   spdlog::info("step {} epoch {} loss {:.4f} (unsmoothed {:.4f}) lr {:.3e} {:.0f} tok/s", state.step,
@@ -153,6 +191,12 @@ void Reporter::info(const std::string& line) {
   spdlog::info("{}", line);
 }
 
+void Reporter::warn(const std::string& line) {
+  if (!active_) return;
+  clear_progress();
+  spdlog::warn("{}", line);
+}
+
 TrainResult Reporter::finish(const TrainingState& state) {
   clear_progress();
   TrainResult r;
@@ -160,14 +204,23 @@ TrainResult Reporter::finish(const TrainingState& state) {
   r.last_train_loss = last_loss_;
   r.best = state.best;
   r.train_seconds = session_train_seconds();
+  r.run_train_seconds = train_seconds();
   r.tokens_per_second = total_tokens_ / std::max(r.train_seconds, 1e-9);
   r.checkpoint_dir = config_.checkpoint_dir;
   if (active_) {
     // Stopped before the first validation: there is no best value yet.
     const std::string best = std::isfinite(r.best) ? fmt::format("best {} {:.4g}", config_.best_metric, r.best)
                                                    : fmt::format("no {} measured yet", config_.best_metric);
-    spdlog::info("train: {} steps in {:.1f} s of training, {:.0f} tok/s; {}; checkpoints in {}", r.steps,
-                 r.train_seconds, r.tokens_per_second, best, r.checkpoint_dir);
+    // The run's steps with the run's time; a resumed run's session apart,
+    // its steps with its own time (tokens/s are this session's).
+    const std::string session =
+        start_step_ == 0        ? fmt::format("{:.0f} tok/s", r.tokens_per_second)
+        : r.steps == start_step_ ? std::string("this session: no steps")
+                                 : fmt::format("this session: steps {} to {} ({}) in {:.1f} s, {:.0f} tok/s",
+                                               start_step_ + 1, r.steps, r.steps - start_step_, r.train_seconds,
+                                               r.tokens_per_second);
+    spdlog::info("train: {} steps in {:.1f} s of training{}, {}; {}; checkpoints in {}", r.steps, r.run_train_seconds,
+                 start_step_ == 0 ? "" : " in all", session, best, r.checkpoint_dir);
   }
   return r;
 }

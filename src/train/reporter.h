@@ -20,8 +20,9 @@ struct TrainResult {
   int64_t steps = 0;
   double last_train_loss = 0;    // mean over the last log window
   double best = 0;               // best value of train.best_metric
-  double tokens_per_second = 0;  // source + target tokens, whole run
+  double tokens_per_second = 0;  // source + target tokens per second of this session's training
   double train_seconds = 0;      // this session's training steps, evaluations excluded
+  double run_train_seconds = 0;  // the same over every session of the run (a resumed run's included)
   std::string checkpoint_dir;
   SyncStats sync;                // gradient synchronisation (several ranks)
   int interrupted = 0;           // the signal that stopped the run early (0: it ran its course)
@@ -43,6 +44,7 @@ class Reporter {
   void evaluation(const TrainingState& state, const std::map<std::string, double>& metrics,
                   bool best);
   void info(const std::string& line);
+  void warn(const std::string& line);
   // The whole run's wall time, evaluations included.
   double wall_minutes() const;
   // Writes the run's clocks into the state a checkpoint is about to keep.
@@ -52,7 +54,10 @@ class Reporter {
  private:
   using Clock = std::chrono::steady_clock;
   void write_json(const std::vector<std::pair<std::string, double>>& fields);
-  void show_progress(int64_t step, double tok_s);
+  void show_progress(const TrainingState& state, double tok_s);
+  // What is left of the run's budget (train.max_steps, max_minutes,
+  // max_epochs) in words: "~4:10 (3,880 steps)", "12:05 of max_minutes".
+  std::string budget_left(const TrainingState& state) const;
   void clear_progress();
   double session_train_seconds() const;
   double train_seconds() const { return prior_train_seconds_ + session_train_seconds(); }
@@ -67,6 +72,8 @@ class Reporter {
   std::string metrics_path_;
   Clock::time_point start_, window_start_, paused_at_, last_progress_;
   double prior_train_seconds_ = 0, prior_wall_seconds_ = 0;  // earlier sessions
+  int64_t start_step_ = 0;  // the step this session started at (a resumed run's)
+  bool loss_known_ = false;  // a window has been logged: last_loss_ holds its loss
   double paused_seconds_ = 0;  // evaluation time so far
   bool paused_ = false;
   bool progress_shown_ = false;

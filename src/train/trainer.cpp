@@ -9,6 +9,7 @@
 
 #include "data/batch_source.h"
 #include "data/shards.h"
+#include "decode/length_limit.h"
 #include "model/build.h"
 #include "tokenizer/tokenizer.h"
 #include "train/distributed.h"
@@ -52,6 +53,13 @@ Transformer on_device(Transformer model, const c10::Device& device, at::ScalarTy
   return model;
 }
 
+// Every save records the ratio of the corpus the run trains on, a resumed
+// run's too (its checkpoint may predate the record).
+TrainingState with_corpus_ratio(TrainingState state, double ratio) {
+  state.target_source_ratio = ratio;
+  return state;
+}
+
 RunStart with_restarts(RunStart start, const DistributedEnv& env) {
   start.restart = env.restart_count;
   return start;
@@ -75,7 +83,7 @@ struct TrainingSession {
         model(on_device(seeded_model(cfg, src_tok.vocab_size(), tgt_tok.vocab_size()), device,
                         precision)),
         step(model, cfg.train, device, sync),
-        state(checkpoints.restore(model, step.optimizer())),
+        state(with_corpus_ratio(checkpoints.restore(model, step.optimizer()), checkpoints.corpus_ratio())),
         source(train_data, cfg.train.batch_tokens, cfg.train.batch_sentences, cfg.train.seed,
                env.rank, env.world_size) {
     step.broadcast_state();
@@ -129,9 +137,13 @@ class Evaluation {
       : s_(s),
         reporter_(reporter),
         validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
-        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg, &s.tgt_tok),
+        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg, &s.tgt_tok, s.state.target_source_ratio),
              s.cfg.train.batch_tokens, s.cfg.train.batch_sentences, s.cfg.train.valid_bleu_sentences,
-             s.device) {}
+             s.device) {
+    if (s.leader() && s.cfg.train.valid_bleu_sentences > 0)
+      reporter_.info("valid: translations' length limit: " +
+                     describe_length_limit(ctx_.decode(), s.model->options().max_positions()));
+  }
 
   // The direction of train.best_metric among this run's validators, for the
   // Scheduler's early stopping.
@@ -154,6 +166,12 @@ class Evaluation {
         candidate.evals_since_best = scheduler.evals_since_best();
         s_.state = candidate;
         reporter_.evaluation(s_.state, s_.state.metrics, verdict.best);
+        if (s_.cfg.train.valid_bleu_sentences > 0 && !ctx_.length_limited().empty())
+          reporter_.warn(fmt::format("valid: {} of {} translations stopped at the length limit ({}) before "
+                                     "ending: an early model's babble, or translations cut short "
+                                     "(decode.max_len_factor)",
+                                     ctx_.length_limited().size(), ctx_.hypotheses().size(),
+                                     describe_length_limit(ctx_.decode(), s_.model->options().max_positions(), false)));
         reporter_.stamp(s_.state);
         s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, verdict.best);
         if (verdict.stop) {

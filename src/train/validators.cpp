@@ -48,12 +48,18 @@ ValidationContext::ValidationContext(Transformer model, const ParallelCorpus& da
 
 const std::vector<std::string>& ValidationContext::hypotheses() {
   if (!decoded_) {
+    limited_.clear();
     hyps_ = in_eval_mode(model_, [&] {
-      return translate_lines(model_, src_tok_, tgt_tok_, srcs_, decode_, device_);
+      return translate_lines(model_, src_tok_, tgt_tok_, srcs_, decode_, device_, nullptr, &limited_);
     });
     decoded_ = true;
   }
   return hyps_;
+}
+
+const std::vector<size_t>& ValidationContext::length_limited() {
+  hypotheses();
+  return limited_;
 }
 
 double LossValidator::validate(ValidationContext& ctx) {
@@ -80,6 +86,10 @@ double ChrfValidator::validate(ValidationContext& ctx) {
   return eval::chrf(ctx.hypotheses(), ctx.references());
 }
 
+double LengthLimitedValidator::validate(ValidationContext& ctx) {
+  return static_cast<double>(ctx.length_limited().size());
+}
+
 double ExactMatchValidator::validate(ValidationContext& ctx) {
   return 100.0 * eval::exact_match(ctx.hypotheses(), ctx.references());
 }
@@ -91,6 +101,7 @@ std::vector<std::unique_ptr<Validator>> make_validators(bool translate) {
     v.push_back(std::make_unique<BleuValidator>());
     v.push_back(std::make_unique<ChrfValidator>());
     v.push_back(std::make_unique<ExactMatchValidator>());
+    v.push_back(std::make_unique<LengthLimitedValidator>());
   }
   return v;
 }

@@ -35,8 +35,12 @@ class ValidationContext {
   // references; decoded on first use, once per evaluation.
   const std::vector<std::string>& hypotheses();
   const std::vector<std::string>& references() const { return refs_; }
+  // Of those translations, the ones that stopped at the length limit
+  // (reached_limit), by index.
+  const std::vector<size_t>& length_limited();
+  const DecodeOptions& decode() const { return decode_; }
   // Forgets the translations (the model has changed).
-  void reset() { hyps_.clear(), decoded_ = false; }
+  void reset() { hyps_.clear(), limited_.clear(), decoded_ = false; }
 
  private:
   Transformer model_;
@@ -47,6 +51,7 @@ class ValidationContext {
   int64_t batch_tokens_, batch_sentences_;
   c10::Device device_;
   std::vector<std::string> srcs_, refs_, hyps_;
+  std::vector<size_t> limited_;
   bool decoded_ = false;
 };
 
@@ -78,6 +83,16 @@ class ChrfValidator final : public Validator {
  public:
   std::string name() const override { return "chrf"; }
   bool lower_is_better() const override { return false; }
+  double validate(ValidationContext& ctx) override;
+};
+
+// How many of the greedy translations stopped at the length limit before
+// ending (decode/length_limit.h): a limit too tight for the corpus cuts
+// translations short, and BLEU alone would not say why it is low.
+class LengthLimitedValidator final : public Validator {
+ public:
+  std::string name() const override { return "length_limited"; }
+  bool lower_is_better() const override { return true; }
   double validate(ValidationContext& ctx) override;
 };
 

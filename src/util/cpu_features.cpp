@@ -90,7 +90,10 @@ const char* isa_name(CpuIsa isa) {
 
 bool cpu_has_fast_bf16() {
   const CpuFeatures& f = cpu_features();
-  return f.avx512_bf16 || f.amx_bf16;
+  // The bf16 instructions are in the AVX-512 copy of the kernels only: with
+  // a lower copy in use (NMT_CPU_ISA=avx2), bf16 is widened to float32 and
+  // slower than float32 itself.
+  return (f.avx512_bf16 || f.amx_bf16) && kernel_isa() >= CpuIsa::kAvx512;
 }
 
 }  // namespace nmt

@@ -30,7 +30,9 @@ CpuIsa kernel_isa();
 CpuIsa best_cpu_isa();
 const char* isa_name(CpuIsa isa);
 
-// bf16 matrix multiplies that are faster than float32 (AVX512-BF16 or AMX).
+// bf16 matrix multiplies that are faster than float32: the CPU has
+// AVX512-BF16 (or AMX) and the kernels in use are the AVX-512 copy (not
+// lowered by NMT_CPU_ISA).
 bool cpu_has_fast_bf16();
 
 }  // namespace nmt

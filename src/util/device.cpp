@@ -41,9 +41,14 @@ c10::ScalarType resolve_precision(const std::string& precision, const c10::Devic
     return device.is_cpu() && !cpu_has_fast_bf16() ? c10::kFloat : c10::kBFloat16;
   if (precision != "bf16")
     throw InputError(what + ": '" + precision + "' is not one of: float32 | bf16 | auto");
-  if (device.is_cpu() && !cpu_has_fast_bf16())
+  if (device.is_cpu() && !cpu_has_fast_bf16()) {
+    const CpuFeatures& f = cpu_features();
+    if (f.avx512_bf16 || f.amx_bf16)  // the CPU has it; NMT_CPU_ISA lowered the kernels
+      throw InputError(what + ": bf16 needs the AVX-512 kernels, and NMT_CPU_ISA=" + isa_name(kernel_isa()) +
+                       " picks others; use float32");
     throw InputError(what + ": bf16 needs a CPU with AVX512-BF16 or AMX-BF16 and this one has "
                             "neither; use float32");
+  }
   return c10::kBFloat16;
 }
 

@@ -15,7 +15,7 @@ volatile std::sig_atomic_t g_first = 0;  // the first signal received
 volatile std::sig_atomic_t g_count = 0;  // how many
 // The first signal's messages, composed before any signal can arrive (the
 // handler may only write).
-std::string g_interrupted_text, g_terminated_text;
+std::string g_interrupted_text, g_terminated_text, g_second_text;
 
 void say(const char* text) {
   // async-signal-safe output
@@ -29,7 +29,7 @@ void on_signal(int sig) {
   if (g_count == 1) {
     say(sig == SIGINT ? g_interrupted_text.c_str() : g_terminated_text.c_str());
   } else if (g_count == 2) {
-    say("nmt: still finishing and saving; Ctrl-C once more aborts without saving\n");
+    say(g_second_text.c_str());
   } else {
     say("nmt: aborted\n");
     ::_exit(128 + g_first);
@@ -38,9 +38,10 @@ void on_signal(int sig) {
 
 }  // namespace
 
-void install_interrupt_handlers(const char* finishing) {
-  g_interrupted_text = std::string("\nnmt: interrupted; finishing ") + finishing + " (Ctrl-C twice more to abort)\n";
-  g_terminated_text = std::string("\nnmt: terminated; finishing ") + finishing + "\n";
+void install_interrupt_handlers(const char* first, const char* second) {
+  g_interrupted_text = std::string("\nnmt: interrupted; ") + first + " (Ctrl-C twice more to abort)\n";
+  g_terminated_text = std::string("\nnmt: terminated; ") + first + "\n";
+  g_second_text = std::string("nmt: ") + second + "\n";
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

@@ -1,6 +1,7 @@
 // SIGINT/SIGTERM as the commands handle them: the first one asks the
 // running command to stop at a safe point (training: after the current
-// step, with last/ saved; serving: the requests already read); a second
+// step, with last/ saved; translating: at the next batch, writing no
+// output file; serving: after the requests already read); a second
 // SIGINT while it finishes only says so;
 // a third aborts at once. Commands poll interrupted() at their safe points.
 #pragma once
@@ -9,9 +10,12 @@
 
 namespace nmt {
 
-// `finishing` names what the command completes after the first signal, as
-// the signal's message says it ("the current step" when training).
-void install_interrupt_handlers(const char* finishing = "the current step");
+// What the command does after the first signal, as the signal's message
+// says it after "nmt: interrupted; " (training: it finishes the current step
+// and saves), and what a second SIGINT is told while it does.
+void install_interrupt_handlers(
+    const char* first = "finishing the current step, then saving",
+    const char* second = "still finishing and saving; Ctrl-C once more aborts without saving");
 
 // 0, or the first of SIGINT/SIGTERM received.
 int interrupt_signal();
