@@ -70,6 +70,9 @@ fi
 work=${keep:-$(mktemp -d)}
 mkdir -p "$work" "$(dirname "$out")"
 [ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
+# Every run reads the config as it was when the table started.
+cp "$config" "$work/config.yaml"
+config=$work/config.yaml
 budget=$([ -n "$minutes" ] && echo "$minutes minutes" || echo "$steps steps")
 budget_set=$([ -n "$minutes" ] && echo "--set train.max_minutes=$minutes --set train.max_steps=0" ||
              echo "--set train.max_steps=$steps --set train.max_minutes=0")
