@@ -454,6 +454,22 @@ TEST(Train, MovingAverageResumesBitExactly) {
       if (name.rfind("model.", 0) == 0) moved = std::max(moved, (t - straight.at(name)).abs().max().item<double>());
     EXPECT_GT(moved, 1e-4) << "model.pt holds the average, not the weights" << what;
   }
+
+  // Resumed with the average turned off, training goes on from the raw
+  // weights: the run ends as the plain one.
+  Config cfg = plain_cfg;
+  cfg.train.checkpoint_dir = testing::temp_dir("ema_then_off");
+  cfg.train.ema_decay = 0.9;
+  cfg.train.max_steps = 7;
+  train(cfg);
+  Config off = resume_config(cfg.train.checkpoint_dir);
+  apply_overrides(off, {"train.max_steps=12", "train.ema_decay=0"});
+  RunStart resume;
+  resume.resume = cfg.train.checkpoint_dir;
+  train(off, resume);
+  const auto continued = saved_tensors(cfg.train.checkpoint_dir + "/last");
+  EXPECT_EQ(continued.count("optimizer.param"), 0u);
+  for (const auto& [name, t] : plain) EXPECT_TRUE(t.equal(continued.at(name))) << name << " (average turned off)";
 }
 
 // train.keep_last N: step-STEP/ beside last/ at every save, the oldest
