@@ -100,6 +100,23 @@ expect 2 "edited/state.yaml: content differs from the manifest's checksum" -- "$
 cp -r "$tmp/run/last" "$tmp/nomanifest"; rm "$tmp/nomanifest/manifest.txt"
 expect 2 "not a checkpoint|manifest.txt: missing" -- "$nmt" translate --checkpoint "$tmp/nomanifest"
 
+# ---- Weight averaging: a moving average and kept saves, averaged into a
+# checkpoint that translates; checkpoints of another shape refused in one
+# line, with nothing written.
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=6 --set train.eval_every=2 --set train.keep_last=2 \
+  --set train.ema_decay=0.9 --set train.checkpoint_dir="$tmp/kept" >/dev/null 2>&1 || bad "training with keep_last"
+if [ "$(cd "$tmp/kept" && echo step-*)" = "step-4 step-6" ]; then ok; else bad "keep_last 2 kept: $(ls "$tmp/kept")"; fi
+if "$nmt" average --checkpoints "$tmp"/kept/step-* "$tmp/run" --output "$tmp/avg" 2>"$tmp/avg.log" &&
+   "$nmt" translate --checkpoint "$tmp/avg" --input "$tmp/a.zh" --output "$tmp/avg.en" 2>>"$tmp/avg.log" &&
+   [ "$(wc -l <"$tmp/avg.en")" -eq 100 ]; then ok; else bad "average, then translate: $(tail -2 "$tmp/avg.log")"; fi
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=1 --set model.ff_dim=32 \
+  --set train.checkpoint_dir="$tmp/narrow" >/dev/null 2>&1 || bad "training a narrower model"
+expect 2 "narrow/(best|last)/model.pt: parameter encoder_layers.0.ff1.weight has shape \\[32, 32\\], .*/run/(best|last)/model.pt has \\[32, 64\\]" -- \
+  "$nmt" average --checkpoints "$tmp/run" "$tmp/narrow" --output "$tmp/avg_bad"
+[ -e "$tmp/avg_bad" ] || [ -e "$tmp/avg_bad.tmp" ] && bad "a refused average left an output" || ok
+expect 2 "avg: exists; choose another --output or pass --overwrite" -- \
+  "$nmt" average --checkpoints "$tmp/run" "$tmp/kept/step-6" --output "$tmp/avg"
+
 # ---- --compute-type: bad values in one line; int8 on a CPU without VNNI
 # (NMT_CPU_ISA lowers it) runs the AVX2 and plain C++ kernels and says so.
 expect 2 "--compute-type: int4 not in" -- "$nmt" translate --checkpoint "$tmp/run" --compute-type int4

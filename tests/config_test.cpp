@@ -67,6 +67,17 @@ TEST(Config, CrossFieldCheckNamesTheKeyLine) {
             "x.yaml:3: model.heads: 3 does not divide model.d_model 128");
 }
 
+TEST(Config, MovingAverageKeys) {
+  EXPECT_EQ(error_of("train:\n  ema_decay: 0.9999\n  ema_step_dependent: true\n  keep_last: 5\n"), "");
+  EXPECT_EQ(error_of("train:\n  ema_decay: 1\n"), "x.yaml:2: train.ema_decay: 1 is out of range [0, 1)");
+  EXPECT_EQ(error_of("train:\n  ema_decay: -0.5\n"), "x.yaml:2: train.ema_decay: -0.5 is out of range [0, 1)");
+  EXPECT_EQ(error_of("train:\n  ema_step_dependent: true\n"),
+            "x.yaml:2: train.ema_step_dependent: true needs train.ema_decay > 0 (the average it adjusts)");
+  EXPECT_EQ(error_of("train:\n  keep_last: -1\n"), "x.yaml:2: train.keep_last: -1 is out of range [0, 2147483647]");
+  const Config cfg = parse_config("train:\n  ema_decay: 0.999\n", "x.yaml");
+  EXPECT_EQ(parse_config(to_yaml(cfg), "again.yaml").train.ema_decay, 0.999);  // a checkpoint's config keeps it
+}
+
 TEST(Config, InvalidYamlAndMissingFile) {
   EXPECT_TRUE(starts_with(error_of("model: [\n"), "x.yaml:2: invalid YA"));
   try {

@@ -495,6 +495,64 @@ TEST(FlatAdam, MatchesTorchOptimAdamAndAutogradFillsTheFlatGradients) {
   }
 }
 
+// The weights' moving average against its closed form: after steps 1..n
+// with weights w_1..w_n from w_0, with d_k the decay of step k,
+//   ema_n = (prod_k d_k) w_0 + sum_k (1 - d_k) (prod_{j>k} d_j) w_k,
+// summed here in float64 from the weights each step left. A fixed decay and
+// Marian's step-dependent one (min(decay, (1 + k) / (10 + k)), which is the
+// smaller for k <= 2 and then the fixed 0.3); float64 and float32 buffers,
+// sizes off every vector width.
+TEST(FlatAdam, MovingAverageIsItsClosedForm) {
+  for (const auto dtype : {at::kDouble, at::kFloat})
+    for (const bool step_dependent : {false, true}) {
+      at::manual_seed(11);
+      const double decay = step_dependent ? 0.3 : 0.7;
+      std::vector<at::Tensor> params;
+      for (const auto& s : std::vector<std::vector<int64_t>>{{7, 5}, {5}, {3, 67}, {1}})
+        params.push_back(at::randn(s, at::TensorOptions(dtype)).requires_grad_(true));
+      FlatAdam opt(params, AdamHyper{0.9, 0.98, 1e-9, 0.01});
+      opt.enable_ema(decay, step_dependent);
+      std::vector<at::Tensor> weights{opt.flat_param().to(at::kDouble, /*non_blocking=*/false, /*copy=*/true)};  // w_0
+      std::vector<double> decays{0};
+      for (int k = 1; k <= 8; ++k) {
+        opt.flat_grad().copy_(at::randn(opt.flat_grad().sizes(), at::TensorOptions(dtype)));
+        opt.step(5e-2, at::scalar_tensor(k % 2 ? 1.0 : 0.5, dtype));
+        weights.push_back(opt.flat_param().to(at::kDouble, false, /*copy=*/true));
+        decays.push_back(step_dependent ? std::min(decay, (1.0 + k) / (10.0 + k)) : decay);
+      }
+      const int n = 8;
+      at::Tensor expected = at::zeros_like(weights[0]);
+      for (int k = 0; k <= n; ++k) {
+        double coef = k == 0 ? 1.0 : 1 - decays[k];
+        for (int j = k + 1; j <= n; ++j) coef *= decays[j];
+        expected += coef * weights[k];
+      }
+      const std::string what = std::string(dtype == at::kDouble ? "float64" : "float32") +
+                               (step_dependent ? ", step-dependent" : ", fixed");
+      EXPECT_LT(error(opt.flat_ema(), expected), dtype == at::kDouble ? 1e-14 : 2e-6) << what;
+      EXPECT_GT(error(opt.flat_ema(), weights[n]), 1e-3) << what;  // an average, not the weights
+
+      // Swapped in, the parameters hold the average; swapped back, the
+      // weights again, bit for bit.
+      const at::Tensor raw = opt.flat_param().clone(), ema = opt.flat_ema().clone();
+      {
+        const AveragedWeights averaged(opt);
+        EXPECT_TRUE(params[2].equal(ema.narrow(0, 64 + 64, 3 * 67).view({3, 67}))) << what;
+        EXPECT_TRUE(opt.flat_ema().equal(raw)) << what;
+        // Saved while swapped, the state holds the raw weights.
+        const std::string path = testing::temp_dir("flat_adam_ema") + "/state.pt";
+        opt.save(path);
+        FlatAdam again(std::vector<at::Tensor>{at::zeros({7, 5}, dtype), at::zeros({5}, dtype),
+                                               at::zeros({3, 67}, dtype), at::zeros({1}, dtype)},
+                       AdamHyper{});
+        again.load(path);
+        EXPECT_TRUE(again.flat_param().equal(raw)) << what;
+        EXPECT_EQ(again.steps(), 8) << what;
+      }
+      EXPECT_TRUE(opt.flat_param().equal(raw)) << what;
+      EXPECT_TRUE(opt.flat_ema().equal(ema)) << what;
+    }
+}
 
 // ----------------------------------------------------------------- the same ops on a GPU
 
@@ -707,6 +765,8 @@ TEST_F(FusedOpsCuda, FlatAdamMatchesTheCpuKernel) {
     }
     const AdamHyper hyper{0.9, 0.98, 1e-9, wd};
     FlatAdam cpu(cpu_params, hyper), gpu(gpu_params, hyper);
+    cpu.enable_ema(0.8, /*step_dependent=*/wd > 0);  // the average: fused on the CPU, lerp_ on the GPU
+    gpu.enable_ema(0.8, wd > 0);
     for (int step = 1; step <= 5; ++step) {
       const at::Tensor grad = at::randn(cpu.flat_grad().sizes(), at::kFloat);
       cpu.flat_grad().copy_(grad);
@@ -718,6 +778,7 @@ TEST_F(FusedOpsCuda, FlatAdamMatchesTheCpuKernel) {
       gpu.step(1e-2, at::scalar_tensor(scale, at::kFloat).cuda());
       EXPECT_LT(error(gpu.flat_param(), cpu.flat_param()), 1e-6) << "step " << step << " wd " << wd;
       EXPECT_LT(error(gpu.exp_avg_sq(), cpu.exp_avg_sq()), 1e-6) << "step " << step << " wd " << wd;
+      EXPECT_LT(error(gpu.flat_ema(), cpu.flat_ema()), 1e-6) << "step " << step << " wd " << wd;
     }
   }
 }

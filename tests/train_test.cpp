@@ -9,23 +9,29 @@
 #include <map>
 #include <numeric>
 
+#include <torch/serialize.h>
+
 #include "config/config.h"
 #include "data/batch_source.h"
 #include "data/dataset.h"
 #include "eval/bleu.h"
 #include "model/build.h"
+#include "model/parameter_table.h"
 #include "ops/attention/backend.h"
 #include "ops/op_glue.h"
 #include "support/temp_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "train/checkpoint_average.h"
 #include "train/checkpoint_manager.h"
+#include "train/checkpoint_writer.h"
 #include "train/loss.h"
 #include "train/reporter.h"
 #include "train/scheduler.h"
 #include "train/train_step.h"
 #include "train/trainer.h"
 #include "train/validators.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -436,6 +442,218 @@ TEST(Train, ResumeContinuesExactly) {
   EXPECT_NEAR(second.last_train_loss, straight.last_train_loss, 1e-6);
 }
 
+// A checkpoint's tensors, as a resume reads them: the model weights (the
+// average, with one) by name, and the optimizer state's flat tensors.
+std::map<std::string, at::Tensor> saved_tensors(const std::string& dir) {
+  std::map<std::string, at::Tensor> out;
+  const LoadedCheckpoint ck = load_checkpoint(dir, torch::kCPU, CheckpointUse::kResume);
+  for (const auto& p : ck.model->named_parameters()) out["model." + p.key()] = p.value().detach().clone();
+  torch::serialize::InputArchive archive;
+  archive.load_from(ck.optimizer_state.data(), ck.optimizer_state.size());
+  for (const char* key : {"exp_avg", "exp_avg_sq", "step", "param"}) {
+    at::Tensor t;
+    if (archive.try_read(key, t)) out[std::string("optimizer.") + key] = t;
+  }
+  return out;
+}
+
+Config whole_run_config(const std::string& name) {
+  Config cfg = testing::tiny_config();
+  cfg.model.dropout = 0.1;
+  cfg.data.prepared_dir = testing::prepared_parent();
+  cfg.data.train_src = testing::toy("train.zh");
+  cfg.data.train_tgt = testing::toy("train.en");
+  cfg.data.valid_src = testing::toy("valid.zh");
+  cfg.data.valid_tgt = testing::toy("valid.en");
+  cfg.train.valid_max_sentences = 20;
+  cfg.train.valid_bleu_sentences = 0;
+  cfg.train.best_metric = "loss";
+  cfg.train.batch_tokens = 600;
+  cfg.train.warmup_steps = 5;
+  cfg.train.threads = 2;
+  cfg.train.progress = false;
+  cfg.train.max_minutes = 0;
+  cfg.train.checkpoint_dir = testing::temp_dir(name);
+  return cfg;
+}
+
+// With train.ema_decay, N steps in one run and k steps + a resume to N end
+// with the same weights, average and moments, bit for bit. Training itself
+// is that of a run without an average (validations on the average between
+// steps included): its weights and moments are the raw ones saved beside
+// the average, and its model.pt is not the averaged run's.
+TEST(Train, MovingAverageResumesBitExactly) {
+  Config plain_cfg = whole_run_config("ema_plain");
+  plain_cfg.train.eval_every = 5;
+  plain_cfg.train.max_steps = 12;
+  train(plain_cfg);
+  const auto plain = saved_tensors(plain_cfg.train.checkpoint_dir + "/last");
+  const LoadedCheckpoint plain_ck = load_checkpoint(plain_cfg.train.checkpoint_dir, torch::kCPU);
+  const ops::FlatAdam plain_flat(plain_ck.model->parameters(), ops::AdamHyper{});  // the flat layout
+
+  for (const bool step_dependent : {false, true}) {
+    const std::string what = step_dependent ? " (step-dependent)" : " (fixed decay)";
+    Config cfg = plain_cfg;
+    cfg.train.checkpoint_dir = testing::temp_dir(step_dependent ? "ema_straight_sd" : "ema_straight");
+    cfg.train.ema_decay = 0.9;
+    cfg.train.ema_step_dependent = step_dependent;
+    train(cfg);
+    const auto straight = saved_tensors(cfg.train.checkpoint_dir + "/last");
+
+    cfg.train.checkpoint_dir = testing::temp_dir(step_dependent ? "ema_split_sd" : "ema_split");
+    cfg.train.max_steps = 7;
+    train(cfg);
+    Config resumed = resume_config(cfg.train.checkpoint_dir);
+    apply_override(resumed, "train.max_steps=12");
+    RunStart resume;
+    resume.resume = cfg.train.checkpoint_dir;
+    train(resumed, resume);
+    const auto split = saved_tensors(cfg.train.checkpoint_dir + "/last");
+
+    ASSERT_EQ(straight.size(), split.size()) << what;
+    ASSERT_TRUE(straight.count("optimizer.param")) << "the raw weights are saved beside the average" << what;
+    for (const auto& [name, t] : straight) {
+      ASSERT_TRUE(split.count(name)) << name << what;
+      EXPECT_TRUE(t.equal(split.at(name))) << name << what;
+    }
+    EXPECT_TRUE(straight.at("optimizer.param").equal(plain_flat.flat_param())) << what;
+    EXPECT_TRUE(straight.at("optimizer.exp_avg").equal(plain.at("optimizer.exp_avg"))) << what;
+    double moved = 0;
+    for (const auto& [name, t] : plain)
+      if (name.rfind("model.", 0) == 0) moved = std::max(moved, (t - straight.at(name)).abs().max().item<double>());
+    EXPECT_GT(moved, 1e-4) << "model.pt holds the average, not the weights" << what;
+  }
+
+  // Resumed with the average turned off, training goes on from the raw
+  // weights: the run ends as the plain one.
+  Config cfg = plain_cfg;
+  cfg.train.checkpoint_dir = testing::temp_dir("ema_then_off");
+  cfg.train.ema_decay = 0.9;
+  cfg.train.max_steps = 7;
+  train(cfg);
+  Config off = resume_config(cfg.train.checkpoint_dir);
+  apply_overrides(off, {"train.max_steps=12", "train.ema_decay=0"});
+  RunStart resume;
+  resume.resume = cfg.train.checkpoint_dir;
+  train(off, resume);
+  const auto continued = saved_tensors(cfg.train.checkpoint_dir + "/last");
+  EXPECT_EQ(continued.count("optimizer.param"), 0u);
+  for (const auto& [name, t] : plain) EXPECT_TRUE(t.equal(continued.at(name))) << name << " (average turned off)";
+}
+
+// train.keep_last N: step-STEP/ beside last/ at every save, the oldest
+// beyond N removed; a folder of that name holding anything nmt did not
+// write is left alone (and not counted).
+TEST(Train, KeepLastKeepsTheNewestSavesOnly) {
+  namespace fs = std::filesystem;
+  Config cfg = whole_run_config("keep_last");
+  cfg.train.eval_every = 2;
+  cfg.train.max_steps = 8;
+  cfg.train.keep_last = 2;
+  train(cfg);
+  const std::string run = cfg.train.checkpoint_dir;
+  EXPECT_EQ(kept_checkpoints_in(run), (std::vector<std::string>{"step-6", "step-8"}));
+  EXPECT_EQ(load_checkpoint(run + "/step-8", torch::kCPU).state.step, 8);
+  EXPECT_FALSE(fs::exists(run + "/step-8/optimizer.pt"));  // for inference and averaging; resume from last/
+  fs::create_directories(run + "/step-7");
+  std::ofstream(run + "/step-7/notes.txt") << "mine";
+  Config resumed = resume_config(run);
+  apply_override(resumed, "train.max_steps=12");
+  RunStart resume;
+  resume.resume = run;
+  train(resumed, resume);
+  EXPECT_EQ(kept_checkpoints_in(run), (std::vector<std::string>{"step-7", "step-10", "step-12"}));
+  EXPECT_TRUE(fs::exists(run + "/step-7/notes.txt"));
+}
+
+struct SavedModel {
+  std::string dir;
+  Transformer model{nullptr};
+};
+
+// A checkpoint of the tiny model built from `seed`, saved at `step`.
+SavedModel save_tiny(const std::string& name, uint64_t seed, int64_t step, const Config& cfg,
+                     const std::string& src_model, const std::string& tgt_model) {
+  const Tokenizer zh(src_model), en(tgt_model);
+  torch::manual_seed(seed);
+  SavedModel s{testing::temp_dir("average_" + name) + "/ck", build_model(cfg, zh.vocab_size(), en.vocab_size())};
+  TrainingState state;
+  state.step = step;
+  state.metrics = {{"loss", 1.0 + static_cast<double>(seed)}};
+  save_checkpoint(s.dir, s.model, nullptr, state, cfg, src_model, tgt_model);
+  return s;
+}
+
+// nmt average: the mean of every parameter, computed in float64 and
+// rounded once; a checkpoint any command loads, with the latest input's step.
+TEST(CheckpointAverage, IsTheMeanTensorByTensor) {
+  const auto& tok = testing::toy_tokenizers();
+  const Config cfg = testing::tiny_config();
+  const SavedModel a = save_tiny("a", 1, 100, cfg, tok.src_model, tok.tgt_model);
+  const SavedModel b = save_tiny("b", 2, 300, cfg, tok.src_model, tok.tgt_model);
+  const SavedModel c = save_tiny("c", 3, 200, cfg, tok.src_model, tok.tgt_model);
+  const std::string out = testing::temp_dir("average_out") + "/avg";
+  const AverageSummary s = average_checkpoints({a.dir, b.dir, c.dir}, out, /*overwrite=*/false);
+  EXPECT_EQ(s.checkpoints, 3);
+  EXPECT_EQ(s.step, 300);
+  const LoadedCheckpoint avg = load_checkpoint(out, torch::kCPU);
+  EXPECT_EQ(avg.state.step, 300);
+  EXPECT_TRUE(avg.state.metrics.empty());  // they were measured on other weights
+  const auto pa = a.model->named_parameters(), pb = b.model->named_parameters(), pc = c.model->named_parameters();
+  int64_t checked = 0;
+  for (const auto& p : avg.model->named_parameters()) {
+    const at::Tensor mean =
+        ((pa[p.key()].to(at::kDouble) + pb[p.key()].to(at::kDouble) + pc[p.key()].to(at::kDouble)) / 3.0)
+            .to(at::kFloat);
+    EXPECT_TRUE(p.value().equal(mean)) << p.key();
+    if (!pa[p.key()].equal(pb[p.key()])) EXPECT_FALSE(p.value().equal(pa[p.key()])) << p.key();
+    checked += p.value().numel();
+  }
+  EXPECT_EQ(checked, s.parameters);
+  EXPECT_EQ(read_file(out + "/src.model"), read_file(tok.src_model));
+  // An existing output is kept unless --overwrite, which replaces a checkpoint.
+  EXPECT_THROW(average_checkpoints({a.dir, b.dir}, out, false), InputError);
+  average_checkpoints({a.dir, b.dir}, out, /*overwrite=*/true);
+  EXPECT_EQ(load_checkpoint(out, torch::kCPU).state.step, 300);
+}
+
+// What cannot be averaged: one line naming the file, and no output at all.
+TEST(CheckpointAverage, RefusesMismatchesInOneLineNamingTheFile) {
+  const auto& tok = testing::toy_tokenizers();
+  const Config cfg = testing::tiny_config();
+  const SavedModel a = save_tiny("ref", 1, 10, cfg, tok.src_model, tok.tgt_model);
+  Config wider = cfg;
+  wider.model.ff_dim = 96;
+  const SavedModel shape = save_tiny("shape", 2, 10, wider, tok.src_model, tok.tgt_model);
+  Config heads = cfg;
+  heads.model.heads = 2;
+  const SavedModel same_shapes = save_tiny("heads", 2, 10, heads, tok.src_model, tok.tgt_model);
+  const SavedModel vocab = save_tiny("vocab", 2, 10, cfg, tok.tgt_model, tok.tgt_model);
+  const std::string out = testing::temp_dir("average_bad") + "/avg";
+  const auto error_of = [&](const std::vector<std::string>& inputs) -> std::string {
+    try {
+      average_checkpoints(inputs, out, false);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{a.dir, shape.dir}, shape.dir + "/model.pt: parameter encoder_layers.0.ff1.weight has shape [32, 96], " +
+                               a.dir + "/model.pt has [32, 64]"},
+      {{a.dir, same_shapes.dir}, same_shapes.dir + "/config.yaml: model.heads is 2, " + a.dir + "/config.yaml has 4"},
+      {{a.dir, vocab.dir}, vocab.dir + "/src.model: another vocabulary than " + a.dir + "/src.model"},
+      {{a.dir}, "--checkpoints: give at least two checkpoints to average (got 1)"},
+      {{a.dir, a.dir + "/none"}, a.dir + "/none: no such checkpoint folder"},
+  };
+  for (const auto& [inputs, message] : cases) {
+    const std::string e = error_of(inputs);
+    EXPECT_EQ(e.rfind(message, 0), 0u) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    EXPECT_FALSE(std::filesystem::exists(out)) << e;
+    EXPECT_FALSE(std::filesystem::exists(out + ".tmp")) << e;
+  }
+}
 
 // The three backends are interchangeable in training: 20 Adam steps from the
 // same initialization give the same loss curve.

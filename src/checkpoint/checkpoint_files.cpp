@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -198,7 +199,46 @@ std::vector<std::string> checkpoints_in(const std::string& run_dir) {
     const fs::path c = fs::path(run_dir) / sub;
     if (fs::exists(c) || displaced(c)) found.emplace_back(sub);
   }
+  for (std::string& kept : kept_checkpoints_in(run_dir)) found.push_back(std::move(kept));
   return found;
+}
+
+std::string kept_checkpoint_name(int64_t step) { return "step-" + std::to_string(step); }
+
+int64_t kept_checkpoint_step(const std::string& name) {
+  constexpr size_t kPrefix = 5;  // "step-"
+  if (name.size() <= kPrefix || name.size() > kPrefix + 18 || name.compare(0, kPrefix, "step-") != 0) return -1;
+  int64_t step = 0;
+  for (size_t i = kPrefix; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return kept_checkpoint_name(step) == name ? step : -1;  // no leading zeros: one name per step
+}
+
+std::vector<std::string> kept_checkpoints_in(const std::string& run_dir) {
+  std::vector<std::pair<int64_t, std::string>> kept;
+  std::error_code ec;
+  for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    // A save cut short counts under the name it was saving.
+    for (const char* suffix : {".tmp", ".old"}) {
+      const std::string sfx(suffix);
+      if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0)
+        name.resize(name.size() - sfx.size());
+    }
+    const int64_t step = kept_checkpoint_step(name);
+    if (step < 0) continue;
+    const fs::path c = fs::path(run_dir) / name;
+    std::error_code dir_ec;
+    if ((fs::is_directory(c, dir_ec) || displaced(c)) &&
+        std::none_of(kept.begin(), kept.end(), [&](const auto& k) { return k.first == step; }))
+      kept.emplace_back(step, name);
+  }
+  std::sort(kept.begin(), kept.end());
+  std::vector<std::string> names;
+  for (auto& k : kept) names.push_back(std::move(k.second));
+  return names;
 }
 
 std::string run_folder_of(const std::string& dir) {
@@ -206,7 +246,9 @@ std::string run_folder_of(const std::string& dir) {
   const fs::path p = fs::path(dir).lexically_normal();
   const fs::path name = p.has_filename() ? p.filename() : p.parent_path().filename();
   const fs::path parent = p.has_filename() ? p.parent_path() : p.parent_path().parent_path();
-  if ((name == "last" || name == "best") && !checkpoints_in(parent.string()).empty()) return parent.string();
+  if ((name == "last" || name == "best" || kept_checkpoint_step(name.string()) >= 0) &&
+      !checkpoints_in(parent.string()).empty())
+    return parent.string();
   return "";
 }
 

@@ -10,6 +10,7 @@
 // Plain C++17 (no LibTorch).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -47,13 +48,24 @@ CheckpointFiles read_checkpoint(const std::string& dir, CheckpointUse use,
 // complete DIR.tmp or DIR.old; `note` (if given) says so.
 std::string locate_checkpoint(const std::string& dir, CheckpointUse use, std::string* note = nullptr);
 
-// The names of the checkpoints a run folder holds (last, best), counting a
-// save cut short that `nmt train --resume` would recover.
+// The names of the checkpoints a run folder holds (last, best, then the
+// kept saves step-N oldest first), counting a save cut short that
+// `nmt train --resume` would recover.
 std::vector<std::string> checkpoints_in(const std::string& run_dir);
 
+// The saves train.keep_last keeps beside last/ and best/: RUN/step-N, N the
+// step it was saved at.
+std::string kept_checkpoint_name(int64_t step);
+// N when `name` is such a folder's name ("step-" and N in decimal, as
+// kept_checkpoint_name writes it), else -1.
+int64_t kept_checkpoint_step(const std::string& name);
+// The kept saves of a run folder, as names, oldest (lowest step) first,
+// counting a save cut short as checkpoints_in does.
+std::vector<std::string> kept_checkpoints_in(const std::string& run_dir);
+
 // The run folder `dir` belongs to: `dir` itself when it holds checkpoints
-// (last/, best/), its parent when it is one of them; "" for a checkpoint
-// folder on its own.
+// (last/, best/, step-N/), its parent when it is one of them; "" for a
+// checkpoint folder on its own.
 std::string run_folder_of(const std::string& dir);
 
 // Whether two paths name the same folder (either may not exist yet).

@@ -34,6 +34,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/translation_service.h"
+#include "train/checkpoint_average.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/cpu_features.h"
@@ -677,6 +678,27 @@ int run_export(const ExportArgs& args) {
                "vocabularies {} / {} pieces; load with ctranslate2.Translator(\"{}\"), tokenize with its src.model",
                ck.dir, ck.state.step, args.output, s.variables, s.aliases, s.bytes / 1e6, s.src_vocab, s.tgt_vocab,
                args.output);
+  return kExitOk;
+}
+
+// `nmt average`: its options, filled into `args` when it is the one given.
+CLI::App* add_average_command(CLI::App& app, AverageArgs& args) {
+  auto* cmd = app.add_subcommand(
+      "average", "average the model weights of several checkpoints of one model into a new checkpoint");
+  cmd->add_option("--checkpoints", args.checkpoints,
+                  "two or more checkpoints (or run folders: their best/, else last/), e.g. RUN/step-*")
+      ->required();
+  cmd->add_option("--output", args.output, "checkpoint folder to create")->required();
+  cmd->add_flag("--overwrite", args.overwrite, "replace --output if it holds a checkpoint");
+  return cmd;
+}
+
+int run_average(const AverageArgs& args) {
+  install_interrupt_handlers("the checkpoint being read");
+  const AverageSummary s = average_checkpoints(args.checkpoints, args.output, args.overwrite);
+  spdlog::info("average: {} checkpoints, {} parameters each -> {} (step {}); use it as any checkpoint "
+               "(translate, evaluate, serve, export)",
+               s.checkpoints, s.parameters, args.output, s.step);
   return kExitOk;
 }
 

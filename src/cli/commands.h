@@ -114,6 +114,16 @@ struct ExportArgs {
 CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
 int run_export(const ExportArgs& args);
 
+// `nmt average`: checkpoints' model weights averaged into a new checkpoint
+// (train/checkpoint_average.h).
+struct AverageArgs {
+  std::vector<std::string> checkpoints;
+  std::string output;
+  bool overwrite = false;
+};
+CLI::App* add_average_command(CLI::App& app, AverageArgs& args);
+int run_average(const AverageArgs& args);
+
 // `nmt serve`: the HTTP service (serve/http_server.h).
 struct ServeArgs {
   std::string checkpoint;

@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   CLI::App* po_cmd = nmt::cli::add_check_po_command(app, check_po);
   nmt::cli::ExportArgs exp;
   CLI::App* ex_cmd = nmt::cli::add_export_command(app, exp);
+  nmt::cli::AverageArgs average;
+  CLI::App* av_cmd = nmt::cli::add_average_command(app, average);
   nmt::cli::ServeArgs serve;
   CLI::App* sv_cmd = nmt::cli::add_serve_command(app, serve);
   nmt::bench::BenchArgs bench;
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
     if (cc_cmd->parsed()) return nmt::cli::run_check_causality(causality);
     if (po_cmd->parsed()) return nmt::cli::run_check_po(check_po);
     if (ex_cmd->parsed()) return nmt::cli::run_export(exp);
+    if (av_cmd->parsed()) return nmt::cli::run_average(average);
     if (sv_cmd->parsed()) return nmt::cli::run_serve(serve);
     if (bench_cmd->parsed()) return nmt::bench::run_bench_attention(bench);
   } catch (const nmt::InputError& e) {

@@ -78,17 +78,17 @@ Field uint_field(std::string path, Get get) {
 // yaml-cpp's emitter writes 0.10000000000000001).
 void emit_double(YAML::Emitter& e, double v) { e << shortest_number(v); }
 
-// lo_open: the lower bound itself is not allowed.
+// lo_open, hi_open: the bound itself is not allowed.
 template <typename Get>
-Field double_field(std::string path, Get get, double lo, double hi, bool lo_open = false) {
+Field double_field(std::string path, Get get, double lo, double hi, bool lo_open = false, bool hi_open = false) {
   return {path,
           [=](Config& c, const YAML::Node& n, const auto& fail) {
             double v = 0;
             if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
               fail("expected a number, got '" + scalar_text(n) + "'");
-            if (v < lo || v > hi || (lo_open && v == lo)) {
+            if (v < lo || v > hi || (lo_open && v == lo) || (hi_open && v == hi)) {
               std::ostringstream os;
-              os << v << " is out of range " << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
+              os << v << " is out of range " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
               fail(os.str());
             }
             get(c) = v;
@@ -200,6 +200,9 @@ const std::vector<Field>& fields() {
       double_field("train.weight_decay", NMT_REF(train.weight_decay), 0.0, 1.0),
       double_field("train.label_smoothing", NMT_REF(train.label_smoothing), 0.0, 0.99),
       double_field("train.clip_norm", NMT_REF(train.clip_norm), 0.0, 1e6),
+      double_field("train.ema_decay", NMT_REF(train.ema_decay), 0.0, 1.0, /*lo_open=*/false, /*hi_open=*/true),
+      bool_field("train.ema_step_dependent", NMT_REF(train.ema_step_dependent)),
+      int_field("train.keep_last", NMT_REF(train.keep_last), 0, kBig),
       int_field("train.skip_nonfinite_steps", NMT_REF(train.skip_nonfinite_steps), 0, kBig),
       int_field("train.log_every", NMT_REF(train.log_every), 1, kBig),
       int_field("train.eval_every", NMT_REF(train.eval_every), 1, kBig),
@@ -320,6 +323,9 @@ void validate(const Config& cfg) {
   if (cfg.train.best_metric != "loss" && cfg.train.valid_bleu_sentences == 0)
     input_error(origin_of(cfg, "train.best_metric"), "train.best_metric",
                 cfg.train.best_metric + " needs train.valid_bleu_sentences > 0");
+  if (cfg.train.ema_step_dependent && cfg.train.ema_decay == 0)
+    input_error(origin_of(cfg, "train.ema_step_dependent"), "train.ema_step_dependent",
+                "true needs train.ema_decay > 0 (the average it adjusts)");
   if (cfg.train.batch_tokens == 0 && cfg.train.batch_sentences == 0)
     input_error(origin_of(cfg, "train.batch_tokens"), "train.batch_tokens",
                 "0 needs train.batch_sentences > 0");

@@ -83,6 +83,12 @@ struct TrainConfig {
   double weight_decay = 0.0;      // Adam (L2) weight decay
   double label_smoothing = 0.1;   // cross-entropy label smoothing
   double clip_norm = 1.0;         // global gradient-norm clip (0 = off)
+  // An exponential moving average of the weights, updated every step with
+  // this decay (e.g. 0.9999; 0 = off), is what validation, best/, last/ and
+  // so translate, serve and export use; training goes on from the raw weights.
+  double ema_decay = 0.0;
+  bool ema_step_dependent = false;  // decay min(ema_decay, (1 + step) / (10 + step)) (Marian's)
+  int64_t keep_last = 0;          // also keep the last N saves as CHECKPOINT_DIR/step-N (0 = off), e.g. for nmt average
   int64_t skip_nonfinite_steps = 0;  // skip up to this many updates with a non-finite gradient, then stop
   int64_t log_every = 50;         // log a line every N steps
   int64_t eval_every = 500;       // validate (and maybe save best) every N steps

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -61,9 +62,11 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
   // so a folder of someone else's named last/ or best/ stops --overwrite
   // with nothing removed.
   std::vector<std::string> doomed;
-  for (const char* sub : {"last", "best"})
+  std::vector<std::string> subs{"last", "best"};
+  for (const std::string& kept : kept_checkpoints_in(run_dir_)) subs.push_back(kept);
+  for (const std::string& sub : subs)
     for (const char* suffix : {"", ".tmp", ".old"}) {
-      const std::string p = (fs::path(run_dir_) / (std::string(sub) + suffix)).string();
+      const std::string p = (fs::path(run_dir_) / (sub + suffix)).string();
       if (const std::string foreign = first_foreign_entry(p, is_checkpoint_file_name); !foreign.empty())
         throw InputError(foreign + ": not written by nmt (" + p + " should hold a checkpoint); --overwrite "
                          "replaces only checkpoints: move it away or train into another folder");
@@ -166,6 +169,11 @@ TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& opti
     const auto saved = ck.model->named_parameters();
     for (auto& p : model->named_parameters()) p.value().copy_(saved[p.key()]);
   }
+  // A checkpoint saved with an average holds it as its model weights and
+  // the raw ones with the optimizer state, which puts them back: the
+  // average goes on from the former, training from the latter. Without an
+  // average saved, both start from the model weights.
+  optimizer.reset_ema();
   load_optimizer(ck, optimizer);
   spdlog::info("train: resuming {} at step {} (epoch {}, batch {})", resume_from_, ck.state.step,
                ck.state.position.epoch + 1, ck.state.position.batch);
@@ -180,6 +188,36 @@ void CheckpointManager::save(Transformer& model, const ops::FlatAdam& optimizer,
   save_checkpoint((run / "last").string(), model, &optimizer, state, cfg_, src_model_, tgt_model_);
   if (best)
     save_checkpoint((run / "best").string(), model, &optimizer, state, cfg_, src_model_, tgt_model_);
+  if (cfg_.train.keep_last > 0) keep(model, state);
+}
+
+void CheckpointManager::keep(Transformer& model, const TrainingState& state) const {
+  const fs::path run(run_dir_);
+  // Weights, config and tokenizers: enough to translate or average, a third
+  // of last/'s size (resume from last/).
+  const std::string name = kept_checkpoint_name(state.step);
+  save_checkpoint((run / name).string(), model, nullptr, state, cfg_, src_model_, tgt_model_);
+  // The others, oldest (lowest step) first; the one just saved always stays
+  // (a run resumed from an earlier step may find later ones of its own).
+  // Only checkpoints go, only in this run's folder (which this trainer holds
+  // the lock of): a folder holding anything else is neither counted nor
+  // touched, and is said.
+  std::vector<std::string> ours;
+  for (const std::string& kept : kept_checkpoints_in(run_dir_)) {
+    if (kept == name) continue;
+    std::string foreign;
+    for (const char* suffix : {"", ".tmp", ".old"})
+      if (foreign.empty()) foreign = first_foreign_entry((run / kept).string() + suffix, is_checkpoint_file_name);
+    if (foreign.empty()) ours.push_back(kept);
+    else spdlog::warn("train.keep_last: {}/ left as it is: {} was not written by nmt", kept, foreign);
+  }
+  const size_t room = static_cast<size_t>(cfg_.train.keep_last) - 1;
+  const size_t excess = ours.size() > room ? ours.size() - room : 0;
+  for (size_t i = 0; i < excess; ++i)
+    for (const char* suffix : {"", ".tmp", ".old"})
+      remove_owned_tree((run / ours[i]).string() + suffix, is_checkpoint_file_name,
+                        "a checkpoint kept by train.keep_last");
+  if (excess > 0) sync_directory(run_dir_);
 }
 
 }  // namespace nmt

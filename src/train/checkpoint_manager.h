@@ -61,7 +61,9 @@ class CheckpointManager {
   // optimizer state. Returns the saved state (a fresh one otherwise) on
   // every rank; weights reach the other ranks by TrainStep::broadcast_state.
   TrainingState restore(Transformer& model, ops::FlatAdam& optimizer);
-  // Writes last/ and, when best, best/ (rank 0; nothing elsewhere).
+  // Writes last/ and, when best, best/ (rank 0; nothing elsewhere). With
+  // train.keep_last N also step-STEP/ (the model without the optimizer
+  // state), and the oldest of those beyond N are removed.
   void save(Transformer& model, const ops::FlatAdam& optimizer, const TrainingState& state,
             bool best) const;
 
@@ -71,6 +73,8 @@ class CheckpointManager {
   // Rank 0: takes the lock, decides what the run resumes from ("" for a new
   // run) and tidies or clears the folder accordingly.
   std::string prepare_run_folder(const RunStart& start);
+  // train.keep_last: saves step-STEP/ and removes the oldest beyond N.
+  void keep(Transformer& model, const TrainingState& state) const;
 
   Config cfg_;
   GradientSync& sync_;

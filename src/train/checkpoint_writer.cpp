@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/manifest.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -40,6 +41,12 @@ void save_checkpoint(const std::string& dir, Transformer& model,
                      const ops::FlatAdam* optimizer, const TrainingState& state,
                      const Config& cfg, const std::string& src_model,
                      const std::string& tgt_model) {
+  const std::string src = read_file(src_model), tgt = read_file(tgt_model);
+  save_checkpoint(dir, model, optimizer, state, cfg, TokenizerBytes{src, tgt});
+}
+
+void save_checkpoint(const std::string& dir, Transformer& model, const ops::FlatAdam* optimizer,
+                     const TrainingState& state, const Config& cfg, const TokenizerBytes& tokenizers) {
   const fs::path staged = dir + ".tmp";
   std::error_code ec;
   // An earlier save that did not finish; a folder of someone else's stops the save.
@@ -61,8 +68,8 @@ void save_checkpoint(const std::string& dir, Transformer& model,
     }
     write_file_atomic((staged / "state.yaml").string(), training_state_yaml(state));
     write_file_atomic((staged / "config.yaml").string(), to_yaml(cfg));
-    write_file_atomic((staged / "src.model").string(), read_file(src_model));
-    write_file_atomic((staged / "tgt.model").string(), read_file(tgt_model));
+    write_file_atomic((staged / "src.model").string(), tokenizers.src_model);
+    write_file_atomic((staged / "tgt.model").string(), tokenizers.tgt_model);
     write_manifest(staged.string(), files);
   } catch (...) {
     remove_tree(staged, ec);  // a failed save leaves only the previous checkpoint behind
@@ -80,7 +87,9 @@ void save_checkpoint(const std::string& dir, Transformer& model,
 
 std::string recover_checkpoints(const std::string& dir) {
   std::string done;
-  for (const fs::path& d : {fs::path(dir), fs::path(dir) / "best", fs::path(dir) / "last"}) {
+  std::vector<fs::path> folders{fs::path(dir), fs::path(dir) / "best", fs::path(dir) / "last"};
+  for (const std::string& kept : kept_checkpoints_in(dir)) folders.push_back(fs::path(dir) / kept);
+  for (const fs::path& d : folders) {
     if (!fs::exists(d) && !fs::exists(d.string() + ".tmp") && !fs::exists(d.string() + ".old")) continue;
     const std::string line =
         recover_directory(d.string(), d.string() + ".tmp", checkpoint_complete, is_checkpoint_file_name);

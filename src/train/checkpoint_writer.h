@@ -18,10 +18,18 @@ void save_checkpoint(const std::string& dir, Transformer& model, const ops::Flat
                      const TrainingState& state, const Config& cfg, const std::string& src_model,
                      const std::string& tgt_model);
 
+// The tokenizer models given as their bytes (as a loaded checkpoint holds them).
+struct TokenizerBytes {
+  const std::string& src_model;
+  const std::string& tgt_model;
+};
+void save_checkpoint(const std::string& dir, Transformer& model, const ops::FlatAdam* optimizer,
+                     const TrainingState& state, const Config& cfg, const TokenizerBytes& tokenizers);
+
 // The writer's side of an interrupted save, for `nmt train` holding the
-// run's lock only: recover_directory() for DIR, DIR/best and DIR/last
-// (a missing folder is put back from its complete DIR.tmp or DIR.old;
-// leftovers are deleted). Returns what it did, also logged.
+// run's lock only: recover_directory() for DIR, DIR/best, DIR/last and the
+// kept saves DIR/step-N (a missing folder is put back from its complete
+// DIR.tmp or DIR.old; leftovers are deleted). Returns what it did, also logged.
 std::string recover_checkpoints(const std::string& run_dir);
 
 }  // namespace nmt

@@ -22,6 +22,7 @@ TrainStep::TrainStep(Transformer model, const TrainConfig& config, c10::Device d
                                 config.weight_decay}) {
   sync_->attach(optimizer_.flat_grad(), model_->parameters());
   attach_side_copy();
+  if (config.ema_decay > 0) optimizer_.enable_ema(config.ema_decay, config.ema_step_dependent);
 }
 
 void TrainStep::attach_side_copy() {
@@ -48,6 +49,7 @@ void TrainStep::broadcast_state() {
   sync_->broadcast(optimizer_.flat_param(), 0);
   sync_->broadcast(optimizer_.exp_avg(), 0);
   sync_->broadcast(optimizer_.exp_avg_sq(), 0);
+  if (optimizer_.has_ema()) sync_->broadcast(optimizer_.flat_ema(), 0);
   at::Tensor steps = at::scalar_tensor(sync_->rank() == 0 ? optimizer_.steps() : 0, at::kDouble);
   std::vector<at::Tensor> v{steps};
   sync_->sum(v);

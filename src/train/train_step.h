@@ -25,7 +25,8 @@ struct StepOutput {
 class TrainStep {
  public:
   // The model must be on `device` already: its parameters move into the
-  // optimizer's flat buffer here.
+  // optimizer's flat buffer here. With config.ema_decay > 0 the optimizer
+  // keeps the weights' moving average (ops/adam/flat_adam.h).
   TrainStep(Transformer model, const TrainConfig& config, c10::Device device,
             std::shared_ptr<GradientSync> sync);
 

@@ -151,13 +151,15 @@ class Evaluation {
 
   // Evaluates, saves last/ (and best/), and asks the scheduler whether the
   // run goes on. An interrupt during validation skips the rest of it: last/
-  // is saved with the previous metrics.
+  // is saved with the previous metrics. With train.ema_decay the weights
+  // validated and saved as the model are the average.
   Outcome run(Scheduler& scheduler) {
     Outcome outcome = kContinue;
     if (s_.leader()) {
       reporter_.pause_clock();
       TrainingState candidate = s_.state;
       try {
+        const ops::AveragedWeights averaged(s_.step.optimizer());
         ctx_.reset();
         candidate.metrics.clear();
         for (auto& v : validators_) candidate.metrics[v->name()] = v->validate(ctx_);
@@ -190,6 +192,7 @@ class Evaluation {
   Outcome save_interrupted() {
     if (s_.leader()) {
       reporter_.stamp(s_.state);
+      const ops::AveragedWeights averaged(s_.step.optimizer());
       s_.checkpoints.save(s_.model, s_.step.optimizer(), s_.state, /*best=*/false);
       reporter_.info(fmt::format("train: stopped at step {} (epoch {}, batch {}); {}/last saved; "
                                  "continue with: nmt train --resume {}",

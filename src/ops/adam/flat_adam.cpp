@@ -65,9 +65,33 @@ at::Tensor FlatAdam::grad_norm() const {
   return grad_.pow(2).sum().sqrt();
 }
 
+void FlatAdam::enable_ema(double decay, bool step_dependent) {
+  TORCH_CHECK(decay > 0 && decay < 1, "FlatAdam: the average's decay must be in (0, 1)");
+  ema_decay_ = decay;
+  ema_step_dependent_ = step_dependent;
+  ema_ = at::empty_like(param_);
+  reset_ema();
+}
+
+void FlatAdam::reset_ema() {
+  TORCH_CHECK(!ema_swapped_, "FlatAdam: reset_ema while swapped");
+  if (ema_.defined()) ema_.copy_(param_);
+}
+
+void FlatAdam::swap_ema() {
+  if (!ema_.defined()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor raw = param_.clone();
+  param_.copy_(ema_);
+  ema_.copy_(raw);
+  ema_swapped_ = !ema_swapped_;
+}
+
 void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
   RECORD_FUNCTION("nmt::adam_step", std::vector<c10::IValue>());
+  TORCH_CHECK(!ema_swapped_, "FlatAdam: a step while the average is swapped in");
   ++steps_;
+  const double ema_decay = ema_decay_at(ema_decay_, ema_step_dependent_, steps_);
   if (param_.is_cpu()) {
     const double scale = grad_scale.item<double>();
     const auto run = [&](auto* tag) {
@@ -82,6 +106,7 @@ void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
       p.weight_decay = hyper_.weight_decay;
       p.step = steps_;
       p.grad_scale = scale;
+      if (ema_.defined()) p.ema = ema_.data_ptr<T>(), p.ema_decay = ema_decay;
       cpu::adam_step(p);
     };
     if (param_.scalar_type() == at::kFloat) run(static_cast<float*>(nullptr));
@@ -103,6 +128,7 @@ void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
     glue::launch_cuda(param_, "adam_step", [&](auto stream) {
       return cuda::adam_step(p, scale.data_ptr<float>(), stream);
     });
+    if (ema_.defined()) ema_.lerp_(param_, 1 - ema_decay);  // the kernel leaves the average to LibTorch
     return;
   }
 #endif
@@ -116,6 +142,7 @@ void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
   exp_avg_sq_.mul_(hyper_.beta2).addcmul_(g, g, 1 - hyper_.beta2);
   const at::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(hyper_.eps);
   param_.addcdiv_(exp_avg_, denom, -lr / bc1);
+  if (ema_.defined()) ema_.lerp_(param_, 1 - ema_decay);
 }
 
 void FlatAdam::save(const std::string& path) const {
@@ -123,6 +150,7 @@ void FlatAdam::save(const std::string& path) const {
   archive.write("exp_avg", exp_avg_.cpu());
   archive.write("exp_avg_sq", exp_avg_sq_.cpu());
   archive.write("step", at::scalar_tensor(steps_, at::kLong));
+  if (ema_.defined()) archive.write("param", (ema_swapped_ ? ema_ : param_).cpu());
   archive.save_to(path);
 }
 
@@ -130,12 +158,17 @@ void FlatAdam::load(const std::string& path) { load_bytes(read_file(path, "optim
 
 void FlatAdam::load_bytes(const std::string& bytes, const std::string& path) {
   torch::serialize::InputArchive archive;
-  at::Tensor m, v, step;
+  at::Tensor m, v, step, raw;
   try {
     archive.load_from(bytes.data(), bytes.size());
     archive.read("exp_avg", m);
     archive.read("exp_avg_sq", v);
     archive.read("step", step);
+    // Saved with an average only (a checkpoint of a run without one has its
+    // raw weights in model.pt).
+    if (archive.try_read("param", raw) && raw.sizes() != param_.sizes())
+      throw InputError(path + ": raw weights of " + std::to_string(raw.numel()) + " values do not fit this model's " +
+                       std::to_string(param_.numel()));
   } catch (const c10::Error& e) {
     const std::string msg = e.what_without_backtrace();
     throw InputError(path + ": cannot load optimizer state: " + msg.substr(0, msg.find('\n')));
@@ -147,6 +180,7 @@ void FlatAdam::load_bytes(const std::string& bytes, const std::string& path) {
   exp_avg_.copy_(m);
   exp_avg_sq_.copy_(v);
   steps_ = step.item<int64_t>();
+  if (raw.defined()) (ema_swapped_ ? ema_ : param_).copy_(raw);
 }
 
 }  // namespace nmt::ops

@@ -3,7 +3,9 @@
 // more), so a step is one pass over memory instead of several small ops per
 // parameter tensor. The arithmetic and its order follow torch::optim::Adam
 // (L2 weight decay added to the gradient, bias-corrected moments), so the
-// two agree to rounding. The gradient clipping factor is applied on the fly.
+// two agree to rounding. The gradient clipping factor is applied on the fly,
+// and the weights' moving average (AdamParams::ema), when one is kept, is
+// updated from the new weights in the same pass.
 // Plain C++ kernels, compiled per instruction set (ops/cpu_isa.h).
 #pragma once
 
