@@ -12,6 +12,7 @@
 #include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint_writer.h"
+#include "train/init_from.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -90,6 +91,10 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
       resumed_ = read_checkpoint(resume, CheckpointUse::kResume, checkpoint_files(CheckpointUse::kResume));
       if (!resumed_.note.empty()) spdlog::warn("checkpoint: {}", resumed_.note);
       resume_from_ = resumed_.dir;
+    } else if (!cfg.train.init_from.empty()) {
+      // Checked before anything is prepared: a mismatch costs a second, not a corpus.
+      init_from_ = read_init_checkpoint(cfg);
+      if (!init_from_.note.empty()) spdlog::warn("checkpoint: {}", init_from_.note);
     }
   }
   if (sync.rank() != 0) {
@@ -129,6 +134,12 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
     opts.src_model = &resumed_.at("src.model");
     opts.tgt_model = &resumed_.at("tgt.model");
   } else {
+    if (!init_from_.dir.empty()) {
+      // Fine-tuning: the corpus is encoded with the tokenizers of the
+      // checkpoint started from, never trained anew.
+      opts.src_model = &init_from_.at("src.model");
+      opts.tgt_model = &init_from_.at("tgt.model");
+    }
     // The validation pairs are checked before minutes go into preparing the
     // corpus (after the training files are found, as a user reads a config).
     for (const std::string& f : {cfg.data.train_src, cfg.data.train_tgt})
@@ -153,6 +164,13 @@ CheckpointManager::~CheckpointManager() {
 }
 
 TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) {
+  if (resume_from_.empty() && !init_from_.dir.empty()) {
+    load_init_weights(init_from_, model);
+    spdlog::info("train: starting from the weights and tokenizers of {}; fresh optimizer and schedule",
+                 init_from_.dir);
+    init_from_ = {};
+    return {};
+  }
   if (resume_from_.empty()) return {};
   if (sync_.rank() != 0)
     return parse_training_state(sync_.set_and_wait("state", ""), "rank 0's training state");

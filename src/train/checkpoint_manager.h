@@ -57,6 +57,8 @@ class CheckpointManager {
   // they may be views of the optimizer's flat buffer) and loads the
   // optimizer state. Returns the saved state (a fresh one otherwise) on
   // every rank; weights reach the other ranks by TrainStep::broadcast_state.
+  // A new run with train.init_from (rank 0): copies that checkpoint's
+  // weights only (train/init_from.h) and returns a fresh state.
   TrainingState restore(Transformer& model, ops::FlatAdam& optimizer);
   // Writes last/ and, when best, best/ (rank 0; nothing elsewhere).
   void save(Transformer& model, const ops::FlatAdam& optimizer, const TrainingState& state,
@@ -74,6 +76,7 @@ class CheckpointManager {
   std::unique_ptr<RunLock> lock_;  // rank 0: held while this run may write its folder
   std::string run_dir_, resume_from_, src_model_, tgt_model_, corpus_dir_;
   std::string private_dir_;
+  CheckpointFiles init_from_;  // rank 0, a new run with train.init_from: that checkpoint, until restore()
   CheckpointFiles resumed_;  // rank 0: the checkpoint resumed from, read whole, until restore()  // ranks > 0: their copies of the tokenizer models
 };
 
