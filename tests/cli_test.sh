@@ -102,6 +102,10 @@ expect_fast 2 "--set model.d_model=64: model.d_model: 64 in the config, 32 in $t
 expect_fast 2 "tokenizer.src_vocab_size: 900 in the config, 800 in $tmp/run/" -- $(init vocab) --set tokenizer.src_vocab_size=900
 expect_fast 2 "model.tie_all: true in the config, false in $tmp/run/" -- $(init tie) --set tokenizer.shared=true --set model.tie_all=true
 expect_fast 2 "train.init_from: .*nowhere" -- $(init nowhere) --set train.init_from="$tmp/nowhere"
+cp -r "$tmp/run" "$tmp/own"  # --overwrite would have removed what the run starts from
+expect_fast 2 "train.init_from: $tmp/own/last is a checkpoint of this run's folder" -- \
+  "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/own" --set train.init_from="$tmp/own/last" --overwrite
+[ -e "$tmp/own/last/model.pt" ] && ok || bad "train.init_from in its own run folder: the checkpoint was removed"
 expect_fast 2 "model.encoder_layers: 2 in the config, 1 in $tmp/run/" -- \
   "$nmt" prepare --config "$tmp/tiny.yaml" --set train.init_from="$tmp/run" --set model.encoder_layers=2
 [ -e "$tmp/ft_shape/last" ] || [ -e "$tmp/ft_vocab/last" ] && bad "a refused init_from wrote a checkpoint" || ok

@@ -78,6 +78,15 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
 
 CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync)
     : cfg_(cfg), sync_(sync), run_dir_(cfg.train.checkpoint_dir) {
+  // Fine-tuning from this run's own folder would replace (--overwrite) or
+  // refuse the very checkpoint it starts from.
+  if (sync.rank() == 0 && start.resume.empty() && !cfg.train.init_from.empty()) {
+    const std::string from = run_folder_of(cfg.train.init_from);
+    if (!from.empty() && same_folder(from, run_dir_))
+      throw InputError("train.init_from: " + cfg.train.init_from + " is a checkpoint of this run's folder (" +
+                       "train.checkpoint_dir " + run_dir_ + "): fine-tune into another folder " +
+                       "(--set train.checkpoint_dir=DIR)");
+  }
   // Rank 0 decides whether the run resumes, and from where; the others follow
   // (a rank on another host may not even see the run folder).
   std::string resume = sync.rank() == 0 ? prepare_run_folder(start) : "";
