@@ -78,14 +78,18 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
 
 CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync)
     : cfg_(cfg), sync_(sync), run_dir_(cfg.train.checkpoint_dir) {
-  // Fine-tuning from this run's own folder would replace (--overwrite) or
-  // refuse the very checkpoint it starts from.
+  // Fine-tuning: the checkpoint started from is read and checked against
+  // the config before the run folder is touched (a mismatch leaves nothing
+  // behind). One of this run's own folder would be replaced (--overwrite) or
+  // refused.
   if (sync.rank() == 0 && start.resume.empty() && !cfg.train.init_from.empty()) {
     const std::string from = run_folder_of(cfg.train.init_from);
     if (!from.empty() && same_folder(from, run_dir_))
       throw InputError("train.init_from: " + cfg.train.init_from + " is a checkpoint of this run's folder (" +
                        "train.checkpoint_dir " + run_dir_ + "): fine-tune into another folder " +
                        "(--set train.checkpoint_dir=DIR)");
+    init_from_ = read_init_checkpoint(cfg);
+    if (!init_from_.note.empty()) spdlog::warn("checkpoint: {}", init_from_.note);
   }
   // Rank 0 decides whether the run resumes, and from where; the others follow
   // (a rank on another host may not even see the run folder).
@@ -100,10 +104,7 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
       resumed_ = read_checkpoint(resume, CheckpointUse::kResume, checkpoint_files(CheckpointUse::kResume));
       if (!resumed_.note.empty()) spdlog::warn("checkpoint: {}", resumed_.note);
       resume_from_ = resumed_.dir;
-    } else if (!cfg.train.init_from.empty()) {
-      // Checked before anything is prepared: a mismatch costs a second, not a corpus.
-      init_from_ = read_init_checkpoint(cfg);
-      if (!init_from_.note.empty()) spdlog::warn("checkpoint: {}", init_from_.note);
+      init_from_ = {};  // a restarted group continues from its own checkpoint
     }
   }
   if (sync.rank() != 0) {
