@@ -117,6 +117,35 @@ expect 2 "narrow/(best|last)/model.pt: parameter encoder_layers.0.ff1.weight has
 expect 2 "avg: exists; choose another --output or pass --overwrite" -- \
   "$nmt" average --checkpoints "$tmp/run" "$tmp/kept/step-6" --output "$tmp/avg"
 
+# ---- Fine-tuning (train.init_from): a run starts from the checkpoint's
+# weights and tokenizers; a model shape or tokenizer setting that is not the
+# checkpoint's, or a checkpoint that is not there, stops it (and nmt prepare)
+# in a second with one line naming the key. tie_all without one vocabulary
+# is a config error.
+init() { echo "$nmt train --config $tmp/tiny.yaml --set train.checkpoint_dir=$tmp/ft_$1 --set train.init_from=$tmp/run"; }
+expect_fast 2 "--set model.d_model=64: model.d_model: 64 in the config, 32 in $tmp/run/(best|last) \\(train.init_from" -- \
+  $(init shape) --set model.d_model=64
+expect_fast 2 "tokenizer.src_vocab_size: 900 in the config, 800 in $tmp/run/" -- $(init vocab) --set tokenizer.src_vocab_size=900
+expect_fast 2 "model.tie_all: true in the config, false in $tmp/run/" -- $(init tie) --set tokenizer.shared=true --set model.tie_all=true
+expect_fast 2 "train.init_from: .*nowhere" -- $(init nowhere) --set train.init_from="$tmp/nowhere"
+cp -r "$tmp/run" "$tmp/own"  # --overwrite would have removed what the run starts from
+expect_fast 2 "train.init_from: $tmp/own/last is a checkpoint of this run's folder" -- \
+  "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/own" --set train.init_from="$tmp/own/last" --overwrite
+[ -e "$tmp/own/last/model.pt" ] && ok || bad "train.init_from in its own run folder: the checkpoint was removed"
+expect_fast 2 "model.encoder_layers: 2 in the config, 1 in $tmp/run/" -- \
+  "$nmt" prepare --config "$tmp/tiny.yaml" --set train.init_from="$tmp/run" --set model.encoder_layers=2
+[ -e "$tmp/ft_shape" ] || [ -e "$tmp/ft_vocab" ] && bad "a refused init_from left a run folder: $(ls "$tmp/ft_shape")" || ok
+if $(init ok) --set train.max_steps=2 --set model.dropout=0.3 >"$tmp/ft.log" 2>&1 &&
+   grep -q "train: starting from the weights and tokenizers of $tmp/run/" "$tmp/ft.log" &&
+   cmp -s "$tmp/ft_ok/last/src.model" "$tmp/run/last/src.model" && cmp -s "$tmp/ft_ok/last/tgt.model" "$tmp/run/last/tgt.model" &&
+   grep -q "^step: 2$" "$tmp/ft_ok/last/state.yaml"
+then ok; else bad "init_from: $(tail -2 "$tmp/ft.log")"; fi
+printf 'model:\n  tie_all: true\n' >"$tmp/tie_all.yaml"
+expect_fast 2 "tie_all.yaml:2: model.tie_all: true ties the source and target embeddings: it needs one vocabulary \\(tokenizer.shared: true\\)" -- \
+  "$nmt" train --config "$tmp/tie_all.yaml"
+expect_fast 2 "--set model.tie_all=true: model.tie_all: true ties the source and target embeddings" -- \
+  "$nmt" train --config "$tmp/tiny.yaml" --set model.tie_all=true
+
 # ---- --compute-type: bad values in one line; int8 on a CPU without VNNI
 # (NMT_CPU_ISA lowers it) runs the AVX2 and plain C++ kernels and says so.
 expect 2 "--compute-type: int4 not in" -- "$nmt" translate --checkpoint "$tmp/run" --compute-type int4

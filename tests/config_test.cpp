@@ -78,6 +78,28 @@ TEST(Config, MovingAverageKeys) {
   EXPECT_EQ(parse_config(to_yaml(cfg), "again.yaml").train.ema_decay, 0.999);  // a checkpoint's config keeps it
 }
 
+// model.tie_all ties the source and target embeddings: one vocabulary or
+// nothing (the key named, on its line); tokenizer.joint is read as
+// tokenizer.shared and written as that.
+TEST(Config, TieAllNeedsOneVocabularyAndJointIsShared) {
+  EXPECT_EQ(error_of("model:\n  tie_all: true\n"),
+            "x.yaml:2: model.tie_all: true ties the source and target embeddings: it needs one vocabulary "
+            "(tokenizer.shared: true)");
+  EXPECT_EQ(error_of("tokenizer:\n  shared: true\nmodel:\n  tie_embeddings: false\n  tie_all: true\n"),
+            "x.yaml:5: model.tie_all: true ties the output projection too: model.tie_embeddings must not be false");
+  EXPECT_EQ(error_of("tokenizer:\n  shared: true\nmodel:\n  tie_all: true\n"), "");
+  const Config joint = parse_config("tokenizer:\n  joint: true\nmodel:\n  tie_all: true\n", "j.yaml");
+  EXPECT_TRUE(joint.tokenizer.shared);
+  EXPECT_TRUE(joint.model.tie_all);
+  EXPECT_EQ(to_yaml(joint).find("joint"), std::string::npos);
+  EXPECT_NE(to_yaml(joint).find("tie_all: true"), std::string::npos);
+  EXPECT_EQ(error_of("tokenizer:\n  joint: maybe\n"), "x.yaml:2: tokenizer.joint: expected true or false, got 'maybe'");
+  Config cfg;
+  EXPECT_THROW(apply_override(cfg, "model.tie_all=true"), InputError);
+  apply_overrides(cfg, {"model.tie_all=true", "tokenizer.joint=true"});
+  EXPECT_TRUE(cfg.tokenizer.shared);
+}
+
 TEST(Config, InvalidYamlAndMissingFile) {
   EXPECT_TRUE(starts_with(error_of("model: [\n"), "x.yaml:2: invalid YA"));
   try {

@@ -188,6 +188,57 @@ TEST(Decode, FusedStepGivesTheOpByOpLogits) {
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
+// model.tie_all on one shared vocabulary: the fused CPU paths (the step on
+// float32 views, and prepare_decoding's packed layers and output projection,
+// which find the one matrix through the parameter table) decode exactly as
+// the LibTorch path does, op by op with its own attention, greedy and beam.
+TEST(Decode, TieAllDecodesAlikeOnTheFusedAndLibTorchPaths) {
+  const auto& paths = testing::toy_shared_tokenizers();
+  ASSERT_EQ(testing::slurp(paths.src_model), testing::slurp(paths.tgt_model));
+  const Tokenizer tok(paths.src_model);
+  const ParallelCorpus all = load_parallel(testing::toy("valid.zh"), testing::toy("valid.en"), tok, tok, 64);
+  ParallelCorpus c;
+  for (int i = 0; i < 40; ++i) c.src.push_back(all.src[i]), c.tgt.push_back(all.tgt[i]);
+  Config cfg = testing::tiny_config();
+  cfg.model.d_model = 64;
+  cfg.model.ff_dim = 128;
+  cfg.tokenizer.shared = true;
+  cfg.model.tie_all = true;
+  torch::manual_seed(0);
+  Transformer model = build_model(cfg, tok.vocab_size(), tok.vocab_size());
+  std::vector<int64_t> idx(40);
+  std::iota(idx.begin(), idx.end(), 0);
+  testing::train_steps(model, make_batch(c, idx), 200, 3e-3);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  DecodeOptions greedy, beam;
+  beam.beam = 3;
+  // The LibTorch path: its attention, every op on its own.
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+  model->set_fused_decode_step(false);
+  const auto greedy_torch = decode(model, c.src, greedy, torch::kCPU);
+  const auto beam_torch = decode(model, c.src, beam, torch::kCPU);
+  int learnt = 0;
+  for (size_t i = 0; i < c.src.size(); ++i) learnt += greedy_torch[i] == c.tgt[i];
+  EXPECT_GE(learnt, 20) << "the model should have learnt its pairs";
+  model->set_fused_decode_step(true);
+  for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
+    SCOPED_TRACE(ops::backend_name(backend));
+    model->set_attention_backend(backend);
+    auto [src, len] = make_source_batch({c.src[0], c.src[1], c.src[2]});
+    const auto memory = model->encode(src, len);
+    DecoderCache cache = model->start_decoding(memory, len, 6);
+    ASSERT_TRUE(model->fused_step_applies(torch::full({3}, kStartId, torch::kLong), cache));
+    EXPECT_EQ(decode(model, c.src, greedy, torch::kCPU), greedy_torch);
+    EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
+    model->prepare_decoding(ops::ComputeType::kFloat32);
+    EXPECT_EQ(decode(model, c.src, greedy, torch::kCPU), greedy_torch);
+    EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
+    model->unprepare_decoding();
+  }
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+}
+
 // Greedy's argmax picks what torch.argmax picks: the first of equal
 // maxima, a NaN above everything; random rows, ties and NaN rows, in the
 // vector part of a row and in its last few columns (the kernels.ops_* runs

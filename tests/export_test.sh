@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `nmt export --format ctranslate2` on tiny models trained here (tied and
-# separate output embeddings).
+# separate output embeddings, one shared vocabulary with model.tie_all, and
+# placeholder protection).
 #   export_test.sh NMT SRC            the folder's files and model.bin's
 #                                     header; bad input exits 2 and leaves
 #                                     nothing behind; --overwrite replaces.
@@ -33,6 +34,13 @@ for tie in true false; do
   "$nmt" export --checkpoint "$tmp/run_$tie" --format ctranslate2 --output "$tmp/ct2_$tie" \
     >"$tmp/export_$tie.log" 2>&1 || bad "export (tie $tie): $(tail -2 "$tmp/export_$tie.log")"
 done
+# One shared vocabulary and one embedding matrix for both sides and the
+# output (tokenizer.joint, model.tie_all).
+"$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/run_shared" \
+  --set tokenizer.joint=true --set model.tie_all=true --set train.max_steps=200 --set train.lr=0.003 \
+  >"$tmp/train_shared.log" 2>&1 || bad "train (shared): $(tail -2 "$tmp/train_shared.log")"
+"$nmt" export --checkpoint "$tmp/run_shared" --format ctranslate2 --output "$tmp/ct2_shared" \
+  >"$tmp/export_shared.log" 2>&1 || bad "export (shared): $(tail -2 "$tmp/export_shared.log")"
 # A placeholder-protected model, trained long enough (800 steps, seconds) on
 # messages with placeholders to place sentinels in its translations.
 /usr/bin/python3 - "$src/data/real" "$tmp" <<'PY'
@@ -57,9 +65,10 @@ PY
 if [ "$mode" = --roundtrip ]; then
   head -100 "$src/data/toy/test.zh" >"$tmp/src_true.zh"
   cp "$tmp/src_true.zh" "$tmp/src_false.zh"
+  cp "$tmp/src_true.zh" "$tmp/src_shared.zh"
   cp "$tmp/ph_test.zh" "$tmp/src_protected.zh"
   max_len=64
-  for model in true false protected; do
+  for model in true false shared protected; do
     extra=()
     [ $model = protected ] && extra=(--no-placeholder-constraint)
     for beam in 0 4; do
@@ -70,7 +79,11 @@ if [ "$mode" = --roundtrip ]; then
     done
     "$logprobs" "$tmp/run_$model" "$tmp/src_$model.zh" "$tmp/nmt_${model}_0.en" >"$tmp/logp_$model.txt" ||
       bad "teacher_forced_logprobs failed"
-    if [ $model = protected ]; then echo "placeholder-protected model"; else echo "tied output embeddings: $model"; fi
+    case $model in
+      protected) echo "placeholder-protected model" ;;
+      shared) echo "one vocabulary, one embedding matrix (model.tie_all)" ;;
+      *) echo "tied output embeddings: $model" ;;
+    esac
     if "$py" "$(dirname "$0")/ctranslate2_roundtrip.py" "$tmp/ct2_$model" "$tmp/src_$model.zh" \
          "$tmp/nmt_${model}_0.en" "$tmp/nmt_${model}_4.en" $max_len "$tmp/logp_$model.txt"; then ok
     else bad "CTranslate2 translates the export ($model) differently"; fi
@@ -101,6 +114,12 @@ PY
 grep -q "(1 aliased)" "$tmp/export_true.log" && ok || bad "tied export: $(tail -1 "$tmp/export_true.log")"
 grep -q "(0 aliased)" "$tmp/export_false.log" && ok || bad "untied export: $(tail -1 "$tmp/export_false.log")"
 grep -q '"decoder_start_token": "<start>"' "$tmp/ct2_true/config.json" && ok || bad "config.json: $(tr -d '\n' <"$tmp/ct2_true/config.json")"
+# One vocabulary: written once, as CTranslate2's shared_vocabulary.json; the
+# one embedding matrix stored once and named three times.
+[ -s "$tmp/ct2_shared/shared_vocabulary.json" ] && [ ! -e "$tmp/ct2_shared/source_vocabulary.json" ] &&
+  [ ! -e "$tmp/ct2_shared/target_vocabulary.json" ] && [ ! -e "$tmp/ct2_true/shared_vocabulary.json" ] &&
+  ok || bad "shared export: $(ls "$tmp/ct2_shared" | tr '\n' ' ')"
+grep -q "(2 aliased)" "$tmp/export_shared.log" && ok || bad "tie_all export: $(tail -1 "$tmp/export_shared.log")"
 # A protected model's export carries its placeholder helper, and says so; another's does not.
 [ -s "$tmp/ct2_protected/placeholders.py" ] && grep -q '"placeholder_protection": true' "$tmp/ct2_protected/nmt_export.json" &&
   ok || bad "protected export: $(ls "$tmp/ct2_protected" | tr '\n' ' ')"

@@ -13,6 +13,7 @@
 #include "model/transformer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "train/loss.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -24,15 +25,18 @@ Transformer tiny_model(int64_t src_vocab = 50, int64_t tgt_vocab = 40) {
 }
 
 // The parameter table names every parameter once, by the name the module
-// (and so the checkpoint) uses, with the tensor itself; tied and untied
-// output projections; and each (stack, layer, role, part) is one entry.
+// (and so the checkpoint) uses, with the tensor itself; untied, tied and
+// tie_all output projections and embeddings; and each (stack, layer, role,
+// part) is one entry's, its first use or a tied one.
 TEST(ParameterTable, NamesEveryParameterOnce) {
-  for (const bool tied : {true, false}) {
-    SCOPED_TRACE(tied ? "tied" : "untied");
+  enum Tie { kUntied, kTied, kTieAll };
+  for (const Tie tie : {kUntied, kTied, kTieAll}) {
+    SCOPED_TRACE(tie == kUntied ? "untied" : tie == kTied ? "tied" : "tie_all");
     torch::manual_seed(0);
     Config cfg = testing::tiny_config();
-    cfg.model.tie_embeddings = tied;
-    const Transformer m = build_model(cfg, 50, 40);
+    cfg.model.tie_embeddings = tie != kUntied;
+    cfg.model.tie_all = tie == kTieAll;
+    const Transformer m = build_model(cfg, 50, tie == kTieAll ? 50 : 40);
     const std::vector<ParamEntry> table = parameter_table(*m);
     const auto named = m->named_parameters();
     ASSERT_EQ(table.size(), named.size());
@@ -41,18 +45,94 @@ TEST(ParameterTable, NamesEveryParameterOnce) {
       const ParamEntry& e = table[i];
       EXPECT_EQ(e.name, named[i].key());
       EXPECT_TRUE(e.tensor.is_same(named[i].value())) << e.name;
-      EXPECT_TRUE(keys.insert({static_cast<int>(e.stack), e.layer, static_cast<int>(e.role),
-                               static_cast<int>(e.part)}).second)
-          << e.name << " has the place of another entry";
-      EXPECT_EQ(find_param(table, e.stack, e.layer, e.role, e.part), &e);
+      std::vector<ParamUse> uses{{e.stack, e.layer, e.role}};
+      uses.insert(uses.end(), e.tied.begin(), e.tied.end());
+      for (const ParamUse& u : uses) {
+        EXPECT_TRUE(keys.insert({static_cast<int>(u.stack), u.layer, static_cast<int>(u.role),
+                                 static_cast<int>(e.part)}).second)
+            << e.name << " has the place of another entry";
+        EXPECT_EQ(find_param(table, u.stack, u.layer, u.role, e.part), &e);
+      }
       if (is_dense(e.role) && e.part == ParamPart::kWeight) EXPECT_EQ(e.tensor.dim(), 2) << e.name;
     }
-    EXPECT_EQ(find_param(table, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kWeight) != nullptr, !tied);
+    const auto name_of = [&](ParamStack stack, ParamRole role, ParamPart part = ParamPart::kWeight) {
+      const ParamEntry* e = find_param(table, stack, -1, role, part);
+      return e ? e->name : std::string("(none)");
+    };
+    const std::string src = tie == kTieAll ? "shared_embed.weight" : "src_embed.weight";
+    const std::string tgt = tie == kTieAll ? "shared_embed.weight" : "tgt_embed.weight";
+    EXPECT_EQ(name_of(ParamStack::kEncoder, ParamRole::kEmbedding), src);
+    EXPECT_EQ(name_of(ParamStack::kDecoder, ParamRole::kEmbedding), tgt);
+    EXPECT_EQ(name_of(ParamStack::kOutput, ParamRole::kOutProj), tie == kUntied ? "out_proj_weight" : tgt);
+    EXPECT_EQ(name_of(ParamStack::kOutput, ParamRole::kOutProj, ParamPart::kBias),
+              tie == kUntied ? "out_proj_bias" : "(none)");
     const ParamEntry* kv = find_param(table, ParamStack::kDecoder, 1, ParamRole::kCrossKv, ParamPart::kWeight);
     ASSERT_NE(kv, nullptr);
     EXPECT_EQ(kv->name, "decoder_layers.1.cross_attn.kv.weight");
     EXPECT_EQ(kv->tensor.size(1), 2 * cfg.model.d_model);
   }
+}
+
+// model.tie_all: the source embedding, the target embedding and the output
+// projection are one parameter, counted once, whose gradient is the sum of
+// what its three uses give. The same weights as three separate tensors (and
+// a zero output bias) compute the same loss, and each of their gradients
+// is part of the tied one.
+TEST(Model, TieAllIsOneMatrixWithTheGradientOfItsThreeUses) {
+  constexpr int64_t kVocab = 45;
+  Config cfg = testing::tiny_config();
+  cfg.tokenizer.shared = true;
+  cfg.model.tie_all = true;
+  torch::manual_seed(0);
+  Transformer tied = build_model(cfg, kVocab, kVocab);
+  cfg.model.tie_all = false;
+  Transformer one_tie = build_model(cfg, kVocab, kVocab);
+  cfg.model.tie_embeddings = false;
+  Transformer untied = build_model(cfg, kVocab, kVocab);
+  const int64_t c = cfg.model.d_model;
+  EXPECT_TRUE(tied->src_embed->weight.is_same(tied->tgt_embed->weight));
+  EXPECT_EQ(parameter_count(*tied), parameter_count(*one_tie) - kVocab * c);
+  EXPECT_EQ(parameter_count(*tied), parameter_count(*untied) - 2 * kVocab * c - kVocab);
+  const auto names = tied->named_parameters();
+  EXPECT_TRUE(names.contains("shared_embed.weight"));
+  EXPECT_FALSE(names.contains("src_embed.weight") || names.contains("tgt_embed.weight"));
+
+  // The untied model with the tied one's weights: the one matrix three times.
+  const at::Tensor shared = tied->src_embed->weight;
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : untied->named_parameters())
+      if (names.contains(p.key())) p.value().copy_(names[p.key()]);
+    untied->src_embed->weight.copy_(shared);
+    untied->tgt_embed->weight.copy_(shared);
+    untied->out_proj_weight.copy_(shared);
+    untied->out_proj_bias.zero_();
+  }
+  ParallelCorpus corpus;
+  torch::manual_seed(1);
+  for (int i = 0; i < 6; ++i) {
+    const auto ids = [&](int64_t n) {
+      const at::Tensor t = torch::randint(4, kVocab, {n}, torch::kLong);
+      return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
+    };
+    corpus.src.push_back(ids(3 + i));
+    corpus.tgt.push_back(ids(8 - i));
+  }
+  const Batch b = make_batch(corpus, {0, 1, 2, 3, 4, 5});
+  tied->train(), untied->train();
+  const at::Tensor loss_tied = token_loss_sum(tied, b, 0.1), loss_untied = token_loss_sum(untied, b, 0.1);
+  EXPECT_NEAR(loss_tied.item<double>(), loss_untied.item<double>(), 1e-4);
+  loss_tied.backward();
+  loss_untied.backward();
+  const at::Tensor parts[] = {untied->src_embed->weight.grad(), untied->tgt_embed->weight.grad(),
+                              untied->out_proj_weight.grad()};
+  for (const at::Tensor& g : parts) EXPECT_GT(g.abs().sum().item<double>(), 1e-3) << "a use without gradient";
+  const at::Tensor sum = parts[0] + parts[1] + parts[2];
+  EXPECT_LT((shared.grad() - sum).abs().max().item<double>(), 1e-5)
+      << "largest gradient " << sum.abs().max().item<double>();
+  // ... and it is not one or two of them alone.
+  EXPECT_GT((shared.grad() - parts[1] - parts[2]).abs().max().item<double>(), 1e-4);
+  EXPECT_GT((shared.grad() - parts[0] - parts[2]).abs().max().item<double>(), 1e-4);
 }
 
 TEST(Model, ShapesForEncoderDecoderAndCrossAttention) {

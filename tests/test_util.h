@@ -42,6 +42,24 @@ inline const data::PrepareReport& toy_tokenizers() {
   return report;
 }
 
+// The toy training corpus prepared with one shared vocabulary
+// (tokenizer.shared), in a folder of its own (a corpus is prepared per pair
+// of training files: sharing the default one would prepare it again and again).
+inline std::string shared_prepared_parent() {
+  return (std::filesystem::temp_directory_path() / "nmt_test_prepared_shared").string();
+}
+inline const data::PrepareReport& toy_shared_tokenizers() {
+  static const data::PrepareReport report = [] {
+    Config cfg;
+    cfg.data.train_src = toy("train.zh");
+    cfg.data.train_tgt = toy("train.en");
+    cfg.data.prepared_dir = shared_prepared_parent();
+    cfg.tokenizer.shared = true;
+    return data::prepare_corpus(cfg);
+  }();
+  return report;
+}
+
 // Small enough to train in seconds on 2 cores.
 inline Config tiny_config() {
   Config cfg;

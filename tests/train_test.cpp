@@ -11,9 +11,12 @@
 
 #include <torch/serialize.h>
 
+#include "checkpoint/checkpoint.h"
 #include "config/config.h"
 #include "data/batch_source.h"
 #include "data/dataset.h"
+#include "data/prepare.h"
+#include "data/shards.h"
 #include "eval/bleu.h"
 #include "model/build.h"
 #include "model/parameter_table.h"
@@ -654,6 +657,68 @@ TEST(CheckpointAverage, RefusesMismatchesInOneLineNamingTheFile) {
     EXPECT_FALSE(std::filesystem::exists(out + ".tmp")) << e;
   }
 }
+
+// train.init_from: a new run starts from a trained checkpoint's weights and
+// tokenizers. The source is a tie_all model on one shared vocabulary (its
+// training, checkpoint and reload are covered on the way: the checkpoint
+// holds the one matrix). The fine-tuning run, on another corpus and data
+// order, encodes that corpus with the source's tokenizers, and its first
+// step's loss is the source model's loss on the same batch; a run without
+// init_from starts far above it.
+TEST(Train, InitFromStartsFromTheGivenWeights) {
+  Config cfg = testing::tiny_config();
+  cfg.tokenizer.shared = true;
+  cfg.model.tie_all = true;
+  cfg.data.prepared_dir = testing::shared_prepared_parent();
+  cfg.data.train_src = testing::toy("train.zh");
+  cfg.data.train_tgt = testing::toy("train.en");
+  cfg.data.valid_src = testing::toy("valid.zh");
+  cfg.data.valid_tgt = testing::toy("valid.en");
+  cfg.train.valid_max_sentences = 20;
+  cfg.train.valid_bleu_sentences = 0;
+  cfg.train.best_metric = "loss";
+  cfg.train.batch_tokens = 600;
+  cfg.train.warmup_steps = 5;
+  cfg.train.threads = 2;
+  cfg.train.eval_every = 1000;
+  cfg.train.progress = false;
+  cfg.train.max_minutes = 0;
+  cfg.train.max_steps = 30;
+  cfg.train.log_every = 1;  // last_train_loss is then the last step's loss
+  cfg.train.checkpoint_dir = testing::temp_dir("init_source");
+  train(cfg);
+  const LoadedCheckpoint source = load_checkpoint(cfg.train.checkpoint_dir, torch::kCPU);
+  EXPECT_TRUE(source.model->named_parameters().contains("shared_embed.weight"));
+  EXPECT_EQ(source.src_model, source.tgt_model);
+
+  Config fine = cfg;
+  fine.train.init_from = cfg.train.checkpoint_dir;
+  fine.data.train_src = testing::toy("valid.zh");
+  fine.data.train_tgt = testing::toy("valid.en");
+  fine.train.seed = 7;
+  fine.train.max_steps = 1;
+  fine.train.checkpoint_dir = testing::temp_dir("init_fine");
+  const TrainResult tuned = train(fine);
+  EXPECT_EQ(tuned.steps, 1);  // a fresh schedule: its own step 1
+  const std::string corpus_dir = data::prepared_dir_for(fine);
+  EXPECT_EQ(testing::slurp(corpus_dir + "/src.model"), source.src_model);
+  EXPECT_EQ(testing::slurp(fine.train.checkpoint_dir + "/last/tgt.model"), source.tgt_model);
+
+  // The source model on the fine-tuning run's first batch.
+  const data::PreparedCorpus corpus(corpus_dir, source.src_tok->vocab_size(), source.tgt_tok->vocab_size());
+  BatchSource batches(corpus, fine.train.batch_tokens, fine.train.batch_sentences, fine.train.seed);
+  const StepBatch first = batches.next();
+  Transformer model = source.model;
+  const double want = token_loss_sum(model, first.batch, fine.train.label_smoothing).item<double>() /
+                      static_cast<double>(first.global_tokens);
+  EXPECT_NEAR(tuned.last_train_loss, want, 1e-5);
+
+  Config fresh = fine;
+  fresh.train.init_from = "";
+  fresh.train.checkpoint_dir = testing::temp_dir("init_fresh");
+  EXPECT_GT(train(fresh).last_train_loss, want + 1.0);
+}
+
 
 // The three backends are interchangeable in training: 20 Adam steps from the
 // same initialization give the same loss curve.

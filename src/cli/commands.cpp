@@ -35,6 +35,7 @@
 #include "serve/metrics.h"
 #include "serve/translation_service.h"
 #include "train/checkpoint_average.h"
+#include "train/init_from.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/cpu_features.h"
@@ -285,6 +286,14 @@ int run_prepare(const PrepareArgs& args) {
   data::PrepareOptions opts;
   opts.threads = static_cast<int>(args.threads);
   opts.force = args.force;
+  // Fine-tuning: the corpus is encoded with the starting checkpoint's
+  // tokenizers, as `nmt train` will.
+  CheckpointFiles init;
+  if (!cfg.train.init_from.empty()) {
+    init = read_init_checkpoint(cfg);
+    opts.src_model = &init.at("src.model");
+    opts.tgt_model = &init.at("tgt.model");
+  }
   const data::PrepareReport r = data::prepare_corpus(cfg, opts);
   const std::string tokenizers = r.tokenizers_trained ? "trained on " + std::to_string(r.sampled) + " sampled pairs"
                                  : r.reused           ? "as they were"

@@ -175,6 +175,7 @@ const std::vector<Field>& fields() {
       double_field("model.dropout", NMT_REF(model.dropout), 0.0, 0.9),
       double_field("model.activation_dropout", NMT_REF(model.activation_dropout), -1.0, 0.9),
       bool_field("model.tie_embeddings", NMT_REF(model.tie_embeddings)),
+      bool_field("model.tie_all", NMT_REF(model.tie_all)),
       int_field("model.max_positions", NMT_REF(model.max_positions), 2, 65536),
 
       string_field("attention.backend", NMT_REF(attention.backend), ops::backend_names()),
@@ -218,6 +219,12 @@ const std::vector<Field>& fields() {
             },
             [](const Config& c, YAML::Emitter& e) { e << YAML::DoubleQuoted << c.train.metrics_file; }},
       bool_field("train.progress", NMT_REF(train.progress)),
+      Field{"train.init_from",
+            [](Config& c, const YAML::Node& n, const auto& fail) {
+              if (!n.IsScalar()) fail("expected a checkpoint folder, got '" + scalar_text(n) + "'");
+              c.train.init_from = n.Scalar();
+            },
+            [](const Config& c, YAML::Emitter& e) { e << YAML::DoubleQuoted << c.train.init_from; }},
 
       int_field("decode.max_len", NMT_REF(decode.max_len), 1, 4096),
       int_field("decode.batch_size", NMT_REF(decode.batch_size), 1, 100000),
@@ -244,9 +251,21 @@ const std::vector<Field>& fields() {
 }
 #undef NMT_REF
 
+// Other names of keys: read as the key itself (errors name what the user
+// wrote), never written, not listed among the known keys.
+const std::map<std::string, std::string>& aliases() {
+  static const std::map<std::string, std::string> table = {
+      // One vocabulary for both languages, as the literature and fairseq call it.
+      {"tokenizer.joint", "tokenizer.shared"},
+  };
+  return table;
+}
+
 const Field* find_field(const std::string& path) {
+  const auto alias = aliases().find(path);
+  const std::string& name = alias != aliases().end() ? alias->second : path;
   for (const auto& f : fields())
-    if (f.path == path) return &f;
+    if (f.path == name) return &f;
   return nullptr;
 }
 
@@ -347,6 +366,12 @@ void validate(const Config& cfg) {
   if (t.min_lr > t.lr)
     input_error(origin_of(cfg, "train.min_lr"), "train.min_lr",
                 fmt::format("{} is above train.lr {}", t.min_lr, t.lr));
+  if (m.tie_all && !cfg.tokenizer.shared)
+    input_error(origin_of(cfg, "model.tie_all"), "model.tie_all",
+                "true ties the source and target embeddings: it needs one vocabulary (tokenizer.shared: true)");
+  if (m.tie_all && !m.tie_embeddings)
+    input_error(origin_of(cfg, "model.tie_all"), "model.tie_all",
+                "true ties the output projection too: model.tie_embeddings must not be false");
   if (cfg.model.max_positions < cfg.data.max_len + 2 ||
       cfg.model.max_positions < cfg.decode.max_len + 1)
     input_error(origin_of(cfg, "model.max_positions"), "model.max_positions",
@@ -455,6 +480,22 @@ std::string to_yaml(const Config& cfg) {
   }
   e << YAML::EndMap << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
+}
+
+std::vector<std::string> config_keys(const std::string& section) {
+  std::vector<std::string> keys;
+  for (const auto& f : fields())
+    if (!f.retired && f.path.compare(0, section.size() + 1, section + ".") == 0)
+      keys.push_back(f.path);
+  return keys;
+}
+
+std::string config_value(const Config& cfg, const std::string& key) {
+  const Field* f = find_field(key);
+  if (f == nullptr || f->retired) throw std::logic_error("config_value: no key " + key);
+  YAML::Emitter e;
+  f->emit(cfg, e);
+  return e.c_str();
 }
 
 }  // namespace nmt

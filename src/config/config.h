@@ -51,6 +51,7 @@ struct ModelConfig {
   double dropout = 0.1;          // dropout on sublayer outputs and embeddings
   double activation_dropout = -1;  // dropout inside the feed-forward block, after its ReLU (-1: model.dropout)
   bool tie_embeddings = true;    // output projection shares the target embedding matrix
+  bool tie_all = false;          // source and target embeddings and output projection: one matrix (needs tokenizer.shared)
   int64_t max_positions = 256;   // longest sequence the sinusoidal table covers
 };
 
@@ -99,6 +100,11 @@ struct TrainConfig {
   double stop_at_bleu = 0;          // stop once validation BLEU reaches this (0 = never; no effect while BLEU is not measured)
   std::string metrics_file = "";    // JSON lines of every log/eval ("" = CHECKPOINT_DIR/metrics.jsonl)
   bool progress = true;           // live progress line when stderr is a terminal
+  // A checkpoint (or run folder: its best/, else last/) whose weights and
+  // tokenizers a new run starts from, with a fresh optimizer and schedule
+  // (fine-tuning); "" = none. Its model shape and tokenizer settings must be
+  // this config's.
+  std::string init_from = "";
 };
 
 struct DecodeConfig {
@@ -150,5 +156,9 @@ void apply_override(Config& cfg, const std::string& assignment);
 void validate(const Config& cfg);
 // The fully resolved config as YAML (every key, with its value).
 std::string to_yaml(const Config& cfg);
+// The keys of `section` ("model", ...), and one key's value as YAML text
+// (as to_yaml writes it), for comparing two configs key by key.
+std::vector<std::string> config_keys(const std::string& section);
+std::string config_value(const Config& cfg, const std::string& key);
 
 }  // namespace nmt

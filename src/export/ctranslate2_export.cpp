@@ -139,15 +139,15 @@ class Coverage {
   std::set<const c10::TensorImpl*> used_;
 };
 
-// CTranslate2's TransformerSpec name of a parameter-table entry.
-std::string spec_name(const ParamEntry& e) {
+// CTranslate2's TransformerSpec name of one use of a parameter-table entry.
+std::string spec_name(const ParamEntry& e, const ParamUse& use) {
   const bool weight = e.part == ParamPart::kWeight;
-  const std::string stack = e.stack == ParamStack::kEncoder ? "encoder" : "decoder";
-  const std::string layer = stack + "/layer_" + std::to_string(e.layer);
+  const std::string stack = use.stack == ParamStack::kEncoder ? "encoder" : "decoder";
+  const std::string layer = stack + "/layer_" + std::to_string(use.layer);
   const auto linear = [&](const std::string& scope) { return scope + (weight ? "/weight" : "/bias"); };
   const auto norm = [&](const std::string& scope) { return scope + (weight ? "/gamma" : "/beta"); };
-  const bool encoder = e.stack == ParamStack::kEncoder;
-  switch (e.role) {
+  const bool encoder = use.stack == ParamStack::kEncoder;
+  switch (use.role) {
     case ParamRole::kEmbedding: return encoder ? "encoder/embeddings_0/weight" : "decoder/embeddings/weight";
     case ParamRole::kFinalNorm: return norm(stack + "/layer_norm");
     case ParamRole::kOutProj: return linear("decoder/projection");
@@ -197,12 +197,18 @@ ModelBin model_bin(const TransformerImpl& m, const at::Tensor& positions, Covera
   // Every weight, from the parameter table (pre-norm layers: encoder [self-
   // attention, feed-forward], decoder [causal self-attention,
   // cross-attention, feed-forward], each stack with a final norm).
+  // A tied tensor (embeddings, output projection) is stored once, under
+  // the first of its names in alphabetical order as CTranslate2's own
+  // converters do, and its other names are aliases of it.
   for (const ParamEntry& e : parameter_table(m)) {
     const at::Tensor& t = cov.use(e.tensor);
+    std::vector<std::string> names{spec_name(e, {e.stack, e.layer, e.role})};
+    for (const ParamUse& u : e.tied) names.push_back(spec_name(e, u));
+    std::sort(names.begin(), names.end());
     // Our Dense layers keep weight as [in, out]; CTranslate2's Linear is [out, in].
-    bin.tensor(spec_name(e), is_dense(e.role) && e.part == ParamPart::kWeight ? t.t() : t);
+    bin.tensor(names.front(), is_dense(e.role) && e.part == ParamPart::kWeight ? t.t() : t);
+    for (size_t i = 1; i < names.size(); ++i) bin.alias(names[i], names.front());
   }
-  if (o.tie_embeddings()) bin.alias("decoder/projection/weight", "decoder/embeddings/weight");
   return bin;
 }
 
@@ -233,9 +239,9 @@ std::string json_text(const nlohmann::json& j) {
 // anyone else's: --overwrite replaces only a folder holding the marker and
 // nothing but these files (or an empty one).
 constexpr const char* kExportMarker = "nmt_export.json";
-constexpr const char* kExportFiles[] = {kExportMarker,           "model.bin",   "config.json",
-                                        "source_vocabulary.json", "target_vocabulary.json",
-                                        "src.model",              "tgt.model",   "placeholders.py"};
+constexpr const char* kExportFiles[] = {kExportMarker,           "model.bin",              "config.json",
+                                        "source_vocabulary.json", "target_vocabulary.json", "shared_vocabulary.json",
+                                        "src.model",              "tgt.model",              "placeholders.py"};
 
 bool is_export_file_name(const std::string& name) {
   for (const char* f : kExportFiles)
@@ -321,8 +327,17 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
       {"multi_query_attention", false},
   };
 
+  // One vocabulary for both sides (tokenizer.shared) is written once, as
+  // CTranslate2's converters write it: shared_vocabulary.json.
+  const bool shared_vocab = src_vocab == tgt_vocab;
   std::vector<std::string> files(std::begin(kExportFiles) + 1, std::end(kExportFiles));
-  if (!protect) files.erase(std::remove(files.begin(), files.end(), "placeholders.py"), files.end());
+  const auto drop = [&files](const std::string& name) {
+    files.erase(std::remove(files.begin(), files.end(), name), files.end());
+  };
+  if (!protect) drop("placeholders.py");
+  for (const char* name : shared_vocab ? std::vector{"source_vocabulary.json", "target_vocabulary.json"}
+                                       : std::vector{"shared_vocabulary.json"})
+    drop(name);
   StagingFolder staged(output + ".export-tmp");
   // The marker first: a staging folder cut short is recognised as ours too.
   const nlohmann::json marker = {
@@ -336,8 +351,12 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
   const std::string model_bytes = bin.bytes();
   write_file_atomic(staged.path + "/model.bin", model_bytes);
   write_file_atomic(staged.path + "/config.json", json_text(config));
-  write_file_atomic(staged.path + "/source_vocabulary.json", json_text(src_vocab));
-  write_file_atomic(staged.path + "/target_vocabulary.json", json_text(tgt_vocab));
+  if (shared_vocab) {
+    write_file_atomic(staged.path + "/shared_vocabulary.json", json_text(src_vocab));
+  } else {
+    write_file_atomic(staged.path + "/source_vocabulary.json", json_text(src_vocab));
+    write_file_atomic(staged.path + "/target_vocabulary.json", json_text(tgt_vocab));
+  }
   // CTranslate2 takes pieces in and gives pieces out: the tokenizers go along.
   write_file_atomic(staged.path + "/src.model", ck.src_model);
   write_file_atomic(staged.path + "/tgt.model", ck.tgt_model);

@@ -86,16 +86,10 @@ InferenceWeights pack_inference_weights(const std::vector<ParamEntry>& table, op
     return ops::PackedLinear(type, weight, bias, in, out);
   });
   w.type = type, w.output_type = output_type;
-  const ParamEntry* embedding = nullptr;
-  const ParamEntry* out_weight = nullptr;
-  const ParamEntry* out_bias = nullptr;
-  for (const ParamEntry& e : table) {
-    if (e.stack == ParamStack::kDecoder && e.role == ParamRole::kEmbedding) embedding = &e;
-    if (e.role == ParamRole::kOutProj) (e.part == ParamPart::kWeight ? out_weight : out_bias) = &e;
-  }
-  // The output projection: its own weight, else the target embedding
-  // (tied), [V, C] either way; the layers read it as [C, V].
-  const ParamEntry* table_entry = out_weight ? out_weight : embedding;
+  // The output projection: its own weight, or the embedding it is tied to
+  // (the table resolves either), [V, C]; the layers read it as [C, V].
+  const ParamEntry* table_entry = find_param(table, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kWeight);
+  const ParamEntry* out_bias = find_param(table, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kBias);
   if (table_entry == nullptr) throw std::invalid_argument("packing for decoding: the model has no output projection");
   const float* t = float_data(*table_entry);
   const int64_t vocab = table_entry->tensor.size(0), c = table_entry->tensor.size(1);

@@ -10,8 +10,8 @@ class TableBuilder {
  public:
   explicit TableBuilder(std::vector<ParamEntry>& out) : out_(out) {}
   void tensor(const std::string& name, ParamStack stack, int64_t layer, ParamRole role, ParamPart part,
-              const at::Tensor& t) {
-    if (t.defined()) out_.push_back({name, stack, layer, role, part, t});
+              const at::Tensor& t, std::vector<ParamUse> tied = {}) {
+    if (t.defined()) out_.push_back({name, stack, layer, role, part, t, std::move(tied)});
   }
   void dense(const std::string& scope, ParamStack stack, int64_t layer, ParamRole role, const Dense& d) {
     tensor(scope + ".weight", stack, layer, role, ParamPart::kWeight, d->weight);
@@ -38,8 +38,20 @@ std::vector<ParamEntry> parameter_table(const TransformerImpl& m) {
   // order they were registered (as named_parameters lists them).
   b.tensor("out_proj_weight", S::kOutput, -1, R::kOutProj, ParamPart::kWeight, m.out_proj_weight);
   b.tensor("out_proj_bias", S::kOutput, -1, R::kOutProj, ParamPart::kBias, m.out_proj_bias);
-  b.tensor("src_embed.weight", S::kEncoder, -1, R::kEmbedding, ParamPart::kWeight, m.src_embed->weight);
-  b.tensor("tgt_embed.weight", S::kDecoder, -1, R::kEmbedding, ParamPart::kWeight, m.tgt_embed->weight);
+  // Tied embeddings: the output projection is a use of the target
+  // embedding; with tie_all both are uses of the one (source) table.
+  const TransformerOptions& o = m.options();
+  std::vector<ParamUse> target_uses;
+  if (o.tie_embeddings()) target_uses.push_back({S::kOutput, -1, R::kOutProj});
+  if (o.tie_all()) {
+    target_uses.push_back({S::kDecoder, -1, R::kEmbedding});
+    b.tensor("shared_embed.weight", S::kEncoder, -1, R::kEmbedding, ParamPart::kWeight, m.src_embed->weight,
+             target_uses);
+  } else {
+    b.tensor("src_embed.weight", S::kEncoder, -1, R::kEmbedding, ParamPart::kWeight, m.src_embed->weight);
+    b.tensor("tgt_embed.weight", S::kDecoder, -1, R::kEmbedding, ParamPart::kWeight, m.tgt_embed->weight,
+             target_uses);
+  }
   for (size_t i = 0; i < m.encoder_layers->size(); ++i) {
     const auto& l = *m.encoder_layers->ptr<EncoderLayerImpl>(i);
     const std::string s = "encoder_layers." + std::to_string(i);
@@ -88,8 +100,12 @@ bool is_dense(ParamRole role) {
 
 const ParamEntry* find_param(const std::vector<ParamEntry>& table, ParamStack stack, int64_t layer, ParamRole role,
                              ParamPart part) {
-  for (const ParamEntry& e : table)
-    if (e.stack == stack && e.layer == layer && e.role == role && e.part == part) return &e;
+  for (const ParamEntry& e : table) {
+    if (e.part != part) continue;
+    if (e.stack == stack && e.layer == layer && e.role == role) return &e;
+    for (const ParamUse& u : e.tied)
+      if (u.stack == stack && u.layer == layer && u.role == role) return &e;
+  }
   return nullptr;
 }
 

@@ -295,15 +295,25 @@ TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) { re
 void TransformerImpl::reset() {
   const TransformerOptions& o = options_;
   const int64_t c = o.d_model();
-  src_embed = register_module("src_embed", nn::Embedding(nn::EmbeddingOptions(o.src_vocab(), c).padding_idx(kPadId)));
-  tgt_embed = register_module("tgt_embed", nn::Embedding(nn::EmbeddingOptions(o.tgt_vocab(), c).padding_idx(kPadId)));
+  const auto embedding = [&](int64_t vocab) {
+    return nn::Embedding(nn::EmbeddingOptions(vocab, c).padding_idx(kPadId));
+  };
+  if (o.tie_all()) {
+    TORCH_CHECK(o.src_vocab() == o.tgt_vocab(), "tie_all needs one vocabulary: source ", o.src_vocab(),
+                " and target ", o.tgt_vocab(), " tokens");
+    TORCH_CHECK(o.tie_embeddings(), "tie_all ties the output projection too: it needs tie_embeddings");
+    src_embed = tgt_embed = register_module("shared_embed", embedding(o.src_vocab()));
+  } else {
+    src_embed = register_module("src_embed", embedding(o.src_vocab()));
+    tgt_embed = register_module("tgt_embed", embedding(o.tgt_vocab()));
+  }
   {
     // Unit-variance after the sqrt(C) scaling in the forward pass.
     at::NoGradGuard no_grad;
-    src_embed->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(c)));
-    tgt_embed->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(c)));
-    src_embed->weight[kPadId].zero_();
-    tgt_embed->weight[kPadId].zero_();
+    for (const nn::Embedding& e : o.tie_all() ? std::vector{src_embed} : std::vector{src_embed, tgt_embed}) {
+      e->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(c)));
+      e->weight[kPadId].zero_();
+    }
   }
   // Dropout sites: 0 source embedding, 1 target embedding, then the layers'.
   int64_t site = 2;

@@ -242,6 +242,10 @@ struct TransformerOptions {
   TORCH_ARG(double, dropout) = 0.1;
   TORCH_ARG(double, activation_dropout) = -1;  // after the feed-forward ReLU; -1: dropout's
   TORCH_ARG(bool, tie_embeddings) = true;
+  // One matrix for the source embedding, the target embedding and the output
+  // projection (needs src_vocab == tgt_vocab: one shared vocabulary, and
+  // tie_embeddings).
+  TORCH_ARG(bool, tie_all) = false;
   TORCH_ARG(int64_t, max_positions) = 256;
 };
 
@@ -325,6 +329,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   }
   const TransformerOptions& options() const { return options_; }
 
+  // With tie_all both are the one module, registered once as "shared_embed"
+  // (so its weight is one parameter: counted, saved and updated once, its
+  // gradient the sum of its three uses).
   torch::nn::Embedding src_embed{nullptr}, tgt_embed{nullptr};
   torch::nn::ModuleList encoder_layers{nullptr}, decoder_layers{nullptr};
   torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};

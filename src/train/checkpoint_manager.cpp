@@ -13,6 +13,7 @@
 #include "data/text_io.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint_writer.h"
+#include "train/init_from.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -80,6 +81,19 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
 
 CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync)
     : cfg_(cfg), sync_(sync), run_dir_(cfg.train.checkpoint_dir) {
+  // Fine-tuning: the checkpoint started from is read and checked against
+  // the config before the run folder is touched (a mismatch leaves nothing
+  // behind). One of this run's own folder would be replaced (--overwrite) or
+  // refused.
+  if (sync.rank() == 0 && start.resume.empty() && !cfg.train.init_from.empty()) {
+    const std::string from = run_folder_of(cfg.train.init_from);
+    if (!from.empty() && same_folder(from, run_dir_))
+      throw InputError("train.init_from: " + cfg.train.init_from + " is a checkpoint of this run's folder (" +
+                       "train.checkpoint_dir " + run_dir_ + "): fine-tune into another folder " +
+                       "(--set train.checkpoint_dir=DIR)");
+    init_from_ = read_init_checkpoint(cfg);
+    if (!init_from_.note.empty()) spdlog::warn("checkpoint: {}", init_from_.note);
+  }
   // Rank 0 decides whether the run resumes, and from where; the others follow
   // (a rank on another host may not even see the run folder).
   std::string resume = sync.rank() == 0 ? prepare_run_folder(start) : "";
@@ -93,6 +107,7 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
       resumed_ = read_checkpoint(resume, CheckpointUse::kResume, checkpoint_files(CheckpointUse::kResume));
       if (!resumed_.note.empty()) spdlog::warn("checkpoint: {}", resumed_.note);
       resume_from_ = resumed_.dir;
+      init_from_ = {};  // a restarted group continues from its own checkpoint
     }
   }
   if (sync.rank() != 0) {
@@ -134,6 +149,12 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
     opts.src_model = &resumed_.at("src.model");
     opts.tgt_model = &resumed_.at("tgt.model");
   } else {
+    if (!init_from_.dir.empty()) {
+      // Fine-tuning: the corpus is encoded with the tokenizers of the
+      // checkpoint started from, never trained anew.
+      opts.src_model = &init_from_.at("src.model");
+      opts.tgt_model = &init_from_.at("tgt.model");
+    }
     // The validation pairs are checked before minutes go into preparing the
     // corpus (after the training files are found, as a user reads a config).
     for (const std::string& f : {cfg.data.train_src, cfg.data.train_tgt})
@@ -159,6 +180,13 @@ CheckpointManager::~CheckpointManager() {
 }
 
 TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) {
+  if (resume_from_.empty() && !init_from_.dir.empty()) {
+    load_init_weights(init_from_, model);
+    spdlog::info("train: starting from the weights and tokenizers of {}; fresh optimizer and schedule",
+                 init_from_.dir);
+    init_from_ = {};
+    return {};
+  }
   if (resume_from_.empty()) return {};
   if (sync_.rank() != 0)
     return parse_training_state(sync_.set_and_wait("state", ""), "rank 0's training state");

@@ -60,6 +60,8 @@ class CheckpointManager {
   // they may be views of the optimizer's flat buffer) and loads the
   // optimizer state. Returns the saved state (a fresh one otherwise) on
   // every rank; weights reach the other ranks by TrainStep::broadcast_state.
+  // A new run with train.init_from (rank 0): copies that checkpoint's
+  // weights only (train/init_from.h) and returns a fresh state.
   TrainingState restore(Transformer& model, ops::FlatAdam& optimizer);
   // Writes last/ and, when best, best/ (rank 0; nothing elsewhere). With
   // train.keep_last N also step-STEP/ (the model without the optimizer
@@ -82,6 +84,7 @@ class CheckpointManager {
   std::string run_dir_, resume_from_, src_model_, tgt_model_, corpus_dir_;
   double corpus_ratio_ = 0;
   std::string private_dir_;
+  CheckpointFiles init_from_;  // rank 0, a new run with train.init_from: that checkpoint, until restore()
   CheckpointFiles resumed_;  // rank 0: the checkpoint resumed from, read whole, until restore()  // ranks > 0: their copies of the tokenizer models
 };
 
