@@ -100,6 +100,16 @@ expect 2 "edited/state.yaml: content differs from the manifest's checksum" -- "$
 cp -r "$tmp/run/last" "$tmp/nomanifest"; rm "$tmp/nomanifest/manifest.txt"
 expect 2 "not a checkpoint|manifest.txt: missing" -- "$nmt" translate --checkpoint "$tmp/nomanifest"
 
+# ---- decode.beam and decode.length_penalty are the checkpoint's defaults:
+# the same training (decode keys do not touch it) with them set translates as
+# the plain run does with --beam 3 --length-penalty 0.6, and --beam 0 wins.
+"$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=3 --set train.checkpoint_dir="$tmp/run_beam" \
+  --set decode.beam=3 --set decode.length_penalty=0.6 >/dev/null 2>&1 || bad "tiny training with decode.beam"
+tr_() { "$nmt" translate --input "$tmp/a.zh" --checkpoint "$@" 2>/dev/null; }
+if [ "$(tr_ "$tmp/run_beam")" = "$(tr_ "$tmp/run" --beam 3 --length-penalty 0.6)" ] &&
+   [ "$(tr_ "$tmp/run_beam" --beam 0)" = "$(tr_ "$tmp/run")" ] && [ -n "$(tr_ "$tmp/run")" ]
+then ok; else bad "decode.beam 3 in the checkpoint's config is not --beam 3 (or --beam 0 does not override it)"; fi
+
 # ---- Weight averaging: a moving average and kept saves, averaged into a
 # checkpoint that translates; checkpoints of another shape refused in one
 # line, with nothing written.
@@ -205,7 +215,7 @@ if NMT_TEST_NONFINITE_AT=5 "$nmt" train --resume "$tmp/run" --set train.max_step
 
 # --help lists every subcommand and flag, with the defaults, exit 0.
 if "$nmt" --help | grep -q translate && "$nmt" train --help | grep -q -- --attention &&
-   "$nmt" serve --help | grep -qE -- "--port INT:0..65535=8080" && "$nmt" translate --help | grep -qE -- "--beam [^ ]*=0"; then
+   "$nmt" serve --help | grep -qE -- "--port INT:0..65535=8080" && "$nmt" translate --help | grep -qE -- "--beam INT:0..64 .*default: the config.s decode.beam"; then
   ok
 else
   bad "--help"

@@ -100,6 +100,17 @@ TEST(Config, TieAllNeedsOneVocabularyAndJointIsShared) {
   EXPECT_TRUE(cfg.tokenizer.shared);
 }
 
+// decode.beam and decode.length_penalty: the decoding defaults a checkpoint
+// carries (translate, evaluate, check-po, serve), validation stays greedy.
+TEST(Config, DecodeBeamKeys) {
+  EXPECT_EQ(error_of("decode:\n  beam: 65\n"), "x.yaml:2: decode.beam: 65 is out of range [0, 64]");
+  EXPECT_EQ(error_of("decode:\n  length_penalty: -1\n"), "x.yaml:2: decode.length_penalty: -1 is out of range [0, 10]");
+  const Config cfg = parse_config("decode:\n  beam: 4\n  length_penalty: 0.6\n", "x.yaml");
+  const Config again = parse_config(to_yaml(cfg), "again.yaml");
+  EXPECT_EQ(again.decode.beam, 4);
+  EXPECT_EQ(again.decode.length_penalty, 0.6);
+}
+
 TEST(Config, InvalidYamlAndMissingFile) {
   EXPECT_TRUE(starts_with(error_of("model: [\n"), "x.yaml:2: invalid YA"));
   try {

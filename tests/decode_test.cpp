@@ -86,6 +86,18 @@ const Trained& trained() {
 
 // The one rule for over-long sources: cut to max_positions, translated as
 // the cut source, and reported with its line and length.
+// The config's decode.beam and decode.length_penalty are the options every
+// command starts from (its flags may change them).
+TEST(Decode, OptionsTakeTheConfigsBeamAndLengthPenalty) {
+  Config cfg;
+  cfg.decode.beam = 4;
+  cfg.decode.length_penalty = 0.6;
+  const DecodeOptions o = decode_options(cfg, nullptr, 2.0);
+  EXPECT_EQ(o.beam, 4);
+  EXPECT_EQ(o.length_penalty, 0.6);
+  EXPECT_EQ(decode_options(Config{}, nullptr, 2.0).beam, 0);
+}
+
 TEST(Decode, OverLongSourcesAreCutAndReported) {
   const Trained& t = trained();
   Transformer model = t.model;

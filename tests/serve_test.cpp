@@ -438,8 +438,14 @@ TEST(Request, ReadsTheFields) {
   EXPECT_TRUE(r.attention);
   const TranslateRequest one = parse_translate_request(R"({"text": "一"})", {});
   EXPECT_EQ(one.text, (std::vector<std::string>{"一"}));
-  EXPECT_EQ(one.beam, 1);
+  EXPECT_EQ(one.beam, 0);  // not given
   EXPECT_FALSE(one.attention);
+  // Not given: the checkpoint's decode.beam; given, the request's (1 and 0 are greedy).
+  EXPECT_EQ(job_beam(one, 4), 4);
+  EXPECT_EQ(job_beam(one, 0), 0);
+  EXPECT_EQ(job_beam(one, 1), 0);
+  EXPECT_EQ(job_beam(r, 0), 4);
+  EXPECT_EQ(job_beam(parse_translate_request(R"({"text": "一", "beam": 1})", {}), 4), 0);
 }
 
 TEST(Request, EveryWrongShapeIsA4xxNamingTheField) {

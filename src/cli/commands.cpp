@@ -124,8 +124,8 @@ DecodeOptions decode_options(const LoadedCheckpoint& ck, const DecodeFlags& flag
     o.max_len_origin =
         resolve_length_factor(cfg.decode.max_len_factor, ck.state.target_source_ratio, "--max-len-factor").origin;
   spdlog::info("length limit: {}", describe_length_limit(o, ck.model->options().max_positions()));
-  o.beam = flags.beam;
-  o.length_penalty = flags.length_penalty;
+  o.beam = flags.beam.value_or(o.beam);
+  o.length_penalty = flags.length_penalty.value_or(o.length_penalty);
   o.use_cache = !flags.no_cache;
   o.parallel_batches = flags.parallel_batches.value_or(o.parallel_batches);
   return o;
@@ -791,6 +791,9 @@ int run_serve(const ServeArgs& args) {
   model.device = s.device;
   model.decode = decode_options(s.ck, args.decode);
   model.decode.stop_on_interrupt = false;  // a signal drains the service instead (serve/http_server.h)
+  if (model.decode.beam > 1)
+    spdlog::info("requests without \"beam\" are decoded with beam {} (decode.beam), length penalty {}",
+                 model.decode.beam, model.decode.length_penalty);
   model.description = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
   model.workers = args.workers > 0 ? args.workers : (s.device.is_cpu() ? at::get_num_threads() : 1);
   serve::ServerOptions options;

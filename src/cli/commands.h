@@ -51,8 +51,8 @@ int run_prepare(const PrepareArgs& args);
 struct DecodeFlags {
   std::optional<int64_t> max_len, batch_size;
   std::optional<std::string> max_len_factor;  // a number, or auto (decode/length_limit.h)
-  int64_t beam = 0;  // 0 = greedy
-  double length_penalty = 0.0;
+  std::optional<int64_t> beam;  // 0 = greedy (default: decode.beam)
+  std::optional<double> length_penalty;  // default: decode.length_penalty
   bool no_cache = false;
   bool no_placeholder_constraint = false;  // decode.placeholder_constraint false
   std::optional<int64_t> parallel_batches;  // batches decoded side by side (CPU; default: --threads)

@@ -74,7 +74,7 @@ inline void add_length_flags(CLI::App* sub, DecodeFlags& f) {
       ->type_name("FACTOR|auto")
       ->check(real_range(0.0, 1000.0, "auto"));
   sub->add_option("--length-penalty", f.length_penalty,
-                  "GNMT length penalty alpha for beam search (0 = none)")
+                  "GNMT length penalty alpha for beam search (0 = none; default: the config's decode.length_penalty)")
       ->check(real_range(0.0, 10.0));
   sub->add_flag("--no-placeholder-constraint", f.no_placeholder_constraint,
                 "with a placeholder-protected model: let a translation leave out or repeat its source's "
@@ -85,7 +85,8 @@ inline void add_decode_flags(CLI::App* sub, DecodeFlags& f) {
   add_length_flags(sub, f);
   sub->add_option("--batch-size", f.batch_size, "sentences decoded together")
       ->check(int_range(1, 100000));
-  sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search)")
+  sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search; default: the config's "
+                  "decode.beam)")
       ->check(int_range(0, 64));
   sub->add_option("--parallel-batches", f.parallel_batches,
                   "batches decoded side by side on the CPU, one thread each with single-threaded ops; "

@@ -246,6 +246,8 @@ const std::vector<Field>& fields() {
             }},
       bool_field("decode.placeholder_constraint", NMT_REF(decode.placeholder_constraint)),
       string_field("decode.compute_type", NMT_REF(decode.compute_type), {"float32", "bf16", "int8", "auto"}),
+      int_field("decode.beam", NMT_REF(decode.beam), 0, 64),
+      double_field("decode.length_penalty", NMT_REF(decode.length_penalty), 0.0, 10.0),
   };
   return table;
 }

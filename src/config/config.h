@@ -127,6 +127,12 @@ struct DecodeConfig {
   // or auto (int8 where the CPU has AVX2 or AVX-512 VNNI, else float32).
   // On a GPU: float32 or bf16 (auto: float32). --compute-type wins.
   std::string compute_type = "float32";
+  // translate, evaluate, check-po and serve decode with these unless told
+  // otherwise (--beam, --length-penalty, a request's "beam"); validation
+  // during training stays greedy (a cheaper proxy, and the same for every
+  // config). 0 = greedy, K >= 1 = beam search of K.
+  int64_t beam = 0;
+  double length_penalty = 0.0;  // GNMT alpha for beam search (0 = none)
 };
 
 struct Config {

@@ -244,6 +244,8 @@ DecodeOptions decode_options(const Config& config, const Tokenizer* target, doub
   o.max_len_factor = factor.factor;
   o.max_len_origin = factor.origin;
   o.batch_size = config.decode.batch_size;
+  o.beam = config.decode.beam;
+  o.length_penalty = config.decode.length_penalty;
   o.protect_placeholders = config.tokenizer.protect_placeholders;
   if (o.protect_placeholders && config.decode.placeholder_constraint && target)
     for (const std::string& s : data::sentinel_symbols()) o.sentinel_ids.push_back(target->piece_id(s));

@@ -26,7 +26,7 @@ struct RequestLimits {
 
 struct TranslateRequest {
   std::vector<std::string> text;
-  int64_t beam = 1;  // 1 = greedy
+  int64_t beam = 0;  // 0 = not given: the service's default (decode.beam); 1 = greedy
   bool attention = false;
 };
 
@@ -34,6 +34,13 @@ struct TranslateRequest {
 // Unknown fields are refused (a misspelt "beam" would otherwise be ignored
 // silently).
 TranslateRequest parse_translate_request(const std::string& body, const RequestLimits& limits);
+
+// The beam a request is decoded with, as a Job counts it (0 = greedy): its
+// own "beam", else the service's default (the checkpoint's decode.beam).
+inline int64_t job_beam(const TranslateRequest& request, int64_t default_beam) {
+  const int64_t beam = request.beam > 0 ? request.beam : default_beam;
+  return beam <= 1 ? 0 : beam;
+}
 
 // A text with line breaks is translated line by line and its translations
 // joined with "\n", as translation services do: the model reads one sentence

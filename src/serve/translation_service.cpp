@@ -52,7 +52,7 @@ TranslationService::TranslationService(Model model, Metrics& metrics) : m_(std::
 Job TranslationService::make_job(const TranslateRequest& request) const {
   Job job;
   job.lines = request.text;
-  job.beam = request.beam <= 1 ? 0 : request.beam;
+  job.beam = job_beam(request, m_.decode.beam);
   job.attention = request.attention;
   for (size_t i = 0; i < job.lines.size(); ++i) {
     // Cut as every entry point cuts (fit_source); the answer names the line.

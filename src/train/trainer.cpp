@@ -55,6 +55,14 @@ Transformer on_device(Transformer model, const c10::Device& device, at::ScalarTy
 
 // Every save records the ratio of the corpus the run trains on, a resumed
 // run's too (its checkpoint may predate the record).
+// Validation decodes greedily whatever decode.beam says: its BLEU is a proxy
+// that picks best/, and greedy is the cheapest one that tracks beam search.
+DecodeOptions validation_options(const Config& cfg, const Tokenizer& target, double corpus_ratio) {
+  DecodeOptions o = decode_options(cfg, &target, corpus_ratio);
+  o.beam = 0;
+  return o;
+}
+
 TrainingState with_corpus_ratio(TrainingState state, double ratio) {
   state.target_source_ratio = ratio;
   return state;
@@ -137,7 +145,7 @@ class Evaluation {
       : s_(s),
         reporter_(reporter),
         validators_(make_validators(s.cfg.train.valid_bleu_sentences > 0)),
-        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, decode_options(s.cfg, &s.tgt_tok, s.state.target_source_ratio),
+        ctx_(s.model, s.valid_data, s.src_tok, s.tgt_tok, validation_options(s.cfg, s.tgt_tok, s.state.target_source_ratio),
              s.cfg.train.batch_tokens, s.cfg.train.batch_sentences, s.cfg.train.valid_bleu_sentences,
              s.device) {
     if (s.leader() && s.cfg.train.valid_bleu_sentences > 0)
