@@ -106,7 +106,7 @@ for name in "${names[@]}"; do
       >"$work/$name.eval.txt" 2>"$work/$name.eval.log" || { echo "failed|"; return; }
     echo "$(sed -n 's/^BLEU = \([0-9.]*\).*/\1/p' "$work/$name.eval.txt" | head -1)|$(sed -n 's/.*hypotheses keep \([0-9.]*%\) of the source.s verbatim.*/\1/p' "$work/$name.eval.txt" | head -1)"
   }
-  greedy=$(score)
+  greedy=$(score --beam 0)  # whatever the config's decode.beam says
   beam=$(score --beam 4 --length-penalty "$lp")
   echo "| $name | $st | $mins | $valid | ${greedy%%|*} | ${beam%%|*} | ${greedy#*|} |" >>"$out"
   echo "bench_recipe: $name: $st steps, test BLEU ${greedy%%|*} greedy, ${beam%%|*} beam" >&2
