@@ -19,6 +19,23 @@ namespace nmt::ops {
 
 namespace {
 
+// The fused kernels' arguments (CPU and CUDA take the same struct); the
+// caller adds what differs: the gradient scale on the CPU, the average.
+template <typename T>
+cpu::AdamParams<T> kernel_params(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
+                                 const at::Tensor& exp_avg_sq, const AdamHyper& hyper, int64_t step, double lr) {
+  cpu::AdamParams<T> p{};
+  p.param = param.data_ptr<T>();
+  p.grad = grad.data_ptr<T>();
+  p.exp_avg = exp_avg.data_ptr<T>();
+  p.exp_avg_sq = exp_avg_sq.data_ptr<T>();
+  p.count = param.numel();
+  p.lr = lr, p.beta1 = hyper.beta1, p.beta2 = hyper.beta2, p.eps = hyper.eps;
+  p.weight_decay = hyper.weight_decay;
+  p.step = step;
+  return p;
+}
+
 // Parameters start on 64-element boundaries: vector loads of any width stay aligned.
 constexpr int64_t kAlign = 64;
 
@@ -96,15 +113,7 @@ void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
     const double scale = grad_scale.item<double>();
     const auto run = [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      cpu::AdamParams<T> p{};
-      p.param = param_.data_ptr<T>();
-      p.grad = grad_.data_ptr<T>();
-      p.exp_avg = exp_avg_.data_ptr<T>();
-      p.exp_avg_sq = exp_avg_sq_.data_ptr<T>();
-      p.count = param_.numel();
-      p.lr = lr, p.beta1 = hyper_.beta1, p.beta2 = hyper_.beta2, p.eps = hyper_.eps;
-      p.weight_decay = hyper_.weight_decay;
-      p.step = steps_;
+      cpu::AdamParams<T> p = kernel_params<T>(param_, grad_, exp_avg_, exp_avg_sq_, hyper_, steps_, lr);
       p.grad_scale = scale;
       if (ema_.defined()) p.ema = ema_.data_ptr<T>(), p.ema_decay = ema_decay;
       cpu::adam_step(p);
@@ -115,15 +124,7 @@ void FlatAdam::step(double lr, const at::Tensor& grad_scale) {
   }
 #ifdef NMT_WITH_CUDA
   if (glue::fused_on_cuda(param_) && param_.scalar_type() == at::kFloat) {
-    cpu::AdamParams<float> p{};
-    p.param = param_.data_ptr<float>();
-    p.grad = grad_.data_ptr<float>();
-    p.exp_avg = exp_avg_.data_ptr<float>();
-    p.exp_avg_sq = exp_avg_sq_.data_ptr<float>();
-    p.count = param_.numel();
-    p.lr = lr, p.beta1 = hyper_.beta1, p.beta2 = hyper_.beta2, p.eps = hyper_.eps;
-    p.weight_decay = hyper_.weight_decay;
-    p.step = steps_;
+    const cpu::AdamParams<float> p = kernel_params<float>(param_, grad_, exp_avg_, exp_avg_sq_, hyper_, steps_, lr);
     const at::Tensor scale = grad_scale.to(param_.options()).contiguous();  // stays on the GPU
     glue::launch_cuda(param_, "adam_step", [&](auto stream) {
       return cuda::adam_step(p, scale.data_ptr<float>(), stream);
