@@ -37,7 +37,7 @@ trap 'rm -rf "$work"' EXIT
 
 run() {  # label ema_decay -> tokens/s
   "$nmt" train --config configs/real.yaml --threads "$threads" --set train.max_steps="$steps" \
-    --set train.max_minutes=0 --set train.eval_every=1000000 --set train.valid_bleu_sentences=0 \
+    --set train.max_minutes=0 --set train.eval_every=1000000 --set train.valid_bleu_sentences=0 --set train.best_metric=loss \
     --set train.ema_decay="$2" --set train.checkpoint_dir="$work/$1" --set train.progress=false \
     --overwrite >"$work/$1.log" 2>&1 || { echo "bench_ema: run $1 failed: $(tail -1 "$work/$1.log")" >&2; exit 1; }
   sed -n 's/.* steps in .* s of training, \([0-9.]*\) tok\/s.*/\1/p' "$work/$1.log" | tail -1
