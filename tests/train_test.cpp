@@ -666,26 +666,14 @@ TEST(CheckpointAverage, RefusesMismatchesInOneLineNamingTheFile) {
 // step's loss is the source model's loss on the same batch; a run without
 // init_from starts far above it.
 TEST(Train, InitFromStartsFromTheGivenWeights) {
-  Config cfg = testing::tiny_config();
+  Config cfg = whole_run_config("init_source");
+  cfg.model.dropout = testing::tiny_config().model.dropout;
   cfg.tokenizer.shared = true;
   cfg.model.tie_all = true;
   cfg.data.prepared_dir = testing::shared_prepared_parent();
-  cfg.data.train_src = testing::toy("train.zh");
-  cfg.data.train_tgt = testing::toy("train.en");
-  cfg.data.valid_src = testing::toy("valid.zh");
-  cfg.data.valid_tgt = testing::toy("valid.en");
-  cfg.train.valid_max_sentences = 20;
-  cfg.train.valid_bleu_sentences = 0;
-  cfg.train.best_metric = "loss";
-  cfg.train.batch_tokens = 600;
-  cfg.train.warmup_steps = 5;
-  cfg.train.threads = 2;
   cfg.train.eval_every = 1000;
-  cfg.train.progress = false;
-  cfg.train.max_minutes = 0;
   cfg.train.max_steps = 30;
   cfg.train.log_every = 1;  // last_train_loss is then the last step's loss
-  cfg.train.checkpoint_dir = testing::temp_dir("init_source");
   train(cfg);
   const LoadedCheckpoint source = load_checkpoint(cfg.train.checkpoint_dir, torch::kCPU);
   EXPECT_TRUE(source.model->named_parameters().contains("shared_embed.weight"));
