@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
-#include <sstream>
 #include <tuple>
 
 #include "checkpoint/checkpoint.h"
@@ -24,22 +23,13 @@ namespace fs = std::filesystem;
 namespace {
 
 // The first model.* key whose value differs between two configs ("" when
-// none does). Dropout only shapes training: checkpoints that differ in it
-// average as well as any.
+// none does). Dropout only shapes training: checkpoints that differ in a
+// dropout rate average as well as any.
 std::string model_difference(const Config& a, const Config& b, std::string* a_value, std::string* b_value) {
-  Config x, y;
-  x.model = a.model, y.model = b.model;
-  x.model.dropout = y.model.dropout = 0;
-  std::istringstream xs(to_yaml(x)), ys(to_yaml(y));
-  std::string section, xl, yl;
-  while (std::getline(xs, xl) && std::getline(ys, yl)) {
-    if (!xl.empty() && xl[0] != ' ') section = xl.substr(0, xl.find(':'));
-    if (xl == yl || section != "model") continue;
-    const size_t colon = xl.find(':');
-    const size_t start = xl.find_first_not_of(' ');
-    *a_value = xl.substr(colon + 2);
-    *b_value = yl.substr(yl.find(':') + 2);
-    return "model." + xl.substr(start, colon - start);
+  for (const std::string& key : config_keys("model")) {
+    if (key.find("dropout") != std::string::npos) continue;
+    *a_value = config_value(a, key), *b_value = config_value(b, key);
+    if (*a_value != *b_value) return key;
   }
   return "";
 }
