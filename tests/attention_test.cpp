@@ -13,7 +13,8 @@
 // values of magnitude ~1 and relative for larger gradients):
 //   float64: 1e-10;
 //   float32: 2 * (error of the torch backend run in float32 on the same
-//            device, against the same reference) + 1e-6: a backend may be
+//            device, against the same reference) + 1e-6 (4e-6 under attention
+//            dropout, see check_against_reference): a backend may be
 //            at most twice as inaccurate as LibTorch itself. The CPU kernels'
 //            generic copy (NMT_CPU_ISA=generic: plain x86-64, no FMA, so
 //            every product is rounded before it is added) gets 4x.
@@ -308,8 +309,9 @@ double float32_factor(const Param& p) {
              : 2.0;
 }
 
-void check_against_reference(const Param& p, const Shape& s, uint64_t seed) {
-  const Inputs in = make_inputs(s, seed, p.dtype);
+void check_against_reference(const Param& p, const Shape& s, uint64_t seed, const Dropout& dropout = {}) {
+  Inputs in = make_inputs(s, seed, p.dtype);
+  in.options.dropout = dropout;
   const Outputs ref = run(in, AttentionBackend::kTorch, c10::kCPU, at::kDouble);
   const Outputs got = run(in, p.backend, p.device, p.dtype);
   // LibTorch's own float32 error on this device sets the float32 bar.
@@ -319,7 +321,12 @@ void check_against_reference(const Param& p, const Shape& s, uint64_t seed) {
     const double err = error(output_at(got, i), output_at(ref, i));
     if (torch_f32) {
       const double torch_err = error(output_at(*torch_f32, i), output_at(ref, i));
-      EXPECT_LE(err, float32_factor(p) * torch_err + 1e-6)
+      // Under dropout the flash backward's delta = rowsum(dO * O) comes from
+      // the dropped output, whose rounding no longer cancels dP's exactly (as
+      // it does without, e.g. for a row with one visible key): measured up to
+      // 3.4e-6 where LibTorch's composition errs by 0 to 7e-7, hence 4e-6.
+      const double floor = dropout.active() ? 4e-6 : 1e-6;
+      EXPECT_LE(err, float32_factor(p) * torch_err + floor)
           << kOutputNames[i] << " of " << param_name(p) << " (torch float32 error " << torch_err
           << ")";
     } else {
@@ -334,6 +341,63 @@ TEST_P(AttentionOp, MatchesFloat64TorchReference) {
     SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(shapes[c]));
     checked([&] { check_against_reference(GetParam(), shapes[c], 1000 + c); });
   }
+}
+
+// 1b. The same with attention dropout: every backend drops the same
+// probabilities (the torch backend's composition in float64 is the
+// reference; DropoutMultipliesEachProbabilityByItsOwnDraw pins down which
+// ones), forward and backward, at query and key offsets past a block.
+TEST_P(AttentionOp, DropoutMatchesFloat64Reference) {
+  const auto& shapes = reference_shapes();
+  for (size_t c = 0; c < shapes.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(shapes[c]));
+    Dropout d;
+    d.p = 0.3, d.seed = 0x5eed0000 + c, d.step = 11, d.site = 0x4003, d.first_row = 7;
+    checked([&] { check_against_reference(GetParam(), shapes[c], 2000 + c, d); });
+  }
+}
+
+// 1c. Which probability each draw multiplies, from the definition in
+// attention_params.h evaluated here with the scalar generator: with q = 0
+// every visible key gets probability 1/n, and with v_j the unit vector e_j
+// the output is o[b, h, i, j] = M[b, h, i, j] / n. So o·n must be the
+// multiplier of stream row (first_row + b)·H + h, position j, channel i:
+// 0 or 1/(1-p). About p of them must be 0, and a second call with the same
+// coordinates gives the same output, another step a different one.
+TEST_P(AttentionOp, DropoutMultipliesEachProbabilityByItsOwnDraw) {
+  const Param& p = GetParam();
+  const int64_t B = 2, H = 3, Tq = 70, Tk = 66;  // past one 64-row/key block each way
+  const c10::Device device(p.device);
+  const auto opts = at::TensorOptions().dtype(p.dtype).device(device);
+  const at::Tensor q = at::zeros({B, H, Tq, Tk}, opts), k = at::randn({B, H, Tk, Tk}, opts.dtype(at::kDouble)).to(opts);
+  const at::Tensor v = at::eye(Tk, opts).expand({B, H, Tk, Tk});
+  AttentionOptions o;
+  o.dropout.p = 0.25, o.dropout.seed = 99, o.dropout.step = 4, o.dropout.site = 0x4000, o.dropout.first_row = 3;
+  const at::Tensor out = (attention(q, k, v, o, p.backend) * Tk).to(at::kCPU, at::kDouble);  // [B, H, Tq, Tk]
+  const philox::DropoutStream s = o.dropout.stream();
+  const uint32_t threshold = philox::keep_threshold(s.p);
+  const double keep = 1.0 / (1.0 - static_cast<double>(s.p));
+  const auto acc = out.accessor<double, 4>();
+  int64_t dropped = 0, wrong = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = 0; j < Tk; ++j) {
+          uint32_t w[4];
+          philox::DropoutStream row_stream = s;
+          row_stream.first_row = (o.dropout.first_row + b) * H + h;
+          philox::words(row_stream, 0, j, philox::counter_of(i), w);
+          const double want = w[philox::word_of(i)] >= threshold ? keep : 0.0;
+          dropped += want == 0.0;
+          wrong += std::abs(acc[b][h][i][j] - want) > 1e-5;
+        }
+  EXPECT_EQ(wrong, 0) << "of " << B * H * Tq * Tk << " multipliers, " << param_name(p);
+  const double share = static_cast<double>(dropped) / static_cast<double>(B * H * Tq * Tk);
+  EXPECT_NEAR(share, 0.25, 0.03) << param_name(p);
+  EXPECT_TRUE(at::equal(attention(q, k, v, o, p.backend), attention(q, k, v, o, p.backend))) << param_name(p);
+  AttentionOptions next = o;
+  next.dropout.step = 5;
+  EXPECT_FALSE(at::equal(attention(q, k, v, o, p.backend), attention(q, k, v, next, p.backend))) << param_name(p);
 }
 
 // 2. A query row that sees no key (key length 0) gives exactly zero output and
@@ -642,40 +706,47 @@ TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
   const auto merge = [&](const at::Tensor& o) {
     return o.transpose(1, 2).reshape({o.size(0), o.size(2), C});
   };
-  for (const auto& info : kAttentionBackends) {
-    for (const at::ScalarType dt : {at::kDouble, at::kFloat, at::kBFloat16}) {
-      at::manual_seed(7);
-      const at::Tensor qkv64 = at::randn({B, Tq, 3 * C}, at::kDouble);
-      const at::Tensor q64 = at::randn({B, Tq, C}, at::kDouble);
-      const at::Tensor kv64 = at::randn({B, Tk, 2 * C}, at::kDouble);
-      AttentionOptions self_opts, cross_opts;
-      self_opts.causal = true;
-      self_opts.key_lengths = at::tensor({17, 5, 1}, at::kLong);
-      cross_opts.key_lengths = at::tensor({9, 0, 4}, at::kLong);  // a row with no key at all
-      // The reference: attention() on views, in float32 for bf16 inputs.
-      const at::ScalarType ref_t = dt == at::kBFloat16 ? at::kFloat : dt;
-      at::Tensor qkv = qkv64.to(dt).requires_grad_(true), rqkv = qkv.detach().to(ref_t).requires_grad_(true);
-      at::Tensor q = q64.to(dt).requires_grad_(true), rq = q.detach().to(ref_t).requires_grad_(true);
-      at::Tensor kv = kv64.to(dt).requires_grad_(true), rkv = kv.detach().to(ref_t).requires_grad_(true);
-      const at::Tensor out_self = self_attention(qkv, H, self_opts, info.id);
-      const at::Tensor out_cross = cross_attention(q, kv, H, cross_opts, info.id);
-      const at::Tensor ref_self =
-          merge(attention(split(rqkv, 0), split(rqkv, C), split(rqkv, 2 * C), self_opts, AttentionBackend::kTorch));
-      const at::Tensor ref_cross =
-          merge(attention(split(rq, 0), split(rkv, 0), split(rkv, C), cross_opts, AttentionBackend::kTorch));
-      const double tol = dt == at::kDouble ? 1e-10 : dt == at::kFloat ? 1e-5 : 3e-2;
-      const std::string what = std::string(info.name) + " " + c10::toString(dt);
-      EXPECT_EQ(out_self.sizes(), (std::vector<int64_t>{B, Tq, C})) << what;
-      EXPECT_EQ(out_self.scalar_type(), dt) << what;
-      EXPECT_LT((out_self.to(at::kDouble) - ref_self.to(at::kDouble)).abs().max().item<double>(), tol) << what;
-      EXPECT_LT((out_cross.to(at::kDouble) - ref_cross.to(at::kDouble)).abs().max().item<double>(), tol) << what;
-      EXPECT_EQ(out_cross[1].abs().max().item<double>(), 0.0) << what;  // no visible key: zeros
-      const at::Tensor up1 = at::randn({B, Tq, C}, at::kDouble), up2 = at::randn({B, Tq, C}, at::kDouble);
-      ((out_self.to(at::kDouble) * up1).sum() + (out_cross.to(at::kDouble) * up2).sum()).backward();
-      ((ref_self.to(at::kDouble) * up1).sum() + (ref_cross.to(at::kDouble) * up2).sum()).backward();
-      for (const auto& [got, ref] : {std::pair{qkv, rqkv}, std::pair{q, rq}, std::pair{kv, rkv}})
-        EXPECT_LT((got.grad().to(at::kDouble) - ref.grad().to(at::kDouble)).abs().max().item<double>(), tol * 4)
-            << what << " gradient";
+  // Without and with attention dropout (the packed kernels draw each head's
+  // multipliers where the views' kernels do).
+  for (const double drop : {0.0, 0.2}) {
+    for (const auto& info : kAttentionBackends) {
+      for (const at::ScalarType dt : {at::kDouble, at::kFloat, at::kBFloat16}) {
+        at::manual_seed(7);
+        const at::Tensor qkv64 = at::randn({B, Tq, 3 * C}, at::kDouble);
+        const at::Tensor q64 = at::randn({B, Tq, C}, at::kDouble);
+        const at::Tensor kv64 = at::randn({B, Tk, 2 * C}, at::kDouble);
+        AttentionOptions self_opts, cross_opts;
+        self_opts.causal = true;
+        self_opts.key_lengths = at::tensor({17, 5, 1}, at::kLong);
+        cross_opts.key_lengths = at::tensor({9, 0, 4}, at::kLong);  // a row with no key at all
+        self_opts.dropout.p = cross_opts.dropout.p = drop;
+        self_opts.dropout.seed = cross_opts.dropout.seed = 17;
+        self_opts.dropout.site = 1, cross_opts.dropout.site = 2, self_opts.dropout.first_row = cross_opts.dropout.first_row = 4;
+        // The reference: attention() on views, in float32 for bf16 inputs.
+        const at::ScalarType ref_t = dt == at::kBFloat16 ? at::kFloat : dt;
+        at::Tensor qkv = qkv64.to(dt).requires_grad_(true), rqkv = qkv.detach().to(ref_t).requires_grad_(true);
+        at::Tensor q = q64.to(dt).requires_grad_(true), rq = q.detach().to(ref_t).requires_grad_(true);
+        at::Tensor kv = kv64.to(dt).requires_grad_(true), rkv = kv.detach().to(ref_t).requires_grad_(true);
+        const at::Tensor out_self = self_attention(qkv, H, self_opts, info.id);
+        const at::Tensor out_cross = cross_attention(q, kv, H, cross_opts, info.id);
+        const at::Tensor ref_self =
+            merge(attention(split(rqkv, 0), split(rqkv, C), split(rqkv, 2 * C), self_opts, AttentionBackend::kTorch));
+        const at::Tensor ref_cross =
+            merge(attention(split(rq, 0), split(rkv, 0), split(rkv, C), cross_opts, AttentionBackend::kTorch));
+        const double tol = dt == at::kDouble ? 1e-10 : dt == at::kFloat ? 1e-5 : 3e-2;
+        const std::string what = std::string(info.name) + " " + c10::toString(dt) + " dropout " + std::to_string(drop);
+        EXPECT_EQ(out_self.sizes(), (std::vector<int64_t>{B, Tq, C})) << what;
+        EXPECT_EQ(out_self.scalar_type(), dt) << what;
+        EXPECT_LT((out_self.to(at::kDouble) - ref_self.to(at::kDouble)).abs().max().item<double>(), tol) << what;
+        EXPECT_LT((out_cross.to(at::kDouble) - ref_cross.to(at::kDouble)).abs().max().item<double>(), tol) << what;
+        EXPECT_EQ(out_cross[1].abs().max().item<double>(), 0.0) << what;  // no visible key: zeros
+        const at::Tensor up1 = at::randn({B, Tq, C}, at::kDouble), up2 = at::randn({B, Tq, C}, at::kDouble);
+        ((out_self.to(at::kDouble) * up1).sum() + (out_cross.to(at::kDouble) * up2).sum()).backward();
+        ((ref_self.to(at::kDouble) * up1).sum() + (ref_cross.to(at::kDouble) * up2).sum()).backward();
+        for (const auto& [got, ref] : {std::pair{qkv, rqkv}, std::pair{q, rq}, std::pair{kv, rkv}})
+          EXPECT_LT((got.grad().to(at::kDouble) - ref.grad().to(at::kDouble)).abs().max().item<double>(), tol * 4)
+              << what << " gradient";
+      }
     }
   }
 }

@@ -248,6 +248,43 @@ TEST(Model, ActivationDropoutIsTheFeedForwardsOwnRate) {
   EXPECT_NO_THROW(parse_config("model: {activation_dropout: -1}\n", "t.yaml"));
 }
 
+// model.attention_dropout: on the attention probabilities of every
+// self- and cross-attention, in training only; the three backends drop the
+// same elements, so the model's loss and gradients agree across them (the
+// op-level checks are in attention_test.cpp); a rate of 0 changes nothing.
+TEST(Model, AttentionDropoutIsTheSameInEveryBackend) {
+  const auto src = torch::randint(4, 50, {3, 7}, torch::kLong), tgt = torch::randint(4, 40, {3, 6}, torch::kLong);
+  const auto len = torch::tensor({7, 4, 1}, torch::kLong), tlen = torch::tensor({6, 2, 5}, torch::kLong);
+  const auto labels = torch::randint(4, 40, {3, 6}, torch::kLong);
+  struct Result {
+    at::Tensor loss, grad;  // the loss, and the first encoder layer's qkv weight gradient
+  };
+  const auto run = [&](double attention_dropout, ops::AttentionBackend backend, bool training) {
+    Config cfg = testing::tiny_config();
+    cfg.model.dropout = 0, cfg.model.activation_dropout = 0, cfg.model.attention_dropout = attention_dropout;
+    torch::manual_seed(0);
+    Transformer m = build_model(cfg, 50, 40);
+    m->to(torch::kDouble);
+    m->set_attention_backend(backend);
+    training ? m->train() : m->eval();
+    m->set_dropout_step(5, 9, 2);
+    const at::Tensor loss = m->loss_sum(src, len, tgt, tlen, labels, 0.1);
+    loss.backward();
+    return Result{loss.detach(), m->encoder_layers->ptr<EncoderLayerImpl>(0)->self_attn->qkv->weight.grad().clone()};
+  };
+  const Result none = run(0.0, ops::AttentionBackend::kFlash, true);
+  const Result torch_ref = run(0.4, ops::AttentionBackend::kTorch, true);
+  EXPECT_GT(std::abs(torch_ref.loss.item<double>() - none.loss.item<double>()), 1e-3);
+  for (const auto backend : {ops::AttentionBackend::kNaive, ops::AttentionBackend::kFlash}) {
+    const Result r = run(0.4, backend, true);
+    EXPECT_NEAR(r.loss.item<double>(), torch_ref.loss.item<double>(), 1e-9) << ops::backend_name(backend);
+    EXPECT_LT((r.grad - torch_ref.grad).abs().max().item<double>(), 1e-9) << ops::backend_name(backend);
+  }
+  EXPECT_TRUE(torch::equal(run(0.4, ops::AttentionBackend::kFlash, false).loss,
+                           run(0.0, ops::AttentionBackend::kFlash, false).loss));  // evaluation: none
+  EXPECT_THROW(parse_config("model: {attention_dropout: 0.95}\n", "t.yaml"), InputError);
+}
+
 // ~20 pairs of the toy corpus, learnt by heart by a tiny model.
 TEST(Model, TinyModelMemorizesTwentyPairs) {
   const auto& paths = testing::toy_tokenizers();

@@ -50,6 +50,7 @@ struct ModelConfig {
   int64_t ff_dim = 512;          // feed-forward inner size
   double dropout = 0.1;          // dropout on sublayer outputs and embeddings
   double activation_dropout = -1;  // dropout inside the feed-forward block, after its ReLU (-1: model.dropout)
+  double attention_dropout = 0;    // dropout on the attention probabilities
   bool tie_embeddings = true;    // output projection shares the target embedding matrix
   bool tie_all = false;          // source and target embeddings and output projection: one matrix (needs tokenizer.shared)
   int64_t max_positions = 256;   // longest sequence the sinusoidal table covers

@@ -12,6 +12,7 @@ Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab)
                         .ff_dim(m.ff_dim)
                         .dropout(m.dropout)
                         .activation_dropout(m.activation_dropout)
+                        .attention_dropout(m.attention_dropout)
                         .tie_embeddings(m.tie_embeddings)
                         .tie_all(m.tie_all)
                         .max_positions(m.max_positions));

@@ -29,6 +29,11 @@ at::ScalarType side_dtype(const ModelRuntime& rt, at::ScalarType stream) {
   return rt.matmul_dtype == at::kBFloat16 && stream == at::kFloat ? at::kBFloat16 : stream;
 }
 
+// Attention dropout's sites: a layer's first_site plus this (plus 1 for the
+// decoder's cross-attention), apart from the other sites so that adding them
+// left every other site's masks as they were.
+constexpr int64_t kAttentionSiteBase = 0x4000;
+
 // Dropout of one site: counter-based, and only in training mode.
 ops::Dropout dropout_at(const ModelRuntime& rt, double p, int64_t site, bool training) {
   ops::Dropout d;
@@ -129,10 +134,11 @@ void SelfAttentionImpl::reset() {
 }
 
 at::Tensor SelfAttentionImpl::forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
-                                      const ModelRuntime& rt) {
+                                      const ModelRuntime& rt, const ops::Dropout& dropout) {
   ops::AttentionOptions opts;
   opts.causal = causal;
   opts.key_lengths = key_lengths;
+  opts.dropout = dropout;
   return out(ops::self_attention(qkv(h), options.heads(), opts, rt.backend));
 }
 
@@ -152,9 +158,11 @@ void CrossAttentionImpl::reset() {
 }
 
 at::Tensor CrossAttentionImpl::forward(const at::Tensor& h, const at::Tensor& kv_memory,
-                                       const at::Tensor& key_lengths, const ModelRuntime& rt) {
+                                       const at::Tensor& key_lengths, const ModelRuntime& rt,
+                                       const ops::Dropout& dropout) {
   ops::AttentionOptions opts;
   opts.key_lengths = key_lengths;
+  opts.dropout = dropout;
   return out(ops::cross_attention(q(h), kv_memory, options.heads(), opts, rt.backend));
 }
 
@@ -200,7 +208,9 @@ Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths
   const int64_t site = options.first_site();
   const double p = options.dropout();
   if (record != nullptr) record->encoder_self.push_back(self_attn->probs(in.h, src_lengths, /*causal=*/false));
-  const at::Tensor a = self_attn(in.h, src_lengths, /*causal=*/false, rt);
+  const at::Tensor a =
+      self_attn(in.h, src_lengths, /*causal=*/false, rt,
+                dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()));
   const Stream s = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
@@ -240,11 +250,14 @@ Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
   // only that position's own input, so no future token leaks through it.
   const bool causal = !rt.disable_causal_mask;
   if (record != nullptr) record->decoder_self.push_back(self_attn->probs(in.h, tgt_lengths, causal));
-  const at::Tensor a = self_attn(in.h, tgt_lengths, causal, rt);
+  const double pa = options.attention_dropout();
+  const at::Tensor a =
+      self_attn(in.h, tgt_lengths, causal, rt, dropout_at(rt, pa, kAttentionSiteBase + site, is_training()));
   const Stream s1 = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
   if (record != nullptr) record->cross.push_back(cross_attn->probs(s1.h, memory_kv, src_lengths));
   // Cross-attention: queries from the decoder, keys/values from the encoder.
-  const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt);
+  const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt,
+                                  dropout_at(rt, pa, kAttentionSiteBase + site + 1, is_training()));
   const Stream s2 = add_norm(s1.x, c, norm3, dropout_at(rt, p, site + 1, is_training()), rt);
   return feed_forward(s2, next, rt);
 }
@@ -319,7 +332,8 @@ void TransformerImpl::reset() {
   int64_t site = 2;
   const TransformerLayerOptions layer = TransformerLayerOptions(c, o.heads(), o.ff_dim())
                                             .dropout(o.dropout())
-                                            .activation_dropout(o.activation_dropout());
+                                            .activation_dropout(o.activation_dropout())
+                                            .attention_dropout(o.attention_dropout());
   encoder_layers = register_module("encoder_layers", nn::ModuleList());
   decoder_layers = register_module("decoder_layers", nn::ModuleList());
   for (int64_t i = 0; i < o.encoder_layers(); ++i, site += EncoderLayerImpl::kSites)

@@ -102,9 +102,10 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
   explicit SelfAttentionImpl(const MultiHeadOptions& options);
   void reset() override;
-  // h: [B, T, C] -> [B, T, C]; key_lengths: [B] or undefined
+  // h: [B, T, C] -> [B, T, C]; key_lengths: [B] or undefined; dropout: on
+  // the attention probabilities (inactive by default).
   at::Tensor forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
-                     const ModelRuntime& rt);
+                     const ModelRuntime& rt, const ops::Dropout& dropout = {});
   // The probabilities [B, H, T, T] forward applies, for display.
   at::Tensor probs(const at::Tensor& h, const at::Tensor& key_lengths, bool causal);
 
@@ -121,7 +122,7 @@ class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
   void reset() override;
   // h: [B, Tq, C] attends to kv: [B, Tk, 2C] (= project_memory) -> [B, Tq, C]
   at::Tensor forward(const at::Tensor& h, const at::Tensor& kv, const at::Tensor& key_lengths,
-                     const ModelRuntime& rt);
+                     const ModelRuntime& rt, const ops::Dropout& dropout = {});
   // memory: [B, Tk, C] -> kv: [B, Tk, 2C]
   at::Tensor project_memory(const at::Tensor& memory) { return kv(memory); }
   // The probabilities [B, H, Tq, Tk] applied to h's queries, for display.
@@ -140,6 +141,7 @@ struct TransformerLayerOptions {
   TORCH_ARG(int64_t, ff_dim);
   TORCH_ARG(double, dropout) = 0.1;
   TORCH_ARG(double, activation_dropout) = -1;  // after the feed-forward ReLU; -1: dropout's
+  TORCH_ARG(double, attention_dropout) = 0;    // on the attention probabilities
   TORCH_ARG(int64_t, first_site) = 0;  // the layer's dropout sites start here
 
  public:
@@ -241,6 +243,7 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, ff_dim) = 512;
   TORCH_ARG(double, dropout) = 0.1;
   TORCH_ARG(double, activation_dropout) = -1;  // after the feed-forward ReLU; -1: dropout's
+  TORCH_ARG(double, attention_dropout) = 0;    // on the attention probabilities
   TORCH_ARG(bool, tie_embeddings) = true;
   // One matrix for the source embedding, the target embedding and the output
   // projection (needs src_vocab == tgt_vocab: one shared vocabulary, and

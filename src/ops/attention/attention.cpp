@@ -7,6 +7,12 @@
 
 namespace nmt::ops {
 
+Dropout per_head_dropout(const Dropout& d, int64_t heads) {
+  Dropout g = d;
+  g.first_row = d.first_row * heads;
+  return g;
+}
+
 at::Tensor visibility_mask(int64_t batch, int64_t q_len, int64_t k_len,
                            const AttentionOptions& options, const at::TensorOptions& device) {
   auto opts = device.dtype(at::kLong);
@@ -61,13 +67,17 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       return attention_torch(q, k, v, options);
     case AttentionBackend::kNaive:
 #ifdef NMT_WITH_CUDA
-      if (cuda) return attention_naive_cuda(q, k, v, options);
+      if (cuda) return options.dropout.active() ? attention_torch(q, k, v, options)
+                                                : attention_naive_cuda(q, k, v, options);
 #endif
       TORCH_CHECK(!cuda, "naive attention: this build has no CUDA kernels");
       return attention_naive_cpu(q, k, v, options);
     case AttentionBackend::kFlash:
 #ifdef NMT_WITH_CUDA
-      if (cuda) return attention_flash_cuda(q, k, v, options);
+      // The CUDA kernels have no attention dropout: a run that asks for it
+      // trains these calls on the torch backend's composition (same masks).
+      if (cuda) return options.dropout.active() ? attention_torch(q, k, v, options)
+                                                : attention_flash_cuda(q, k, v, options);
 #endif
       TORCH_CHECK(!cuda, "flash attention: this build has no CUDA kernels");
       return attention_flash_cpu(q, k, v, options);
@@ -96,8 +106,9 @@ bool packed_kernels(const at::Tensor& t, AttentionBackend backend) {
 #ifdef NMT_WITH_CUDA
 // bf16 projections on a GPU with flash: its tensor-core kernels take the
 // packed form (with the fused training ops: one switch, op_glue.h).
-bool packed_cuda(const at::Tensor& t, AttentionBackend backend) {
-  return glue::fused_on_cuda(t) && backend == AttentionBackend::kFlash && t.scalar_type() == at::kBFloat16;
+bool packed_cuda(const at::Tensor& t, AttentionBackend backend, const AttentionOptions& options) {
+  return glue::fused_on_cuda(t) && backend == AttentionBackend::kFlash && t.scalar_type() == at::kBFloat16 &&
+         !options.dropout.active();
 }
 #endif
 
@@ -109,7 +120,7 @@ at::Tensor self_attention(const at::Tensor& qkv, int64_t heads, const AttentionO
               "self_attention: qkv must be [B, T, 3C] with C divisible by heads, got ", qkv.sizes());
   if (packed_kernels(qkv, backend)) return packed_attention_cpu(qkv, at::Tensor(), heads, options, backend);
 #ifdef NMT_WITH_CUDA
-  if (packed_cuda(qkv, backend))
+  if (packed_cuda(qkv, backend, options))
     if (at::Tensor o = packed_flash_attention_cuda(qkv, at::Tensor(), heads, options); o.defined()) return o;
 #endif
   const int64_t C = qkv.size(2) / 3;
@@ -124,7 +135,7 @@ at::Tensor cross_attention(const at::Tensor& q, const at::Tensor& kv, int64_t he
               kv.sizes());
   if (packed_kernels(q, backend)) return packed_attention_cpu(q, kv, heads, options, backend);
 #ifdef NMT_WITH_CUDA
-  if (packed_cuda(q, backend) && kv.scalar_type() == at::kBFloat16)
+  if (packed_cuda(q, backend, options) && kv.scalar_type() == at::kBFloat16)
     if (at::Tensor o = packed_flash_attention_cuda(q, kv, heads, options); o.defined()) return o;
 #endif
   const int64_t C = q.size(2);

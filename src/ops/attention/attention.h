@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ops/attention/backend.h"
+#include "ops/random/dropout.h"
 
 namespace nmt::ops {
 
@@ -16,7 +17,16 @@ struct AttentionOptions {
   bool causal = false;          // query i sees keys j <= i (top-left aligned)
   at::Tensor key_lengths;       // key_lengths: [B] int64, keys j >= length masked; undefined = none
   std::optional<double> scale;  // default 1/sqrt(D)
+  // Attention dropout on the probabilities (training; p = 0: none). Every
+  // backend drops the same elements: attention_params.h says which.
+  Dropout dropout;
 };
+
+// The dropout of an attention call with `heads` heads restated on the grid
+// its masks are drawn from: row (first_row + b)·heads + h, position = key,
+// channel = query (attention_params.h), so that dropout_multipliers(
+// per_head_dropout(d, H), B·H, Tk, Tq)[b·H + h, j, i] multiplies P[b, h, i, j].
+Dropout per_head_dropout(const Dropout& d, int64_t heads);
 
 // q: [B, H, Tq, D], k: [B, H, Tk, D], v: [B, H, Tk, D] -> [B, H, Tq, D].
 // Differentiable with respect to q, k and v in every backend. A query row

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "ops/attention/attention_params.h"
+#include "ops/random/dropout.h"
 
 namespace nmt::ops::glue {
 
@@ -62,6 +63,35 @@ void fill_common(Params& p, const at::Tensor& q, const at::Tensor& k, const at::
   p.scale = static_cast<decltype(p.scale)>(scale);
   p.causal = causal;
   contiguous_outputs(p);
+}
+
+// The kernels' attention dropout stream for `heads` heads (attention_params.h).
+inline philox::DropoutStream attention_stream(const Dropout& d, int64_t heads) {
+  if (!d.active()) return {};
+  philox::DropoutStream s = d.stream();
+  s.first_row = d.first_row * heads;
+  return s;
+}
+
+// A Dropout through an autograd context's saved_data, and back.
+// (Map: AutogradContext::saved_data, string -> IValue.)
+template <typename Map>
+void save_dropout(Map& saved, const Dropout& d) {
+  saved["dropout_p"] = d.p;
+  saved["dropout_seed"] = static_cast<int64_t>(d.seed);
+  saved["dropout_step"] = d.step;
+  saved["dropout_site"] = d.site;
+  saved["dropout_first_row"] = d.first_row;
+}
+template <typename Map>
+Dropout saved_dropout(const Map& saved) {
+  Dropout d;
+  d.p = saved.at("dropout_p").toDouble();
+  d.seed = static_cast<uint64_t>(saved.at("dropout_seed").toInt());
+  d.step = saved.at("dropout_step").toInt();
+  d.site = saved.at("dropout_site").toInt();
+  d.first_row = saved.at("dropout_first_row").toInt();
+  return d;
 }
 
 inline double resolve_scale(const at::Tensor& q, const std::optional<double>& scale) {

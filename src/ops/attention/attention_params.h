@@ -14,9 +14,19 @@
 //   - key_lengths[b]: keys j >= key_lengths[b] are padding and masked;
 //   - a query row with no visible key gives o = 0, lse = -inf, and zero
 //     gradients (never NaN).
+//
+// Attention dropout (training only; `dropout.p` = 0 turns it off): the
+// probability P[b, h, i, j] is applied times the multiplier (0 or 1/(1-p))
+// of the dropout stream at row b·H + h, position j (the key), channel i
+// (the query), with dropout.first_row already the global batch row of b = 0
+// times H (philox.h says how a (row, position, channel) draws). The softmax
+// normalizer and lse are those of P itself; the backward recomputes the
+// multipliers from the same coordinates.
 #pragma once
 
 #include <cstdint>
+
+#include "ops/random/philox.h"
 
 namespace nmt::ops {
 
@@ -44,6 +54,7 @@ struct AttentionForwardParams {
   int64_t head_dim;  // D
   Stat scale;        // usually 1/sqrt(D)
   bool causal;
+  philox::DropoutStream dropout;  // p = 0: none (see the header comment)
 };
 
 // Stat as in the forward: lse and scale stay float32 for bf16 elements.
@@ -73,6 +84,7 @@ struct AttentionBackwardParams {
   int64_t batch, heads, q_len, k_len, head_dim;
   Stat scale;
   bool causal;
+  philox::DropoutStream dropout;  // as the forward's
 };
 
 }  // namespace nmt::ops

@@ -3,6 +3,7 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <limits>
 
 #include "ops/attention/attention.h"
 
@@ -13,6 +14,24 @@ at::Tensor attention_torch(const at::Tensor& q, const at::Tensor& k, const at::T
   const int64_t batch = q.size(0), q_len = q.size(2), k_len = k.size(2);
   const double default_scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   const double scale = options.scale.value_or(default_scale);
+
+  if (options.dropout.active()) {
+    // SDPA's own dropout draws from LibTorch's generator; ours drops the
+    // elements every backend drops (attention_params.h), so the
+    // probabilities are formed here, as attention_probs does, and multiplied.
+    const at::Tensor visible = visibility_mask(batch, q_len, k_len, options, q.options());  // [B,1,Tq,Tk]
+    const at::Tensor empty_row = visible.logical_not().all(-1, /*keepdim=*/true);           // [B,1,Tq,1]
+    const at::Tensor s = (at::matmul(q, k.transpose(-2, -1)) * scale)
+                             .masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity())
+                             .masked_fill(empty_row, 0.0);
+    const at::Tensor probs = at::softmax(s, -1).masked_fill(empty_row, 0.0);  // [B,H,Tq,Tk]
+    const int64_t heads = q.size(1);
+    const at::Tensor m = dropout_multipliers(per_head_dropout(options.dropout, heads), batch * heads, k_len,
+                                             q_len, q.options())
+                             .view({batch, heads, k_len, q_len})
+                             .transpose(-1, -2);
+    return at::matmul(probs * m, v);
+  }
 
   // LibTorch gives NaN for a row with no visible key. Such rows are opened to
   // every key (a finite softmax) and their output multiplied by 0, so both the

@@ -131,12 +131,13 @@ static inline void mulhilo(U32xN a, uint32_t m, U32xN& hi, U32xN& lo) {
 #endif
 }
 
-// Multipliers of `n` channels at (row, position): 0 (dropped) or 1/(1-p).
-// Each 64 channels are 16 counters' 4 words (counter_of, word_of), drawn
-// kLanes counters at a time.
+// Multipliers of channels [first_channel, first_channel + n) at (row,
+// position): 0 (dropped) or 1/(1-p), into out[0 .. n). Each 64 channels are
+// 16 counters' 4 words (counter_of, word_of), drawn kLanes counters at a
+// time; first_channel is a multiple of 64, where a run of counters starts.
 template <typename T>
 static inline void mask_row(const DropoutStream& s, int64_t row, int64_t position, int64_t n,
-                            T* out) {
+                            T* out, int64_t first_channel = 0) {
   const uint32_t threshold = keep_threshold(s.p);
   const T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(s.p)));
   int32_t scale_bits = 0;  // float only: the kept lanes' bit pattern
@@ -148,7 +149,7 @@ static inline void mask_row(const DropoutStream& s, int64_t row, int64_t positio
   for (int64_t base = 0; base < n; base += 64) {
     for (int sub = 0; sub < 16; sub += kLanes) {
       if (base + sub >= n) break;  // no channel of these counters is wanted
-      U32xN a = lane + static_cast<uint32_t>(base / 64 * 16 + sub);
+      U32xN a = lane + static_cast<uint32_t>((first_channel + base) / 64 * 16 + sub);
       U32xN b = U32xN{} + c1, c = U32xN{} + c2, d = U32xN{} + s.step;
       uint32_t ka = static_cast<uint32_t>(s.seed), kb = static_cast<uint32_t>(s.seed >> 32);
       for (int r = 0; r < 10; ++r) {

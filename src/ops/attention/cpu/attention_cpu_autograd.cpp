@@ -32,10 +32,11 @@ enum class Kernel { kNaive, kFlash };
 // for naive, probs [B, H, Tq, Tk].
 template <typename T>
 void forward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                    const at::Tensor& lengths, double scale, bool causal, const at::Tensor& o,
-                    const at::Tensor& lse, const at::Tensor& probs) {
+                    const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
+                    const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs) {
   AttentionForwardParams<T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
+  p.dropout = glue::attention_stream(dropout, p.heads);
   p.q = q.data_ptr<T>(), p.k = k.data_ptr<T>(), p.v = v.data_ptr<T>();
   p.o = o.data_ptr<T>(), p.lse = lse.data_ptr<T>();
   strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
@@ -52,9 +53,10 @@ template <typename T>
 void backward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs,
                      const at::Tensor& d_o, const at::Tensor& lengths, double scale, bool causal,
-                     const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv) {
+                     const Dropout& dropout, const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv) {
   AttentionBackwardParams<T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
+  p.dropout = glue::attention_stream(dropout, p.heads);
   p.q = q.data_ptr<T>(), p.k = k.data_ptr<T>(), p.v = v.data_ptr<T>();
   p.d_o = d_o.data_ptr<T>();
   p.dq = dq.data_ptr<T>(), p.dk = dk.data_ptr<T>(), p.dv = dv.data_ptr<T>();
@@ -89,20 +91,22 @@ struct Saved {
 
 // o: [B, H, Tq, D] view of o_storage; returns what the backward needs.
 Saved run_forward(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                  const at::Tensor& lengths, double scale, bool causal, const at::Tensor& o) {
+                  const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
+                  const at::Tensor& o) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
   Saved s{o, at::empty({B, H, Tq}, q.options()),
           kernel == Kernel::kNaive ? at::empty({B, H, Tq, Tk}, q.options()) : at::Tensor()};
   dispatch_float_double(q.scalar_type(), "attention", [&](auto zero) {
-    forward_kernel<decltype(zero)>(kernel, q, k, v, lengths, scale, causal, o, s.lse, s.probs);
+    forward_kernel<decltype(zero)>(kernel, q, k, v, lengths, scale, causal, dropout, o, s.lse, s.probs);
   });
   return s;
 }
 
 // Saves the inputs (whatever the backward rebuilds q, k, v from), then the state.
 void save(AutogradContext* ctx, std::vector<at::Tensor> inputs, Kernel kernel, const Saved& s,
-          const at::Tensor& lengths, bool causal, double scale) {
+          const at::Tensor& lengths, bool causal, double scale, const Dropout& dropout) {
   ctx->saved_data["causal"] = causal;
+  glue::save_dropout(ctx->saved_data, dropout);
   ctx->saved_data["scale"] = scale;
   ctx->saved_data["inputs"] = static_cast<int64_t>(inputs.size());
   if (kernel == Kernel::kNaive) {
@@ -136,7 +140,7 @@ void run_backward(AutogradContext* ctx, Kernel kernel, const at::Tensor& q, cons
   const double scale = ctx->saved_data["scale"].toDouble();
   dispatch_float_double(q.scalar_type(), "attention backward", [&](auto zero) {
     backward_kernel<decltype(zero)>(kernel, q, k, v, s.o, s.lse, s.probs, d_o, lengths, scale,
-                                    causal, dq, dk, dv);
+                                    causal, glue::saved_dropout(ctx->saved_data), dq, dk, dv);
   });
 }
 
@@ -145,15 +149,15 @@ void run_backward(AutogradContext* ctx, Kernel kernel, const at::Tensor& q, cons
 template <Kernel kKernel>
 struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
-                            at::Tensor key_lengths, bool causal, double scale) {
+                            at::Tensor key_lengths, bool causal, double scale, Dropout dropout) {
     RECORD_FUNCTION(kKernel == Kernel::kNaive ? "nmt::attention_naive" : "nmt::attention_flash",
                     std::vector<c10::IValue>());
     q = last_dim_contiguous(q), k = last_dim_contiguous(k), v = last_dim_contiguous(v);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
     const at::Tensor o =
         at::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
-    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, o);
-    save(ctx, {q, k, v}, kKernel, s, lengths, causal, scale);
+    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, dropout, o);
+    save(ctx, {q, k, v}, kKernel, s, lengths, causal, scale, dropout);
     return o;
   }
 
@@ -164,7 +168,7 @@ struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunct
     const at::Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options()),
                      dv = at::empty(v.sizes(), v.options());
     run_backward(ctx, kKernel, q, k, v, d_o, dq, dk, dv);
-    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -185,7 +189,8 @@ template <Kernel kKernel>
 struct PackedAttentionFunction
     : public torch::autograd::Function<PackedAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q_src, at::Tensor kv_src,
-                            at::Tensor key_lengths, bool causal, double scale, int64_t heads) {
+                            at::Tensor key_lengths, bool causal, double scale, int64_t heads,
+                            Dropout dropout) {
     RECORD_FUNCTION(kKernel == Kernel::kNaive ? "nmt::packed_attention_naive" : "nmt::packed_attention_flash",
                     std::vector<c10::IValue>());
     const bool self = kv_src.numel() == 0;
@@ -199,8 +204,8 @@ struct PackedAttentionFunction
     const at::Tensor v = heads_of(kv_src, self ? 2 * C : C, heads, D);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
     const at::Tensor o = at::empty({q_src.size(0), q_src.size(1), C}, q_src.options());  // [B, Tq, C]
-    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, heads_of(o, 0, heads, D));
-    save(ctx, {q_src, self ? at::Tensor() : kv_src}, kKernel, s, lengths, causal, scale);
+    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, dropout, heads_of(o, 0, heads, D));
+    save(ctx, {q_src, self ? at::Tensor() : kv_src}, kKernel, s, lengths, causal, scale, dropout);
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["io"] = static_cast<int64_t>(io);
     return o.to(io);
@@ -224,7 +229,7 @@ struct PackedAttentionFunction
                  heads_of(d_q_src, 0, heads, D), heads_of(d_kv_src, k_col, heads, D),
                  heads_of(d_kv_src, v_col, heads, D));
     return {d_q_src.to(io), self ? at::Tensor() : d_kv_src.to(io), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -237,20 +242,24 @@ at::Tensor packed_attention_cpu(const at::Tensor& q_src, const at::Tensor& kv_sr
   const at::Tensor kv = kv_src.defined() ? kv_src : at::empty({0}, q_src.options());
   const at::Tensor lengths = glue::lengths_argument(options.key_lengths);
   if (backend == AttentionBackend::kNaive)
-    return PackedAttentionFunction<Kernel::kNaive>::apply(q_src, kv, lengths, options.causal, scale, heads);
-  return PackedAttentionFunction<Kernel::kFlash>::apply(q_src, kv, lengths, options.causal, scale, heads);
+    return PackedAttentionFunction<Kernel::kNaive>::apply(q_src, kv, lengths, options.causal, scale, heads,
+                                                          options.dropout);
+  return PackedAttentionFunction<Kernel::kFlash>::apply(q_src, kv, lengths, options.causal, scale, heads,
+                                                        options.dropout);
 }
 
 at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
   return CpuAttentionFunction<Kernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
-                                                     options.causal, glue::resolve_scale(q, options.scale));
+                                                     options.causal, glue::resolve_scale(q, options.scale),
+                                                     options.dropout);
 }
 
 at::Tensor attention_flash_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
   return CpuAttentionFunction<Kernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
-                                                     options.causal, glue::resolve_scale(q, options.scale));
+                                                     options.causal, glue::resolve_scale(q, options.scale),
+                                                     options.dropout);
 }
 
 }  // namespace nmt::ops

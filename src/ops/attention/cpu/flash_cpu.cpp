@@ -56,6 +56,10 @@ constexpr int64_t kBlockK = 64;
 constexpr int64_t kBwdBlockK = 64;
 constexpr int64_t kBwdBlockQ = 64;
 
+// Attention dropout draws a query block's multipliers for one key as one run
+// of channels, and runs start at multiples of 64 (philox::mask_row).
+static_assert(kBlockQ % 64 == 0 && kBwdBlockQ % 64 == 0 && kBwdBlockK % 64 == 0);
+
 constexpr double kLog2e = 1.4426950408889634074;
 constexpr double kLn2 = 0.69314718055994530942;
 
@@ -214,10 +218,11 @@ void copy_contiguous(const T* src, int64_t sb, int64_t sh, int64_t st, int64_t b
 template <typename T>
 struct ForwardScratch {
   explicit ForwardScratch(int64_t head_dim)
-      : qt(head_dim * kBlockQ), st(kBlockK * kBlockQ), ot(head_dim * kBlockQ) {}
+      : qt(head_dim * kBlockQ), st(kBlockK * kBlockQ), ot(head_dim * kBlockQ), mk(kBlockQ) {}
   AlignedBuffer<T> qt;  // qt: [D, kBlockQ], queries * scale * log2(e), transposed
   AlignedBuffer<T> st;  // st: [kBlockK, kBlockQ], base-2 scores, then probabilities, transposed
   AlignedBuffer<T> ot;  // ot: [D, kBlockQ], unnormalized output, transposed
+  AlignedBuffer<T> mk;  // mk: [kBlockQ], one key's dropout multipliers for the block's queries
 };
 
 // One query block: rows [i0, i0 + kBlockQ) of head (b, h). NR: query
@@ -310,6 +315,18 @@ void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64
       }
     }
     for (int vi = 0; vi < NR; ++vi) l[vi] = alpha[vi] * l[vi] + row_sum[vi];
+
+    // pass 2b, attention dropout: V_j is weighted by P * M while the
+    // normalizer l above stays P's own sum. Key c's multipliers for the
+    // block's query rows are one run of channels (attention_params.h).
+    if (p.dropout.p > 0) {
+      T* mk = scratch.mk.data();
+      for (int64_t c = 0; c < n; ++c) {
+        philox::mask_row<T>(p.dropout, b * p.heads + h, j0 + c, rows, mk, i0);
+        T* st_c = st + c * kBlockQ;
+        for (int64_t r = 0; r < rows; ++r) st_c[r] *= mk[r];
+      }
+    }
 
     // pass 3: O^T = diag(alpha) O^T + V_j^T P^T. The first block overwrites
     // ot, so it never needs clearing.
@@ -464,6 +481,8 @@ struct BackwardScratch {
         dvt(head_dim * kBwdBlockK),
         prob(kBwdBlockQ * kBwdBlockK),
         ds(kBwdBlockQ * kBwdBlockK),
+        mask(kBwdBlockQ * kBwdBlockK),
+        mrow(kBwdBlockQ),
         dq_acc(q_len * padded_dim) {}
   AlignedBuffer<T> kt;      // kt: [D, Bk], keys * scale * log2(e), transposed
   AlignedBuffer<T> vt;      // vt: [D, Bk], values transposed
@@ -472,6 +491,8 @@ struct BackwardScratch {
   AlignedBuffer<T> dvt;     // dvt: [D, Bk], dV_j accumulator, transposed
   AlignedBuffer<T> prob;    // prob: [Bq, Bk], probabilities of the current tile
   AlignedBuffer<T> ds;      // ds: [Bq, Bk], dS of the current tile
+  AlignedBuffer<T> mask;    // mask: [Bq, Bk], attention dropout's multipliers of the current tile
+  AlignedBuffer<T> mrow;    // mrow: [Bq], one key's multipliers, before the transpose into mask
   AlignedBuffer<T> dq_acc;  // dq_acc: [Tq, Dp], dQ / scale accumulator for one head
 };
 
@@ -538,6 +559,8 @@ void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64
   T* dvt = scratch.dvt.data();
   T* prob = scratch.prob.data();
   T* ds = scratch.ds.data();
+  T* mask = scratch.mask.data();
+  const bool drop = p.dropout.p > 0;
 
   // Pack K_j, V_j once for all query blocks. Padding keys (c >= n) are zero
   // in kt/vt and their probabilities are masked to 0 below.
@@ -584,12 +607,35 @@ void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64
           vec_store(prob + r * Bk + vi * L, e);
         });
 
-    // pass 2: dS = P * (dO_i V_j^T - delta)
+    // Attention dropout: the tile's multipliers M as [rows, Bk] (lanes =
+    // keys). Each key's are one run of query channels, drawn and transposed;
+    // keys past n stay 0 (their P is 0 already).
+    if (drop) {
+      T* mrow = scratch.mrow.data();
+      std::fill(mask, mask + rows * Bk, T(0));
+      for (int64_t c = 0; c < n; ++c) {
+        philox::mask_row<T>(p.dropout, b * p.heads + h, j0 + c, rows, mrow, i0);
+        for (int64_t r = 0; r < rows; ++r) mask[r * Bk + c] = mrow[r];
+      }
+    }
+
+    // pass 2: dS = P * (dP - delta), where dP = dO_i V_j^T (times M under
+    // dropout: the output used P * M). delta = rowsum(dO * O) holds either way.
     tile_gemm<T, NR>(
         rows, D, do_i, p.do_stride_t, 1, vt, Bk, [](int64_t, int) { return V{}; },
         [&](int64_t r, int vi, V dp) {
+          if (drop) dp = dp * vec_load(mask + r * Bk + vi * L);
           vec_store(ds + r * Bk + vi * L, vec_load(prob + r * Bk + vi * L) * (dp - delta_i[r]));
         });
+    // dV takes the probabilities as applied: P * M.
+    if (drop) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int vi = 0; vi < NR; ++vi) {
+          const int64_t x = r * Bk + vi * L;
+          vec_store(prob + x, vec_load(prob + x) * vec_load(mask + x));
+        }
+      }
+    }
 
     // pass 3: dV_j^T += dO_i^T P and dK_j^T += Q_i^T dS (scale applied at the end)
     tile_gemm<T, NR>(
@@ -681,8 +727,9 @@ template <typename T>
 void flash_attention_forward(const AttentionForwardParams<T>& params) {
   const int64_t B = params.batch, H = params.heads, Tq = params.q_len, Tk = params.k_len;
   const int64_t D = params.head_dim;
-  if (Tq <= kRowKernelMaxQ) {
+  if (Tq <= kRowKernelMaxQ && !(params.dropout.p > 0)) {
     // Decoding shapes: one task per (b, h, query row), K and V read in place.
+    // (Training with attention dropout takes the block kernel at any length.)
     const int max_threads = omp_get_max_threads();
     std::vector<RowScratch<T>> scratches;
     scratches.reserve(static_cast<size_t>(max_threads));

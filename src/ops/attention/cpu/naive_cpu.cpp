@@ -4,7 +4,9 @@
 // (i, j, c) and explicit row-major flat offsets. The scores and the
 // probabilities are materialized as a [B, H, Tq, Tk] buffer (p.probs), which
 // is exactly what the flash kernels avoid; the backward pass reads the
-// stored probabilities back instead of recomputing them.
+// stored probabilities back instead of recomputing them. Attention dropout's
+// multipliers are drawn per head into a [Tk, Tq] buffer, forward and backward
+// alike (attention_params.h gives their coordinates).
 #include "ops/attention/cpu/attention_cpu.h"
 
 #include <algorithm>
@@ -32,6 +34,16 @@ T dot(const T* a, const T* b, int64_t n) {
   return sum;
 }
 
+// Attention dropout's multipliers of head (b, h): m[j * Tq + i] for query i
+// and key j (0 or 1/(1-p)); left empty when p = 0.
+template <typename T>
+void head_multipliers(const philox::DropoutStream& s, int64_t b, int64_t h, int64_t heads, int64_t q_len,
+                      int64_t k_len, std::vector<T>& m) {
+  if (!(s.p > 0)) return;
+  m.resize(static_cast<size_t>(q_len * k_len));
+  for (int64_t j = 0; j < k_len; ++j) philox::mask_row<T>(s, b * heads + h, j, q_len, m.data() + j * q_len);
+}
+
 }  // namespace
 
 template <typename T>
@@ -51,6 +63,8 @@ void naive_attention_forward(const AttentionForwardParams<T>& p) {
       // row buffer, so keep a private one for this head.
       std::vector<T> own_probs;
       if (p.probs == nullptr) own_probs.resize(static_cast<size_t>(Tq * Tk));
+      std::vector<T> mult;  // [Tk, Tq] attention dropout multipliers, empty without
+      head_multipliers(p.dropout, b, h, H, Tq, Tk, mult);
 
       for (int64_t i = 0; i < Tq; ++i) {
         // att: [Tk], row i of probs [B, H, Tq, Tk]; holds scores, then probabilities.
@@ -91,10 +105,10 @@ void naive_attention_forward(const AttentionForwardParams<T>& p) {
         for (int64_t j = 0; j < Tk; ++j) att[j] *= inv_sum;
         if (p.lse != nullptr) p.lse[(b * H + h) * Tq + i] = maxval + std::log(expsum);
 
-        // pass 3: o_i = sum_j P_ij v_j
+        // pass 3: o_i = sum_j P_ij v_j (P_ij M_ij under dropout; probs keeps P)
         std::fill(o, o + D, T(0));
         for (int64_t j = 0; j < valid; ++j) {
-          const T p_ij = att[j];
+          const T p_ij = mult.empty() ? att[j] : att[j] * mult[j * Tq + i];
           if (p_ij == T(0)) continue;  // masked (causal) keys contribute nothing
           const T* v_j = v + j * p.v_stride_t;  // v_j: [D]
 #pragma omp simd
@@ -126,6 +140,8 @@ void naive_attention_backward(const AttentionBackwardParams<T>& p) {
         std::fill(dv + j * p.dv_stride_t, dv + j * p.dv_stride_t + D, T(0));
       }
       std::vector<T> dp(static_cast<size_t>(Tk));  // dP row, then dS row
+      std::vector<T> mult;  // [Tk, Tq] attention dropout multipliers, empty without
+      head_multipliers(p.dropout, b, h, H, Tq, Tk, mult);
 
       for (int64_t i = 0; i < Tq; ++i) {
         const T* att = p.probs + ((b * H + h) * Tq + i) * Tk;  // att: [Tk], row i of probs
@@ -134,13 +150,16 @@ void naive_attention_backward(const AttentionBackwardParams<T>& p) {
         T* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h + i * p.dq_stride_t;  // dq: [D]
         std::fill(dq, dq + D, T(0));
 
-        // pass 1: dV_j += P_ij dO_i and dP_ij = dO_i . v_j
+        // pass 1: dV_j += P_ij dO_i and dP_ij = dO_i . v_j; under dropout
+        // the output applied P_ij M_ij, so dV_j takes that and dP_ij is M_ij
+        // times the product.
         for (int64_t j = 0; j < valid; ++j) {
-          const T p_ij = att[j];
+          const T m_ij = mult.empty() ? T(1) : mult[j * Tq + i];
+          const T p_ij = att[j] * m_ij;
           T* dv_j = dv + j * p.dv_stride_t;
 #pragma omp simd
           for (int64_t c = 0; c < D; ++c) dv_j[c] += p_ij * d_o[c];
-          dp[j] = dot(d_o, v + j * p.v_stride_t, D);
+          dp[j] = m_ij * dot(d_o, v + j * p.v_stride_t, D);
         }
 
         // pass 2: softmax backward, dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij')
