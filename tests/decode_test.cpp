@@ -19,6 +19,7 @@
 #include "decode/translator.h"
 #include "data/placeholder_mask.h"
 #include "model/build.h"
+#include "model/parameter_table.h"
 #include "ops/attention/backend.h"
 #include "support/temp_dir.h"
 #include "test_util.h"
@@ -246,6 +247,83 @@ TEST(Decode, TieAllDecodesAlikeOnTheFusedAndLibTorchPaths) {
     model->prepare_decoding(ops::ComputeType::kFloat32);
     EXPECT_EQ(decode(model, c.src, greedy, torch::kCPU), greedy_torch);
     EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
+    model->unprepare_decoding();
+  }
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+}
+
+// model.norm: post (LayerNorm after each residual add, no final norms): a
+// small model learns its pairs, and every decoding path agrees with the
+// LibTorch one op by op: the fused step's logits to the bit, the fused and
+// prepared encoders and steps in float32 (same translations, greedy and
+// beam), bf16 and int8 within their tolerance. (tests/export_test.sh has
+// CTranslate2's own post-norm translate the export identically.)
+TEST(Decode, PostNormDecodesAlikeOnEveryPath) {
+  const Trained& base = trained();
+  const ParallelCorpus all = load_parallel(testing::toy("valid.zh"), testing::toy("valid.en"), *base.zh, *base.en, 64);
+  ParallelCorpus c;
+  for (int i = 0; i < 40; ++i) c.src.push_back(all.src[i]), c.tgt.push_back(all.tgt[i]);
+  Config cfg = testing::tiny_config();
+  cfg.model.d_model = 64;
+  cfg.model.ff_dim = 128;
+  cfg.model.norm = "post";
+  torch::manual_seed(0);
+  Transformer model = build_model(cfg, base.zh->vocab_size(), base.en->vocab_size());
+  EXPECT_FALSE(model->encoder_norm) << "post-norm stacks have no final norm";
+  for (const ParamEntry& e : parameter_table(*model)) EXPECT_NE(e.role, ParamRole::kFinalNorm) << e.name;
+  std::vector<int64_t> idx(40);
+  std::iota(idx.begin(), idx.end(), 0);
+  testing::train_steps(model, make_batch(c, idx), 200, 3e-3);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  DecodeOptions greedy, beam;
+  beam.beam = 3;
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+  model->set_fused_decode_step(false);
+  const auto greedy_torch = decode(model, c.src, greedy, torch::kCPU);
+  const auto beam_torch = decode(model, c.src, beam, torch::kCPU);
+  int learnt = 0;
+  for (size_t i = 0; i < c.src.size(); ++i) learnt += greedy_torch[i] == c.tgt[i];
+  EXPECT_GE(learnt, 20) << "the model should have learnt its pairs";
+  auto [src, len] = make_source_batch({c.src[0], c.src[1], c.src[2]});
+  const auto tgt = torch::randint(4, base.en->vocab_size(), {3, 7}, torch::kLong);
+  model->set_fused_decode_step(true);
+  for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
+    SCOPED_TRACE(ops::backend_name(backend));
+    model->set_attention_backend(backend);
+    const auto memory = model->encode(src, len);
+    DecoderCache fused = model->start_decoding(memory, len, 7), plain = model->start_decoding(memory, len, 7);
+    ASSERT_TRUE(model->fused_step_applies(tgt.select(1, 0), fused));
+    std::vector<torch::Tensor> reference;
+    for (int64_t i = 0; i < 7; ++i) {
+      model->set_fused_decode_step(true);
+      const auto a = model->decode_step(tgt.select(1, i), fused);
+      model->set_fused_decode_step(false);
+      reference.push_back(model->decode_step(tgt.select(1, i), plain));
+      EXPECT_TRUE(torch::equal(a, reference.back())) << "position " << i;
+    }
+    model->set_fused_decode_step(true);
+    EXPECT_EQ(decode(model, c.src, greedy, torch::kCPU), greedy_torch);
+    EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
+    for (const auto& [type, tolerance] : std::vector<std::pair<ops::ComputeType, double>>{
+             {ops::ComputeType::kFloat32, 1e-5}, {ops::ComputeType::kBf16, 3e-2}, {ops::ComputeType::kInt8, 3e-2}}) {
+      SCOPED_TRACE(ops::compute_type_name(type));
+      model->prepare_decoding(type);
+      const auto m = model->encode(src, len);
+      const auto valid = (torch::arange(src.size(1)).unsqueeze(0) < len.unsqueeze(1)).unsqueeze(2);
+      EXPECT_LT(((m - memory) * valid).abs().max().item<double>() / memory.abs().max().item<double>(), tolerance);
+      DecoderCache cache = model->start_decoding(m, len, 7);
+      double worst = 0;
+      for (int64_t i = 0; i < 7; ++i) {
+        const auto l = model->decode_step(tgt.select(1, i), cache);
+        worst = std::max(worst, (l - reference[i]).abs().max().item<double>() / reference[i].abs().max().item<double>());
+      }
+      EXPECT_LT(worst, tolerance) << "logits";
+      if (type == ops::ComputeType::kFloat32) {
+        EXPECT_EQ(decode(model, c.src, greedy, torch::kCPU), greedy_torch);
+        EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
+      }
+    }
     model->unprepare_decoding();
   }
   model->set_attention_backend(ops::AttentionBackend::kTorch);

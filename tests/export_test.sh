@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `nmt export --format ctranslate2` on tiny models trained here (tied and
-# separate output embeddings, one shared vocabulary with model.tie_all, and
-# placeholder protection).
+# separate output embeddings, one shared vocabulary with model.tie_all,
+# post-LayerNorm blocks, and placeholder protection).
 #   export_test.sh NMT SRC            the folder's files and model.bin's
 #                                     header; bad input exits 2 and leaves
 #                                     nothing behind; --overwrite replaces.
@@ -41,6 +41,12 @@ done
   >"$tmp/train_shared.log" 2>&1 || bad "train (shared): $(tail -2 "$tmp/train_shared.log")"
 "$nmt" export --checkpoint "$tmp/run_shared" --format ctranslate2 --output "$tmp/ct2_shared" \
   >"$tmp/export_shared.log" 2>&1 || bad "export (shared): $(tail -2 "$tmp/export_shared.log")"
+# Post-LayerNorm blocks (model.norm: post): exported with pre_norm false and
+# no final norms, which CTranslate2 applies its own way.
+"$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/run_post" --set model.norm=post \
+  >"$tmp/train_post.log" 2>&1 || bad "train (post): $(tail -2 "$tmp/train_post.log")"
+"$nmt" export --checkpoint "$tmp/run_post" --format ctranslate2 --output "$tmp/ct2_post" \
+  >"$tmp/export_post.log" 2>&1 || bad "export (post): $(tail -2 "$tmp/export_post.log")"
 # A placeholder-protected model, trained long enough (800 steps, seconds) on
 # messages with placeholders to place sentinels in its translations.
 /usr/bin/python3 - "$src/data/real" "$tmp" <<'PY'
@@ -66,9 +72,10 @@ if [ "$mode" = --roundtrip ]; then
   head -100 "$src/data/toy/test.zh" >"$tmp/src_true.zh"
   cp "$tmp/src_true.zh" "$tmp/src_false.zh"
   cp "$tmp/src_true.zh" "$tmp/src_shared.zh"
+  cp "$tmp/src_true.zh" "$tmp/src_post.zh"
   cp "$tmp/ph_test.zh" "$tmp/src_protected.zh"
   max_len=64
-  for model in true false shared protected; do
+  for model in true false shared protected post; do
     extra=()
     [ $model = protected ] && extra=(--no-placeholder-constraint)
     for beam in 0 4; do
@@ -82,6 +89,7 @@ if [ "$mode" = --roundtrip ]; then
     case $model in
       protected) echo "placeholder-protected model" ;;
       shared) echo "one vocabulary, one embedding matrix (model.tie_all)" ;;
+      post) echo "post-LayerNorm blocks (model.norm: post)" ;;
       *) echo "tied output embeddings: $model" ;;
     esac
     if "$py" "$(dirname "$0")/ctranslate2_roundtrip.py" "$tmp/ct2_$model" "$tmp/src_$model.zh" \

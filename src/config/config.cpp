@@ -175,6 +175,7 @@ const std::vector<Field>& fields() {
       double_field("model.dropout", NMT_REF(model.dropout), 0.0, 0.9),
       double_field("model.activation_dropout", NMT_REF(model.activation_dropout), -1.0, 0.9),
       double_field("model.attention_dropout", NMT_REF(model.attention_dropout), 0.0, 0.9),
+      string_field("model.norm", NMT_REF(model.norm), {"pre", "post"}),
       bool_field("model.tie_embeddings", NMT_REF(model.tie_embeddings)),
       bool_field("model.tie_all", NMT_REF(model.tie_all)),
       int_field("model.max_positions", NMT_REF(model.max_positions), 2, 65536),

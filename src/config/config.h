@@ -51,6 +51,7 @@ struct ModelConfig {
   double dropout = 0.1;          // dropout on sublayer outputs and embeddings
   double activation_dropout = -1;  // dropout inside the feed-forward block, after its ReLU (-1: model.dropout)
   double attention_dropout = 0;    // dropout on the attention probabilities
+  std::string norm = "pre";        // pre: x + f(LayerNorm(x)), final norms; post: LayerNorm(x + f(x))
   bool tie_embeddings = true;    // output projection shares the target embedding matrix
   bool tie_all = false;          // source and target embeddings and output projection: one matrix (needs tokenizer.shared)
   int64_t max_positions = 256;   // longest sequence the sinusoidal table covers

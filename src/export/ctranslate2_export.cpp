@@ -166,9 +166,11 @@ std::string spec_name(const ParamEntry& e, const ParamUse& use) {
   throw ExportError("parameter '" + e.name + "': no CTranslate2 name for its role");
 }
 
-void stack_attributes(ModelBin& bin, const std::string& scope, int64_t heads) {
+void stack_attributes(ModelBin& bin, const std::string& scope, int64_t heads, bool pre_norm) {
   bin.int16(scope + "/num_heads", static_cast<int16_t>(heads));
-  bin.flag(scope + "/pre_norm", true);
+  // Post-norm: each sublayer's layer_norm follows its residual add, and the
+  // stacks have no final layer_norm (the parameter table holds none).
+  bin.flag(scope + "/pre_norm", pre_norm);
   bin.int8(scope + "/activation", kActivationRelu);
   // The embedding is multiplied by sqrt(d_model) before the positions are added.
   bin.flag(scope + "/scale_embeddings", true);
@@ -180,13 +182,13 @@ ModelBin model_bin(const TransformerImpl& m, const at::Tensor& positions, Covera
   ModelBin bin;
 
   // Encoder: pre-norm layers [self-attention, feed-forward], then a final norm.
-  stack_attributes(bin, "encoder", o.heads());
+  stack_attributes(bin, "encoder", o.heads(), !o.post_norm());
   bin.flag("encoder/multi_query_attention", false);
   bin.int8("encoder/embeddings_merge", kEmbeddingsMergeConcat);
   bin.tensor("encoder/position_encodings/encodings", positions);
 
   // Decoder: pre-norm layers [causal self-attention, cross-attention, feed-forward].
-  stack_attributes(bin, "decoder", o.heads());
+  stack_attributes(bin, "decoder", o.heads(), !o.post_norm());
   bin.int16("decoder/alignment_layer", -1);
   bin.int16("decoder/alignment_heads", 1);
   bin.flag("decoder/alibi", false);
@@ -323,7 +325,7 @@ ExportSummary export_ctranslate2(const LoadedCheckpoint& ck, const std::string& 
       {"add_source_bos", false},   {"add_source_eos", false},
       {"bos_token", start},        {"decoder_start_token", start},
       {"eos_token", end},          {"unk_token", unk},
-      {"layer_norm_epsilon", m.encoder_norm->options.eps()},
+      {"layer_norm_epsilon", m.norm_eps()},
       {"multi_query_attention", false},
   };
 

@@ -13,6 +13,7 @@ Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab)
                         .dropout(m.dropout)
                         .activation_dropout(m.activation_dropout)
                         .attention_dropout(m.attention_dropout)
+                        .post_norm(m.norm == "post")
                         .tie_embeddings(m.tie_embeddings)
                         .tie_all(m.tie_all)
                         .max_positions(m.max_positions));

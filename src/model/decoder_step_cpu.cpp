@@ -39,10 +39,11 @@ Buffers carve(float* w, int64_t B, int64_t C, int64_t H, int64_t F, int64_t max_
 // y: [B, out] = x: [B, in] · w + bias
 void matmul(const float* x, int64_t rows, const ops::PackedLinear& w, float* y) { w.forward(x, rows, w.in(), y); }
 
-// x += y (when y is given), h = LayerNorm(x) with weight g and bias b.
+// x += y, h = LayerNorm(x) with weight g and bias b; post-norm, x = h after.
+// Without y (the embeddings): h = LayerNorm(x), post-norm h = x.
 void add_norm(float* x, const float* y, const float* g, const float* b, const DecoderStepParams& p,
               const Buffers& buf) {
-  fused::add_norm(x, y, g, b, buf.h, buf.mean, buf.rstd, p.rows, p.channels, p.eps);
+  fused::residual(x, y, g, b, buf.h, buf.mean, buf.rstd, p.rows, p.channels, p.eps, p.post_norm);
 }
 
 // One query row per batch row against its keys.
@@ -77,7 +78,7 @@ void decoder_step_cpu(const DecoderStepParams& p) {
   const Buffers buf = carve(p.workspace, B, C, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
 
   // pass 1: x = embedding * sqrt(C) + position, each row at its own position;
-  // h = norm1(x) of the first layer.
+  // h = norm1(x) of the first layer (post-norm: h = x).
   for (int64_t b = 0; b < B; ++b) {
     ops::cpu::EmbeddingParams<float> e{};
     e.ids = p.tokens + b, e.table = p.embedding, e.positions = p.position_table, e.out = buf.x + b * C;

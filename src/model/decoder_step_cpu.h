@@ -28,6 +28,8 @@ struct DecoderStepLayer {
   const ops::PackedLinear* ff1;        // C -> F, without its bias (ff1_b, fused with the ReLU)
   const float* ff1_b;                  // [F]
   const ops::PackedLinear* ff2;        // F -> C
+  // Pre-norm (post-norm: the norms after the three residual adds, the
+  // layer's norm1, norm2 and norm3):
   const float *norm2_w, *norm2_b;        // before cross-attention
   const float *norm3_w, *norm3_b;        // before the feed-forward block
   const float *next_w, *next_b;          // the next layer's norm1, or the decoder's final norm
@@ -54,8 +56,9 @@ struct DecoderStepParams {
   const float* embedding;      // embedding: [V, C] target table
   const float* position_table; // position_table: [P, C], P > every position
   float embed_scale;           // sqrt(C)
-  const float *norm1_w, *norm1_b;  // the first layer's norm1
+  const float *norm1_w, *norm1_b;  // the first layer's norm1 (null post-norm)
   double eps;                      // every LayerNorm's epsilon
+  bool post_norm = false;          // LayerNorm after each residual add (TransformerOptions::post_norm)
   std::vector<DecoderStepLayer> layers;
   const ops::PackedLinear* output;  // C -> V, the output projection
   bool naive_attention = false;  // the naive kernel (else flash's row kernel)

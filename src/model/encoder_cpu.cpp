@@ -37,10 +37,11 @@ Buffers carve(float* w, int64_t B, int64_t S, int64_t C, int64_t H, int64_t F, b
   return b;
 }
 
-// x += y (when y is given), h = LayerNorm(x) with weight g and bias b.
+// x += y, h = LayerNorm(x) with weight g and bias b; post-norm, x = h after.
+// Without y (the embeddings): h = LayerNorm(x), post-norm h = x.
 void add_norm(float* x, const float* y, const float* g, const float* b, int64_t rows, const EncoderCpuParams& p,
               const Buffers& buf) {
-  fused::add_norm(x, y, g, b, buf.h, buf.mean, buf.rstd, rows, p.channels, p.eps);
+  fused::residual(x, y, g, b, buf.h, buf.mean, buf.rstd, rows, p.channels, p.eps, p.post_norm);
 }
 
 // Each sentence's positions attend to its own positions. The rows are
@@ -88,7 +89,8 @@ void encoder_cpu(const EncoderCpuParams& p) {
   for (int64_t b = 0; b < B; ++b) row_offset[b + 1] = row_offset[b] + std::clamp<int64_t>(p.src_lengths[b], 0, S);
   const int64_t N = row_offset[B];
 
-  // pass 1: x = embedding * sqrt(C) + position; h = norm1(x) of the first layer.
+  // pass 1: x = embedding * sqrt(C) + position; h = norm1(x) of the first
+  // layer (post-norm: h = x).
   for (int64_t b = 0; b < B; ++b) {
     ops::cpu::EmbeddingParams<float> e{};
     e.ids = p.tokens + b * S, e.table = p.embedding, e.positions = p.position_table, e.out = buf.x + row_offset[b] * C;

@@ -22,6 +22,8 @@ struct EncoderLayerCpu {
   const ops::PackedLinear* ff1;  // C -> F, without its bias (ff1_b, fused with the ReLU)
   const float* ff1_b;            // [F]
   const ops::PackedLinear* ff2;  // F -> C
+  // Pre-norm (post-norm: the norms after the attention's and the
+  // feed-forward block's residual adds, the layer's norm1 and norm2):
   const float *norm2_w, *norm2_b;  // before the feed-forward block
   const float *next_w, *next_b;    // the next layer's norm1, or the encoder's final norm
 };
@@ -42,8 +44,9 @@ struct EncoderCpuParams {
   const float* embedding;      // embedding: [V, C] source table
   const float* position_table; // position_table: [P, C], P >= S
   float embed_scale;           // sqrt(C)
-  const float *norm1_w, *norm1_b;  // the first layer's norm1
+  const float *norm1_w, *norm1_b;  // the first layer's norm1 (null post-norm)
   double eps;                      // every LayerNorm's epsilon
+  bool post_norm = false;          // LayerNorm after each residual add (TransformerOptions::post_norm)
   std::vector<EncoderLayerCpu> layers;
   bool naive_attention = false;  // the naive kernel (else flash)
   float* workspace;  // encoder_cpu_workspace_floats(...) floats

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "ops/attention/attention_params.h"
 #include "ops/attention/cpu/attention_cpu.h"
@@ -23,6 +24,19 @@ inline void add_norm(float* x, const float* y, const float* g, const float* b, f
   n.n = h, n.mean = mean, n.rstd = rstd;
   n.rows = rows, n.channels = channels, n.positions = 1, n.eps = eps;
   ops::cpu::add_layer_norm_forward(n);
+}
+
+// A residual add as the model makes it. Pre-norm: add_norm. Post-norm:
+// x = h = LayerNorm(x + y), and without y (the embeddings entering the first
+// layer) h = x.
+inline void residual(float* x, const float* y, const float* g, const float* b, float* h, float* mean, float* rstd,
+                     int64_t rows, int64_t channels, double eps, bool post_norm) {
+  if (post_norm && y == nullptr) {
+    std::memcpy(h, x, sizeof(float) * rows * channels);
+    return;
+  }
+  add_norm(x, y, g, b, h, mean, rstd, rows, channels, eps);
+  if (post_norm) std::memcpy(x, h, sizeof(float) * rows * channels);
 }
 
 // The naive kernel, or flash's.

@@ -78,8 +78,8 @@ std::vector<ParamEntry> parameter_table(const TransformerImpl& m) {
     b.norm(s + ".norm2", S::kDecoder, n, R::kNorm2, l.norm2);
     b.norm(s + ".norm3", S::kDecoder, n, R::kNorm3, l.norm3);
   }
-  b.norm("encoder_norm", S::kEncoder, -1, R::kFinalNorm, m.encoder_norm);
-  b.norm("decoder_norm", S::kDecoder, -1, R::kFinalNorm, m.decoder_norm);
+  if (m.encoder_norm) b.norm("encoder_norm", S::kEncoder, -1, R::kFinalNorm, m.encoder_norm);  // pre-norm only
+  if (m.decoder_norm) b.norm("decoder_norm", S::kDecoder, -1, R::kFinalNorm, m.decoder_norm);
   return table;
 }
 

@@ -50,6 +50,23 @@ Stream add_norm(const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& n
   return {y.defined() ? o.sum : x, o.norm};
 }
 
+// Post-norm: LayerNorm(x + dropout(y)) with `norm`'s weights is the new
+// residual stream (float32) and, in the matmul dtype, what the next sublayer reads.
+Stream add_then_norm(const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& norm, const ops::Dropout& d,
+                     const ModelRuntime& rt) {
+  const ops::AddLayerNormOutput o =
+      ops::add_layer_norm(x, y, norm->weight, norm->bias, norm->options.eps(), d, x.scalar_type());
+  const at::ScalarType side = side_dtype(rt, x.scalar_type());
+  return {o.norm, o.norm.scalar_type() == side ? o.norm : o.norm.to(side)};
+}
+
+// A sublayer's residual add: pre-norm normalizes the sum with `pre` (the
+// next sublayer's own norm), post-norm with `post` (this sublayer's).
+Stream residual(bool post_norm, const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& pre,
+                const nn::LayerNorm& post, const ops::Dropout& d, const ModelRuntime& rt) {
+  return post_norm ? add_then_norm(x, y, post, d, rt) : add_norm(x, y, pre, d, rt);
+}
+
 nn::LayerNorm make_norm(int64_t c) { return nn::LayerNorm(nn::LayerNormOptions({c})); }
 
 // Glorot/Xavier uniform for an [in, out] block (symmetric in in/out).
@@ -205,17 +222,19 @@ void EncoderLayerImpl::reset() {
 Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
                                  const ModelRuntime& rt, AttentionMaps* record) {
   // Pre-LayerNorm residual blocks: x + f(LN(x)); in.h is already LN1(x).
+  // Post-LayerNorm: LN1(x + f(x)), then LN2(x + g(x)); in.h is x.
   const int64_t site = options.first_site();
+  const bool post = options.post_norm();
   const double p = options.dropout();
   if (record != nullptr) record->encoder_self.push_back(self_attn->probs(in.h, src_lengths, /*causal=*/false));
   const at::Tensor a =
       self_attn(in.h, src_lengths, /*causal=*/false, rt,
                 dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()));
-  const Stream s = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
+  const Stream s = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training()), rt);
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
                                  dropout_at(rt, options.relu_dropout(), site + 1, is_training())));
-  return add_norm(s.x, f, next, dropout_at(rt, p, site + 2, is_training()), rt);
+  return residual(post, s.x, f, next, norm2, dropout_at(rt, p, site + 2, is_training()), rt);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
@@ -238,7 +257,7 @@ Stream DecoderLayerImpl::feed_forward(const Stream& in, const NextNorm& next, co
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(in.h, /*with_bias=*/false), ff1->bias,
                                  dropout_at(rt, options.relu_dropout(), site + 2, is_training())));
-  return add_norm(in.x, f, next, dropout_at(rt, p, site + 3, is_training()), rt);
+  return residual(options.post_norm(), in.x, f, next, norm3, dropout_at(rt, p, site + 3, is_training()), rt);
 }
 
 Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
@@ -253,12 +272,13 @@ Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
   const double pa = options.attention_dropout();
   const at::Tensor a =
       self_attn(in.h, tgt_lengths, causal, rt, dropout_at(rt, pa, kAttentionSiteBase + site, is_training()));
-  const Stream s1 = add_norm(in.x, a, norm2, dropout_at(rt, p, site, is_training()), rt);
+  const bool post = options.post_norm();
+  const Stream s1 = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training()), rt);
   if (record != nullptr) record->cross.push_back(cross_attn->probs(s1.h, memory_kv, src_lengths));
   // Cross-attention: queries from the decoder, keys/values from the encoder.
   const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt,
                                   dropout_at(rt, pa, kAttentionSiteBase + site + 1, is_training()));
-  const Stream s2 = add_norm(s1.x, c, norm3, dropout_at(rt, p, site + 1, is_training()), rt);
+  const Stream s2 = residual(post, s1.x, c, norm3, norm2, dropout_at(rt, p, site + 1, is_training()), rt);
   return feed_forward(s2, next, rt);
 }
 
@@ -282,8 +302,9 @@ Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, const
   }
   const at::Tensor a = self_attn->out(ops::cross_attention(
       qkv.narrow(2, 0, c), cache.self_kv.narrow(1, 0, max_position + 1), options.heads(), opts, rt.backend));
-  const Stream s1 = add_norm(in.x, a, norm2, {}, rt);
-  const Stream s2 = add_norm(s1.x, cross_attn(s1.h, cache.cross_kv, src_lengths, rt), norm3, {}, rt);
+  const bool post = options.post_norm();
+  const Stream s1 = residual(post, in.x, a, norm2, norm1, {}, rt);
+  const Stream s2 = residual(post, s1.x, cross_attn(s1.h, cache.cross_kv, src_lengths, rt), norm3, norm2, {}, rt);
   return feed_forward(s2, next, rt);
 }
 
@@ -333,15 +354,18 @@ void TransformerImpl::reset() {
   const TransformerLayerOptions layer = TransformerLayerOptions(c, o.heads(), o.ff_dim())
                                             .dropout(o.dropout())
                                             .activation_dropout(o.activation_dropout())
-                                            .attention_dropout(o.attention_dropout());
+                                            .attention_dropout(o.attention_dropout())
+                                            .post_norm(o.post_norm());
   encoder_layers = register_module("encoder_layers", nn::ModuleList());
   decoder_layers = register_module("decoder_layers", nn::ModuleList());
   for (int64_t i = 0; i < o.encoder_layers(); ++i, site += EncoderLayerImpl::kSites)
     encoder_layers->push_back(EncoderLayer(TransformerLayerOptions(layer).first_site(site)));
   for (int64_t i = 0; i < o.decoder_layers(); ++i, site += DecoderLayerImpl::kSites)
     decoder_layers->push_back(DecoderLayer(TransformerLayerOptions(layer).first_site(site)));
-  encoder_norm = register_module("encoder_norm", make_norm(c));
-  decoder_norm = register_module("decoder_norm", make_norm(c));
+  if (!o.post_norm()) {
+    encoder_norm = register_module("encoder_norm", make_norm(c));
+    decoder_norm = register_module("decoder_norm", make_norm(c));
+  }
   if (!o.tie_embeddings()) {
     const double bound = 1.0 / std::sqrt(static_cast<double>(c));
     out_proj_weight = register_parameter("out_proj_weight", torch::empty({o.tgt_vocab(), c}));
@@ -382,7 +406,17 @@ Stream TransformerImpl::embed(const at::Tensor& ids, const nn::Embedding& table,
       ids, table->weight, positions_.to(table->weight.scalar_type()), position_offset,
       std::sqrt(static_cast<double>(options_.d_model())), kPadId,
       dropout_at(runtime_, options_.dropout(), site, is_training()));
-  return add_norm(x, {}, first_norm, {}, runtime_);
+  return enter(x, first_norm);
+}
+
+Stream TransformerImpl::enter(const at::Tensor& x, const NextNorm& first_norm) {
+  if (!options_.post_norm()) return add_norm(x, {}, first_norm, {}, runtime_);
+  const at::ScalarType side = side_dtype(runtime_, x.scalar_type());
+  return {x, x.scalar_type() == side ? x : x.to(side)};
+}
+
+double TransformerImpl::norm_eps() const {
+  return encoder_layers->ptr<EncoderLayerImpl>(0)->norm1->options.eps();
 }
 
 at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_lengths, AttentionMaps* record) {
@@ -405,7 +439,7 @@ at::Tensor TransformerImpl::embed_target(const at::Tensor& tgt_in) {
 Stream TransformerImpl::decode_stream(const at::Tensor& y, const at::Tensor& memory,
                                       const at::Tensor& tgt_lengths, const at::Tensor& src_lengths,
                                       AttentionMaps* record) {
-  Stream s = add_norm(y, {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
+  Stream s = enter(y, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     s = layer->forward(s, layer->cross_attn->project_memory(memory), tgt_lengths, src_lengths,
@@ -539,16 +573,33 @@ const float** norm_slot(Layer& l, ParamRole role, ParamPart part) {
 }
 
 // One stack's LayerNorm weights and ff1 biases from the parameter table, by
-// role: layer 0's norm1 to first_w / first_b; layer i's "next" norm is layer
-// i + 1's norm1, or the stack's final norm.
+// role. Pre-norm: layer 0's norm1 to first_w / first_b; layer i's "next"
+// norm is layer i + 1's norm1, or the stack's final norm. Post-norm: the
+// routines' slots are the norms at a layer's residual adds in order (the
+// encoder's norm2 and next slots, the decoder's norm2, norm3 and next), which
+// are its own norm1, norm2 (and norm3); first_w / first_b stay null.
 template <typename Layer>
 void place_norms(const std::vector<ParamEntry>& table, ParamStack stack, std::vector<Layer>& layers,
-                 const float*& first_w, const float*& first_b) {
+                 const float*& first_w, const float*& first_b, bool post_norm) {
+  constexpr bool kDecoder = std::is_same_v<Layer, DecoderStepLayer>;
+  first_w = first_b = nullptr;
   for (const ParamEntry& e : table) {
     if (e.stack != stack) continue;
     const float* ptr = e.tensor.data_ptr<float>();
     const bool w = e.part == ParamPart::kWeight;
-    if (e.role == ParamRole::kFinalNorm) {
+    if (post_norm && e.layer >= 0 && e.role != ParamRole::kFf1) {
+      Layer& l = layers[static_cast<size_t>(e.layer)];
+      const float** slot = nullptr;
+      if (e.role == ParamRole::kNorm1) {
+        slot = w ? &l.norm2_w : &l.norm2_b;
+      } else if (e.role == ParamRole::kNorm2) {
+        if constexpr (kDecoder) slot = w ? &l.norm3_w : &l.norm3_b;
+        else slot = w ? &l.next_w : &l.next_b;
+      } else if (e.role == ParamRole::kNorm3) {
+        slot = w ? &l.next_w : &l.next_b;
+      }
+      if (slot != nullptr) *slot = ptr;
+    } else if (e.role == ParamRole::kFinalNorm) {
       (w ? layers.back().next_w : layers.back().next_b) = ptr;
     } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
       (w ? first_w : first_b) = ptr;
@@ -604,14 +655,15 @@ at::Tensor TransformerImpl::fused_encode(const at::Tensor& src, const at::Tensor
   p.vocab = vocab, p.tokens = id, p.src_lengths = lengths.data_ptr<int64_t>();
   p.position_table = table.data_ptr<float>();
   p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
-  p.eps = encoder_norm->options.eps();
+  p.eps = norm_eps();
+  p.post_norm = options_.post_norm();
   p.naive_attention = runtime_.backend == ops::AttentionBackend::kNaive;
   p.layers.assign(w.encoder.size(), EncoderLayerCpu{});
   for (size_t i = 0; i < w.encoder.size(); ++i) {
     EncoderLayerCpu& l = p.layers[i];
     l.qkv = &w.encoder[i].qkv, l.out = &w.encoder[i].out, l.ff1 = &w.encoder[i].ff1, l.ff2 = &w.encoder[i].ff2;
   }
-  place_norms(params_, ParamStack::kEncoder, p.layers, p.norm1_w, p.norm1_b);
+  place_norms(params_, ParamStack::kEncoder, p.layers, p.norm1_w, p.norm1_b, options_.post_norm());
   p.embedding = find_param(params_, ParamStack::kEncoder, -1, ParamRole::kEmbedding, ParamPart::kWeight)
                     ->tensor.data_ptr<float>();
   const at::Tensor workspace =
@@ -628,7 +680,7 @@ bool TransformerImpl::fused_step_applies(const at::Tensor& tokens, const Decoder
       (inference() == nullptr && !cache.output_weight_t.defined()) || !tokens.device().is_cpu() ||
       tokens.dim() != 1 || tgt_embed->weight.scalar_type() != at::kFloat)
     return false;
-  const double eps = decoder_norm->options.eps();
+  const double eps = norm_eps();
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     const auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     const LayerCache& c = cache.layers[i];
@@ -660,7 +712,8 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   p.embedding = tgt_embed->weight.data_ptr<float>();
   p.position_table = table.data_ptr<float>();
   p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
-  p.eps = decoder_norm->options.eps();
+  p.eps = norm_eps();
+  p.post_norm = options_.post_norm();
   const int64_t layers = static_cast<int64_t>(decoder_layers->size());
   p.layers.assign(static_cast<size_t>(layers), DecoderStepLayer{});
   // The dense layers: packed by prepare_decoding, else float32 views of the
@@ -685,7 +738,7 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
                                                    out_b ? out_b->tensor.data_ptr<float>() : nullptr, c, vocab);
   }
   p.output = packed ? &packed->output : &table_output;
-  place_norms(params_, ParamStack::kDecoder, p.layers, p.norm1_w, p.norm1_b);
+  place_norms(params_, ParamStack::kDecoder, p.layers, p.norm1_w, p.norm1_b, options_.post_norm());
   for (int64_t i = 0; i < layers; ++i) {
     DecoderStepLayer& d = p.layers[static_cast<size_t>(i)];
     const DecoderLayerWeights& l = dense.decoder[static_cast<size_t>(i)];
@@ -748,7 +801,7 @@ at::Tensor TransformerImpl::step(const at::Tensor& tokens, const at::Tensor& pos
                 .view({rows, 1, c})
           : ops::embed_tokens(tokens.unsqueeze(1), tgt_embed->weight, table, max_position,
                               std::sqrt(static_cast<double>(c)), kPadId, {});
-  Stream s = add_norm(x, {}, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1, {}, runtime_);
+  Stream s = enter(x, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < decoder_layers->size(); ++i)
     s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step(
         s, cache.layers[i], positions, max_position, cache.src_lengths,

@@ -1,4 +1,5 @@
-// Encoder-decoder Transformer (pre-LayerNorm residual blocks) built on the
+// Encoder-decoder Transformer (pre-LayerNorm residual blocks, or post-LayerNorm
+// ones: TransformerOptions::post_norm) built on the
 // fused ops: every residual add is fused with the LayerNorm that follows it
 // (ops/layer_norm), the feed-forward middle with its bias and dropout
 // (ops/activation), embeddings with their scale, positions and dropout
@@ -47,8 +48,10 @@ struct ModelRuntime {
   int64_t first_row = 0;  // global batch row of this batch's row 0
 };
 
-// The residual stream and its LayerNorm, as every block passes them on:
-// x [B, T, C] in the parameters' dtype, h = LayerNorm(x) in the matmul dtype.
+// The residual stream and what the next sublayer reads, as every block
+// passes them on: x [B, T, C] in the parameters' dtype; h in the matmul
+// dtype, LayerNorm(x) (pre-norm) or x itself (post-norm, where x is a
+// LayerNorm's output already).
 struct Stream {
   at::Tensor x, h;
 };
@@ -142,6 +145,7 @@ struct TransformerLayerOptions {
   TORCH_ARG(double, dropout) = 0.1;
   TORCH_ARG(double, activation_dropout) = -1;  // after the feed-forward ReLU; -1: dropout's
   TORCH_ARG(double, attention_dropout) = 0;    // on the attention probabilities
+  TORCH_ARG(bool, post_norm) = false;          // see TransformerOptions::post_norm
   TORCH_ARG(int64_t, first_site) = 0;  // the layer's dropout sites start here
 
  public:
@@ -164,7 +168,8 @@ class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl> {
   static constexpr int64_t kSites = 3;
   explicit EncoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
-  // in.h = norm1(in.x); returns {x', next(x')}. src_lengths: [B]. record:
+  // Pre-norm: in.h = norm1(in.x); returns {x', next(x')}. Post-norm: next
+  // is not used (the layer's own norm2 ends it). src_lengths: [B]. record:
   // if set, the self-attention probabilities are appended to it.
   Stream forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
                  const ModelRuntime& rt, AttentionMaps* record = nullptr);
@@ -208,7 +213,8 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
   static constexpr int64_t kSites = 4;
   explicit DecoderLayerImpl(const TransformerLayerOptions& options);
   void reset() override;
-  // in.h = norm1(in.x); memory_kv: [B, S, 2C] from cross_attn->project_memory.
+  // Pre-norm: in.h = norm1(in.x) (post-norm: next is not used, norm3 ends
+  // the layer); memory_kv: [B, S, 2C] from cross_attn->project_memory.
   // record: if set, the self- and cross-attention probabilities are appended.
   Stream forward(const Stream& in, const at::Tensor& memory_kv, const at::Tensor& tgt_lengths,
                  const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt,
@@ -244,6 +250,12 @@ struct TransformerOptions {
   TORCH_ARG(double, dropout) = 0.1;
   TORCH_ARG(double, activation_dropout) = -1;  // after the feed-forward ReLU; -1: dropout's
   TORCH_ARG(double, attention_dropout) = 0;    // on the attention probabilities
+  // false (pre-norm): x + f(LayerNorm_k(x)) per sublayer k, and each stack
+  // ends with its final norm (encoder_norm, decoder_norm). true (post-norm,
+  // the original Transformer's): LayerNorm_k(x + f(x)) per sublayer k, no
+  // final norms (encoder_norm and decoder_norm stay null), and the
+  // embeddings enter the first layer as they are.
+  TORCH_ARG(bool, post_norm) = false;
   TORCH_ARG(bool, tie_embeddings) = true;
   // One matrix for the source embedding, the target embedding and the output
   // projection (needs src_vocab == tgt_vocab: one shared vocabulary, and
@@ -337,11 +349,16 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // gradient the sum of its three uses).
   torch::nn::Embedding src_embed{nullptr}, tgt_embed{nullptr};
   torch::nn::ModuleList encoder_layers{nullptr}, decoder_layers{nullptr};
-  torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};
+  torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};  // pre-norm only
+  // Every LayerNorm's epsilon (they share one).
+  double norm_eps() const;
   at::Tensor out_proj_weight, out_proj_bias;  // [V, C], [V]; only without tied embeddings
 
  private:
-  // ids [B, T] -> the stream entering the first block (normalized by first_norm).
+  // x [B, T, C] (embedded) -> the stream entering the first block:
+  // {x, first_norm(x)} pre-norm, {x, x} post-norm.
+  Stream enter(const at::Tensor& x, const NextNorm& first_norm);
+  // ids [B, T] -> the stream entering the first block (enter()).
   Stream embed(const at::Tensor& ids, const torch::nn::Embedding& table, int64_t site,
                int64_t position_offset, const NextNorm& first_norm);
   Stream decode_stream(const at::Tensor& y, const at::Tensor& memory, const at::Tensor& tgt_lengths,
