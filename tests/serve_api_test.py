@@ -248,6 +248,20 @@ for what, method, path, body, code in bad:
         check("Allow" in headers, f"{what}: 405 names the allowed methods ({headers.get('Allow')})")
 check(server.request("GET", "/healthz")[0] == 200 and server.proc.poll() is None, "still healthy after bad requests")
 
+# 3a. A body over the limit from a client that sends all of it before it
+#     reads the answer (http.client, as requests): 12 MB, more than the
+#     sockets buffer, so a connection closed in the middle of the send would
+#     be a broken pipe. The service reads and drops it, then answers 413 and
+#     closes. Past the bound it drops (16 MiB here) it closes at once.
+big = json.dumps({"text": ["a" * 12_000_000]}).encode()
+try:
+    status, headers, payload = server.request("POST", "/v1/translate", big)
+    check(status == 413 and "larger than the limit" in payload.decode(errors="replace")
+          and headers.get("Connection") == "close", f"a 12 MB body: {status} {headers.get('Connection')} {payload[:100]!r}")
+except OSError as e:
+    check(False, f"a 12 MB body: {type(e).__name__} ({e}) instead of a 413")
+check(server.request("GET", "/healthz")[0] == 200, "healthy after a body over the limit")
+
 
 # 3b. Who may call (serve/access.h): a Host that names the service, no other
 #     web page's Origin, JSON bodies only; and the security headers.

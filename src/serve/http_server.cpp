@@ -225,6 +225,7 @@ struct Exchange {
   int64_t reserved = 0;      // bytes of the body budget this request holds
   bool submitted = false;
   std::optional<Reply> early;  // decided from the headers alone, sent once the request is complete
+  std::optional<Reply> refusal;  // a 413 decided from the headers, sent once its body is read and dropped
   bool attention = false;
   size_t texts = 0;           // texts in the request
   std::vector<size_t> owner;  // owner[k]: the text of line k (line breaks split a text)
@@ -297,6 +298,11 @@ class HttpServer {
   std::atomic<int64_t> buffered_{0};
   int64_t body_budget_ = 0;
   bool reserve(Exchange& ex, int64_t bytes);
+  // The largest declared body over --max-body-bytes that is read (and
+  // dropped) before its 413, so that a client still sending sees the answer:
+  // 16 times the limit, at least 16 MiB (dropping costs no memory; the idle
+  // timeout still ends a client that stops sending).
+  int64_t linger_bytes() const { return std::max<int64_t>(int64_t{16} << 20, 16 * options_.max_body_bytes); }
 
   mutable std::mutex peers_mutex_;
   std::unordered_set<Peer*> peers_;
@@ -575,6 +581,19 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
     if (std::optional<Reply> early = first_look(c, ex->path, ex->method, peer, length)) {
       const bool body_follows = (length && *length > 0) ||
                                 MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+      // A client that writes its whole body before it reads the answer
+      // (Python's http.client, requests) meets a connection closed in the
+      // middle of its send, and a broken pipe instead of the 413: a body
+      // over the limit but within linger_bytes() is read and dropped first,
+      // and the 413 answers it whole (nginx's lingering close). A larger one,
+      // or one whose client asked "Expect: 100-continue" (it waits for the
+      // answer before it sends), is refused at once.
+      const bool expects_continue = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT) != nullptr;
+      if (early->status == 413 && length && *length <= linger_bytes() && !expects_continue) {
+        ex->too_large = true;  // its pieces are dropped as they come (below)
+        ex->refusal = std::move(early);
+        return MHD_YES;
+      }
       if (body_follows) {
         // Refused before its body: the body is not read, and the connection
         // closes after the answer (no "100 Continue" is sent either).
@@ -623,6 +642,12 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
   if (!ex->submitted) {  // the whole body is in
     ex->submitted = true;
     set_phase(peer_of(c), Peer::Phase::kAnswering);
+    if (ex->refusal) {
+      Reply refusal = std::move(*ex->refusal);
+      ex->refusal.reset();
+      refusal.close = true;
+      return send(c, *ex, std::move(refusal));
+    }
     std::optional<Reply> reply = translate(ex);
     return reply ? send(c, *ex, std::move(*reply)) : MHD_YES;
   }
