@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "ops/attention/attention.h"
 #include "ops/attention/attention_params.h"
 #include "ops/random/dropout.h"
 
@@ -67,10 +68,7 @@ void fill_common(Params& p, const at::Tensor& q, const at::Tensor& k, const at::
 
 // The kernels' attention dropout stream for `heads` heads (attention_params.h).
 inline philox::DropoutStream attention_stream(const Dropout& d, int64_t heads) {
-  if (!d.active()) return {};
-  philox::DropoutStream s = d.stream();
-  s.first_row = d.first_row * heads;
-  return s;
+  return d.active() ? per_head_dropout(d, heads).stream() : philox::DropoutStream{};
 }
 
 // A Dropout through an autograd context's saved_data, and back.
