@@ -285,6 +285,32 @@ TEST(Model, AttentionDropoutIsTheSameInEveryBackend) {
   EXPECT_THROW(parse_config("model: {attention_dropout: 0.95}\n", "t.yaml"), InputError);
 }
 
+// model.norm: post with bf16 matrix multiplies (precision bf16 or auto on
+// a CPU with AVX512-BF16): the sublayers' bf16 outputs join the float32
+// stream before each LayerNorm; the loss and its gradient stay within bf16's
+// reach of float32's.
+TEST(Model, PostNormTrainsWithBf16MatrixMultiplies) {
+  const auto src = torch::randint(4, 50, {3, 7}, torch::kLong), tgt = torch::randint(4, 40, {3, 6}, torch::kLong);
+  const auto len = torch::tensor({7, 4, 2}, torch::kLong), tlen = torch::tensor({6, 2, 5}, torch::kLong);
+  const auto labels = torch::randint(4, 40, {3, 6}, torch::kLong);
+  const auto run = [&](at::ScalarType matmul) {
+    Config cfg = testing::tiny_config();
+    cfg.model.norm = "post";
+    torch::manual_seed(0);
+    Transformer m = build_model(cfg, 50, 40);
+    m->set_matmul_dtype(matmul);
+    m->train();
+    m->set_dropout_step(1, 2, 0);
+    const at::Tensor loss = m->loss_sum(src, len, tgt, tlen, labels, 0.1);
+    loss.backward();
+    return std::pair{loss.item<double>(), m->decoder_layers->ptr<DecoderLayerImpl>(0)->norm2->weight.grad().clone()};
+  };
+  const auto [loss32, grad32] = run(at::kFloat);
+  const auto [loss16, grad16] = run(at::kBFloat16);
+  EXPECT_NEAR(loss16, loss32, 2e-2 * std::abs(loss32));
+  EXPECT_LT((grad16 - grad32).abs().max().item<double>(), 5e-2 * grad32.abs().max().item<double>());
+}
+
 // ~20 pairs of the toy corpus, learnt by heart by a tiny model.
 TEST(Model, TinyModelMemorizesTwentyPairs) {
   const auto& paths = testing::toy_tokenizers();

@@ -54,8 +54,11 @@ Stream add_norm(const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& n
 // residual stream (float32) and, in the matmul dtype, what the next sublayer reads.
 Stream add_then_norm(const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& norm, const ops::Dropout& d,
                      const ModelRuntime& rt) {
+  // The op takes y in its output's dtype: a bf16 sublayer output is widened
+  // first, so that the stream stays float32.
+  const at::Tensor y_wide = y.scalar_type() == x.scalar_type() ? y : y.to(x.scalar_type());
   const ops::AddLayerNormOutput o =
-      ops::add_layer_norm(x, y, norm->weight, norm->bias, norm->options.eps(), d, x.scalar_type());
+      ops::add_layer_norm(x, y_wide, norm->weight, norm->bias, norm->options.eps(), d, x.scalar_type());
   const at::ScalarType side = side_dtype(rt, x.scalar_type());
   return {o.norm, o.norm.scalar_type() == side ? o.norm : o.norm.to(side)};
 }
