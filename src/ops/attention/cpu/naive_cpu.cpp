@@ -8,6 +8,7 @@
 // multipliers are drawn per head into a [Tk, Tq] buffer, forward and backward
 // alike (attention_params.h gives their coordinates).
 #include "ops/attention/cpu/attention_cpu.h"
+#include "ops/cpu_simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -35,12 +36,15 @@ T dot(const T* a, const T* b, int64_t n) {
 }
 
 // Attention dropout's multipliers of head (b, h): m[j * Tq + i] for query i
-// and key j (0 or 1/(1-p)); left empty when p = 0.
+// and key j (0 or 1/(1-p)); no buffer (data() null) when p = 0. (An
+// AlignedBuffer, not a std::vector: growing a vector here would emit its
+// methods compiled for this instruction set as weak symbols that the
+// linker may pick for every other caller; tests/check_kernel_isa.sh.)
 template <typename T>
 void head_multipliers(const philox::DropoutStream& s, int64_t b, int64_t h, int64_t heads, int64_t q_len,
-                      int64_t k_len, std::vector<T>& m) {
+                      int64_t k_len, detail::AlignedBuffer<T>& m) {
   if (!(s.p > 0)) return;
-  m.resize(static_cast<size_t>(q_len * k_len));
+  m.reset(q_len * k_len);
   for (int64_t j = 0; j < k_len; ++j) philox::mask_row<T>(s, b * heads + h, j, q_len, m.data() + j * q_len);
 }
 
@@ -63,7 +67,7 @@ void naive_attention_forward(const AttentionForwardParams<T>& p) {
       // row buffer, so keep a private one for this head.
       std::vector<T> own_probs;
       if (p.probs == nullptr) own_probs.resize(static_cast<size_t>(Tq * Tk));
-      std::vector<T> mult;  // [Tk, Tq] attention dropout multipliers, empty without
+      detail::AlignedBuffer<T> mult;  // [Tk, Tq] attention dropout multipliers, none without
       head_multipliers(p.dropout, b, h, H, Tq, Tk, mult);
 
       for (int64_t i = 0; i < Tq; ++i) {
@@ -108,7 +112,7 @@ void naive_attention_forward(const AttentionForwardParams<T>& p) {
         // pass 3: o_i = sum_j P_ij v_j (P_ij M_ij under dropout; probs keeps P)
         std::fill(o, o + D, T(0));
         for (int64_t j = 0; j < valid; ++j) {
-          const T p_ij = mult.empty() ? att[j] : att[j] * mult[j * Tq + i];
+          const T p_ij = mult.data() == nullptr ? att[j] : att[j] * mult.data()[j * Tq + i];
           if (p_ij == T(0)) continue;  // masked (causal) keys contribute nothing
           const T* v_j = v + j * p.v_stride_t;  // v_j: [D]
 #pragma omp simd
@@ -140,7 +144,7 @@ void naive_attention_backward(const AttentionBackwardParams<T>& p) {
         std::fill(dv + j * p.dv_stride_t, dv + j * p.dv_stride_t + D, T(0));
       }
       std::vector<T> dp(static_cast<size_t>(Tk));  // dP row, then dS row
-      std::vector<T> mult;  // [Tk, Tq] attention dropout multipliers, empty without
+      detail::AlignedBuffer<T> mult;  // [Tk, Tq] attention dropout multipliers, none without
       head_multipliers(p.dropout, b, h, H, Tq, Tk, mult);
 
       for (int64_t i = 0; i < Tq; ++i) {
@@ -154,7 +158,7 @@ void naive_attention_backward(const AttentionBackwardParams<T>& p) {
         // the output applied P_ij M_ij, so dV_j takes that and dP_ij is M_ij
         // times the product.
         for (int64_t j = 0; j < valid; ++j) {
-          const T m_ij = mult.empty() ? T(1) : mult[j * Tq + i];
+          const T m_ij = mult.data() == nullptr ? T(1) : mult.data()[j * Tq + i];
           const T p_ij = att[j] * m_ij;
           T* dv_j = dv + j * p.dv_stride_t;
 #pragma omp simd
