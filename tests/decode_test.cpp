@@ -201,6 +201,29 @@ TEST(Decode, FusedStepGivesTheOpByOpLogits) {
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
+// Trains `model` 200 steps on the pairs of `c` until it knows them, then
+// translates their sources on the LibTorch path (the torch backend's
+// attention, every op on its own), greedy and beam 3: what the fused paths
+// must reproduce. Leaves the model in evaluation mode on that path.
+std::pair<std::vector<std::vector<int64_t>>, std::vector<std::vector<int64_t>>> learn_then_translate_op_by_op(
+    Transformer& model, const ParallelCorpus& c) {
+  std::vector<int64_t> idx(c.src.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  testing::train_steps(model, make_batch(c, idx), 200, 3e-3);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  DecodeOptions greedy, beam;
+  beam.beam = 3;
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+  model->set_fused_decode_step(false);
+  auto greedy_out = decode(model, c.src, greedy, torch::kCPU);
+  auto beam_out = decode(model, c.src, beam, torch::kCPU);
+  int learnt = 0;
+  for (size_t i = 0; i < c.src.size(); ++i) learnt += greedy_out[i] == c.tgt[i];
+  EXPECT_GE(learnt, 20) << "the model should have learnt its pairs";
+  return {std::move(greedy_out), std::move(beam_out)};
+}
+
 // model.tie_all on one shared vocabulary: the fused CPU paths (the step on
 // float32 views, and prepare_decoding's packed layers and output projection,
 // which find the one matrix through the parameter table) decode exactly as
@@ -219,21 +242,10 @@ TEST(Decode, TieAllDecodesAlikeOnTheFusedAndLibTorchPaths) {
   cfg.model.tie_all = true;
   torch::manual_seed(0);
   Transformer model = build_model(cfg, tok.vocab_size(), tok.vocab_size());
-  std::vector<int64_t> idx(40);
-  std::iota(idx.begin(), idx.end(), 0);
-  testing::train_steps(model, make_batch(c, idx), 200, 3e-3);
-  model->eval();
+  const auto [greedy_torch, beam_torch] = learn_then_translate_op_by_op(model, c);
   torch::NoGradGuard no_grad;
   DecodeOptions greedy, beam;
   beam.beam = 3;
-  // The LibTorch path: its attention, every op on its own.
-  model->set_attention_backend(ops::AttentionBackend::kTorch);
-  model->set_fused_decode_step(false);
-  const auto greedy_torch = decode(model, c.src, greedy, torch::kCPU);
-  const auto beam_torch = decode(model, c.src, beam, torch::kCPU);
-  int learnt = 0;
-  for (size_t i = 0; i < c.src.size(); ++i) learnt += greedy_torch[i] == c.tgt[i];
-  EXPECT_GE(learnt, 20) << "the model should have learnt its pairs";
   model->set_fused_decode_step(true);
   for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
     SCOPED_TRACE(ops::backend_name(backend));
@@ -271,20 +283,10 @@ TEST(Decode, PostNormDecodesAlikeOnEveryPath) {
   Transformer model = build_model(cfg, base.zh->vocab_size(), base.en->vocab_size());
   EXPECT_FALSE(model->encoder_norm) << "post-norm stacks have no final norm";
   for (const ParamEntry& e : parameter_table(*model)) EXPECT_NE(e.role, ParamRole::kFinalNorm) << e.name;
-  std::vector<int64_t> idx(40);
-  std::iota(idx.begin(), idx.end(), 0);
-  testing::train_steps(model, make_batch(c, idx), 200, 3e-3);
-  model->eval();
+  const auto [greedy_torch, beam_torch] = learn_then_translate_op_by_op(model, c);
   torch::NoGradGuard no_grad;
   DecodeOptions greedy, beam;
   beam.beam = 3;
-  model->set_attention_backend(ops::AttentionBackend::kTorch);
-  model->set_fused_decode_step(false);
-  const auto greedy_torch = decode(model, c.src, greedy, torch::kCPU);
-  const auto beam_torch = decode(model, c.src, beam, torch::kCPU);
-  int learnt = 0;
-  for (size_t i = 0; i < c.src.size(); ++i) learnt += greedy_torch[i] == c.tgt[i];
-  EXPECT_GE(learnt, 20) << "the model should have learnt its pairs";
   auto [src, len] = make_source_batch({c.src[0], c.src[1], c.src[2]});
   const auto tgt = torch::randint(4, base.en->vocab_size(), {3, 7}, torch::kLong);
   model->set_fused_decode_step(true);

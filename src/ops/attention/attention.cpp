@@ -62,22 +62,21 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const AttentionOptions& options, AttentionBackend backend) {
   check_inputs(q, k, v, options);
   const bool cuda = q.is_cuda();
+  // The CUDA kernels have no attention dropout: on a GPU a call with it runs
+  // the torch backend's composition (the same masks), whatever the backend.
+  if (cuda && options.dropout.active()) return attention_torch(q, k, v, options);
   switch (backend) {
     case AttentionBackend::kTorch:
       return attention_torch(q, k, v, options);
     case AttentionBackend::kNaive:
 #ifdef NMT_WITH_CUDA
-      if (cuda) return options.dropout.active() ? attention_torch(q, k, v, options)
-                                                : attention_naive_cuda(q, k, v, options);
+      if (cuda) return attention_naive_cuda(q, k, v, options);
 #endif
       TORCH_CHECK(!cuda, "naive attention: this build has no CUDA kernels");
       return attention_naive_cpu(q, k, v, options);
     case AttentionBackend::kFlash:
 #ifdef NMT_WITH_CUDA
-      // The CUDA kernels have no attention dropout: a run that asks for it
-      // trains these calls on the torch backend's composition (same masks).
-      if (cuda) return options.dropout.active() ? attention_torch(q, k, v, options)
-                                                : attention_flash_cuda(q, k, v, options);
+      if (cuda) return attention_flash_cuda(q, k, v, options);
 #endif
       TORCH_CHECK(!cuda, "flash attention: this build has no CUDA kernels");
       return attention_flash_cpu(q, k, v, options);
