@@ -1,7 +1,7 @@
 """Decoding side by side: `nmt translate` (--compute-type float32, bf16 and
 int8) against CTranslate2 on the same model exported with `nmt export
 --format ctranslate2` (float32 and int8), CPU, the same threads, greedy and
-beam 4, batch 32 and batch 1.
+beam search (--beams, default 4), batch 32 and batch 1.
 
 For each case: sentences/s and target tokens/s (median of --repeats runs,
 interleaved across the systems, each timed around tokenize + translate +
@@ -23,6 +23,7 @@ thread; --parallel-batches).
 
 Usage: decode_peers.py NMT CHECKPOINT EXPORT_DIR SRC REF OUT_MD
        [--threads N] [--repeats R] [--max-len L] [--lines greedy32,greedy1,beam32,beam1]
+       [--beams K1,K2,...]
 Run it through bench/bench_decode_peers.sh, which exports the model and
 picks the environment.
 """
@@ -49,13 +50,17 @@ ap.add_argument("--threads", type=int, default=os.cpu_count())
 ap.add_argument("--repeats", type=int, default=3)
 ap.add_argument("--max-len", type=int, default=160)
 ap.add_argument("--lines", default="2000,300,500,100",
-                help="lines for greedy b32, greedy b1, beam4 b32, beam4 b1 (0 skips a case)")
+                help="lines for greedy b32, greedy b1, beam b32, beam b1 (0 skips a case)")
+ap.add_argument("--beams", default="4", help="beam widths of the beam cases (comma-separated)")
 args = ap.parse_args()
 
 src_all = [l.rstrip("\n") for l in open(args.src, encoding="utf-8")]
 ref_all = [l.rstrip("\n") for l in open(args.ref, encoding="utf-8")]
 n_g32, n_g1, n_b32, n_b1 = (int(x) for x in args.lines.split(","))
-cases = [("greedy", 1, 32, n_g32), ("greedy", 1, 1, n_g1), ("beam 4", 4, 32, n_b32), ("beam 4", 4, 1, n_b1)]
+beams = [int(b) for b in args.beams.split(",")]
+cases = [("greedy", 1, 32, n_g32), ("greedy", 1, 1, n_g1)]
+for k in beams:
+    cases += [(f"beam {k}", k, 32, n_b32), (f"beam {k}", k, 1, n_b1)]
 cases = [c for c in cases if c[3] > 0]  # 0 lines: the case is skipped
 
 src_sp = spm.SentencePieceProcessor(model_file=f"{args.export_dir}/src.model")
@@ -144,7 +149,7 @@ for label, beam, batch, n in cases:
 
 with open(args.out_md, "w", encoding="utf-8") as f:
     f.write("# Decoding: nmt against CTranslate2 on the same model\n\n")
-    f.write(f"Command: `bench/bench_decode_peers.sh {args.checkpoint}` "
+    f.write(f"Command: `bench/bench_decode_peers.sh {args.checkpoint} --beams {args.beams} --lines {args.lines}` "
             f"(threads {args.threads}, median of {args.repeats} runs, max length {args.max_len}, "
             f"no length penalty; ctranslate2 {ctranslate2.__version__}, sacrebleu {sacrebleu.__version__}).\n")
     f.write("Ratio: the sentences/s of nmt in the row's compute type over the row's; above 1 means nmt is faster.\n\n")

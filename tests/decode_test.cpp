@@ -13,7 +13,7 @@
 #include <torch/serialize.h>
 
 #include "data/dataset.h"
-#include "decode/continuous_greedy.h"
+#include "decode/continuous_search.h"
 #include "decode/length_limit.h"
 #include "decode/placeholder_constraint.h"
 #include "decode/translator.h"
@@ -21,6 +21,7 @@
 #include "model/build.h"
 #include "model/parameter_table.h"
 #include "ops/attention/backend.h"
+#include "ops/top_k/cpu/top_k_cpu.h"
 #include "support/temp_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -365,6 +366,148 @@ TEST(Decode, ArgmaxRowsAsTorch) {
   EXPECT_EQ(argmax_rows(torch::ones({2, 1})), (std::vector<int64_t>{0, 0}));
 }
 
+// Beam search's selection kernel: per row, the log-softmax normalizer as
+// LibTorch computes log_softmax on the row widened to double, and the K
+// largest entries, largest first, the lower index first among equals, -inf
+// (a forbidden token) never chosen.
+TEST(Decode, LogSoftmaxTopKAsTorch) {
+  torch::manual_seed(5);
+  auto x = torch::randn({8, 6003}) * 4;
+  x[1][10] = 9, x[1][4000] = 9, x[1][77] = 9;         // a three-way tie at the top
+  x[2][6002] = 30;                                     // the last column
+  x[3].narrow(0, 0, 6000).fill_(-std::numeric_limits<float>::infinity());  // three finite values left
+  x[4][5] = -std::numeric_limits<float>::infinity();
+  x[5].fill_(0.25);                                    // all equal: the first K
+  x[6][16] = 7, x[6][15] = 7, x[6][17] = 7;            // a tie across a vector boundary
+  for (const int64_t k : {1, 2, 4, 5, 8}) {
+    const auto logp = torch::log_softmax(x.to(torch::kDouble), -1);
+    for (int64_t r = 0; r < x.size(0); ++r) {
+      SCOPED_TRACE("k " + std::to_string(k) + ", row " + std::to_string(r));
+      const torch::Tensor row = x[r].contiguous();
+      std::vector<int64_t> index(k);
+      std::vector<float> value(k);
+      float max = 0;
+      double log_sum = 0;
+      ops::cpu::TopKParams p{row.data_ptr<float>(), row.size(0), k, &max, &log_sum, index.data(), value.data()};
+      ops::cpu::log_softmax_top_k(p);
+      // The wanted order: by value, then index (a stable sort of the row).
+      std::vector<int64_t> order(static_cast<size_t>(row.size(0)));
+      std::iota(order.begin(), order.end(), 0);
+      const float* v = row.data_ptr<float>();
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return v[a] > v[b]; });
+      for (int64_t i = 0; i < k; ++i) {
+        if (std::isinf(v[order[i]])) {
+          EXPECT_EQ(index[i], -1) << "place " << i;
+          continue;
+        }
+        EXPECT_EQ(index[i], order[i]) << "place " << i;
+        EXPECT_EQ(value[i], v[order[i]]);
+        const double got = (static_cast<double>(value[i]) - max) - log_sum;
+        EXPECT_NEAR(got, logp[r][order[i]].item<double>(), 1e-12);
+      }
+    }
+  }
+  // The largest entries only: max and log_sum untouched.
+  float max = 123;
+  double log_sum = 456;
+  int64_t index = 0;
+  float value = 0;
+  const torch::Tensor row = x[0].contiguous();
+  ops::cpu::log_softmax_top_k({row.data_ptr<float>(), row.size(0), 1, &max, &log_sum, &index, &value, false});
+  EXPECT_EQ(index, row.argmax().item<int64_t>());
+  EXPECT_EQ(max, 123);
+  EXPECT_EQ(log_sum, 456);
+}
+
+// Beam search in the running batch: every hypothesis's cached keys/values
+// follow it when the survivors of a step come from other rows (its parent's
+// row, or a row the parent's keys/values were copied to), so the
+// translations are the reference's, which recomputes every prefix and has
+// no cache to get wrong. Sources it has learnt and the same reversed (unsure:
+// beams change places often), several widths and penalties.
+TEST(Decode, BeamRowsFollowTheirHypotheses) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  std::vector<std::vector<int64_t>> sources = t.sources;
+  for (const auto& s : t.sources) sources.emplace_back(s.rbegin(), s.rend());
+  // LibTorch's attention (op by op) and flash (the fused CPU step).
+  const std::pair<ops::AttentionBackend, int64_t> cases[] = {
+      {ops::AttentionBackend::kTorch, 4}, {ops::AttentionBackend::kFlash, 2},
+      {ops::AttentionBackend::kFlash, 4}, {ops::AttentionBackend::kFlash, 5}};
+  for (const auto& [backend, k] : cases) {
+    model->set_attention_backend(backend);
+    {
+      SCOPED_TRACE(std::string(ops::backend_name(backend)) + ", beam " + std::to_string(k));
+      DecodeOptions cached, reference;
+      cached.beam = reference.beam = k;
+      cached.max_len = reference.max_len = 30;
+      cached.length_penalty = reference.length_penalty = k == 4 ? 0.6 : 0.0;
+      reference.use_cache = false;
+      const auto want = decode(model, sources, reference, torch::kCPU);
+      // The search step by step: survivors that are not their parent's
+      // first continuation take copied rows.
+      ContinuousSearch search(model, cached, torch::kCPU);
+      std::vector<uint64_t> tickets(sources.size());
+      std::iota(tickets.begin(), tickets.end(), 0);
+      search.add(sources, tickets);
+      std::map<uint64_t, std::vector<int64_t>> got;
+      EXPECT_EQ(search.rows(), static_cast<int64_t>(sources.size()));  // one row each before the first step
+      for (int steps = 0; search.rows() > 0; ++steps) {
+        for (auto& [ticket, ids] : search.step()) got[ticket] = ids;
+        EXPECT_LE(search.rows(), k * search.sentences());
+        ASSERT_LT(steps, 100);
+      }
+      EXPECT_GT(search.rows_copied(), static_cast<int64_t>(sources.size())) << "no survivor swaps to test";
+      for (size_t i = 0; i < sources.size(); ++i) EXPECT_EQ(got[i], want[i]) << "sentence " << i;
+    }
+  }
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+}
+
+// Sentences that join a running batch mid-search, greedy and beam ones side
+// by side (as the service runs them), each get the translation they get
+// decoded alone.
+TEST(Decode, SentencesJoiningMidSearchGetTheirOwnTranslation) {
+  const Trained& t = trained();
+  Transformer model = t.model;
+  model->set_attention_backend(ops::AttentionBackend::kFlash);
+  std::vector<std::vector<int64_t>> sources = t.sources;
+  for (size_t i = 0; i < t.sources.size(); i += 2) sources.emplace_back(t.sources[i].rbegin(), t.sources[i].rend());
+  DecodeOptions opts;
+  opts.max_len_factor = 1.5;  // per-sentence limits, as the service runs
+  opts.length_penalty = 0.6;
+  const int64_t widths[] = {4, 0, 2, 5, 1};
+  std::vector<std::vector<int64_t>> alone(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    DecodeOptions own = opts;
+    own.beam = widths[i % 5];
+    alone[i] = decode(model, {sources[i]}, own, torch::kCPU)[0];
+  }
+  ContinuousSearch search(model, opts, torch::kCPU);
+  std::map<uint64_t, std::vector<int64_t>> got;
+  size_t next = 0;
+  int steps = 0;
+  // Three sentences join every third step, then the rest as the batch drains.
+  while (got.size() < sources.size()) {
+    if (next < sources.size() && (steps % 3 == 0 || search.rows() == 0)) {
+      std::vector<std::vector<int64_t>> srcs;
+      std::vector<uint64_t> tickets;
+      std::vector<int64_t> beams;
+      for (int j = 0; j < 3 && next < sources.size(); ++j, ++next)
+        srcs.push_back(sources[next]), tickets.push_back(next), beams.push_back(widths[next % 5]);
+      search.add(srcs, tickets, {}, beams);
+    }
+    for (auto& [ticket, ids] : search.step()) got[ticket] = ids;
+    ASSERT_LT(++steps, 10000);
+  }
+  for (size_t i = 0; i < sources.size(); ++i)
+    EXPECT_EQ(got[i], alone[i]) << "sentence " << i << ", beam " << widths[i % 5];
+  EXPECT_EQ(search.rows(), 0);
+  EXPECT_EQ(search.sentences(), 0);
+  EXPECT_EQ(search.source_tokens(), 0);
+  model->set_attention_backend(ops::AttentionBackend::kTorch);
+}
+
 // The fused encoder computes each sentence's own positions only: a short
 // sentence beside a long one gets the bits it gets alone (float32 and int8,
 // both attention kernels), and its padding positions are zeros.
@@ -480,8 +623,13 @@ TEST(Decode, BeamSearchStopsEarlyWithTheSameTranslations) {
     early.max_len = waiting.max_len = 30;
     early.length_penalty = waiting.length_penalty = alpha;
     waiting.beam_early_stop = false;
-    EXPECT_EQ(decode(model, sources, early, torch::kCPU), decode(model, sources, waiting, torch::kCPU))
-        << "alpha " << alpha;
+    const auto stopped = decode(model, sources, early, torch::kCPU);
+    EXPECT_EQ(stopped, decode(model, sources, waiting, torch::kCPU)) << "alpha " << alpha;
+    // And the reference without the cache (its own loop, the same rules).
+    if (alpha == 1.0) {
+      waiting.use_cache = false;
+      EXPECT_EQ(stopped, decode(model, sources, waiting, torch::kCPU)) << "alpha " << alpha << ", reference";
+    }
   }
 }
 
@@ -523,7 +671,7 @@ TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
     DecodeOptions opts;
     opts.max_len_factor = 1.5;  // per-sentence limits, as the service runs
     const auto alone = decode(model, t.sources, opts, torch::kCPU);
-    ContinuousGreedy stream(model, opts, torch::kCPU);
+    ContinuousSearch stream(model, opts, torch::kCPU);
     std::map<uint64_t, std::vector<int64_t>> got;
     size_t next = 0;
     int steps = 0;
@@ -771,7 +919,7 @@ TEST(Decode, PlaceholderConstraintPlacesEachOwedSentinelExactly) {
   // Continuous batching gives decode()'s constrained tokens.
   opts.beam = 0;
   const auto alone = decode(model, t.sources, opts, torch::kCPU, owed);
-  ContinuousGreedy stream(model, opts, torch::kCPU);
+  ContinuousSearch stream(model, opts, torch::kCPU);
   std::map<uint64_t, std::vector<int64_t>> got;
   for (size_t i = 0; i < t.sources.size(); i += 7) {
     std::vector<std::vector<int64_t>> srcs, ow;

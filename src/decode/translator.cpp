@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "data/dataset.h"
-#include "decode/continuous_greedy.h"
+#include "decode/continuous_search.h"
 #include "decode/length_limit.h"
 #include "decode/placeholder_constraint.h"
 #include "tokenizer/tokenizer.h"
@@ -72,19 +72,19 @@ class StepModel {
 // copies the caches, so not for every single row.
 bool worth_compacting(size_t finished, size_t rows) { return finished > 0 && finished * 8 >= rows; }
 
-double length_norm(double alpha, size_t len) {
-  return alpha == 0.0 ? 1.0 : std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha);
-}
-
-// Batched beam search. Rows are sentence-major: row g*K + k is beam k of
-// the g-th sentence still in the batch. Every step each sentence keeps its K
-// best hypotheses by log-probability: beams that have ended compete
-// unchanged with the extensions of the live ones. A sentence stops when all
-// its beams have ended (or reached its length limit); the length penalty
-// only picks among them at the end, so an early, unlikely <end> cannot crowd
-// out a better hypothesis still being written. Finished sentences leave the
-// batch. (One function of about 130 lines: the steps share the per-row
-// bookkeeping, which helpers would have to pass around whole.)
+// Batched beam search over a fixed batch, recomputing the prefix every step:
+// the reference the running batch's search (ContinuousSearch, with the
+// cache) is tested against, under the same rules (beam_rules). Rows are
+// sentence-major: row g*K + k is beam k of the g-th sentence still in the
+// batch. Every step each sentence keeps its K best hypotheses by
+// log-probability: beams that have ended compete unchanged with the
+// extensions of the live ones. A sentence stops when all its beams have ended
+// (or reached its length limit), or no live one can beat its best ended one;
+// the length penalty only picks among them at the end, so an early, unlikely
+// <end> cannot crowd out a better hypothesis still being written. Finished
+// sentences leave the batch. (One function of about 130 lines: the steps
+// share the per-row bookkeeping, which helpers would have to pass around
+// whole.)
 std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector<int64_t>& limits,
                                               int64_t k, double alpha, bool early_stop,
                                               const PlaceholderConstraint& constraint,
@@ -104,14 +104,8 @@ std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector
   for (int64_t s = 0; s < n; ++s) beams[s * k].score = 0.0;  // one start per sentence
   std::vector<int64_t> sentence(n);  // the sentence of each group of K rows
   std::iota(sentence.begin(), sentence.end(), 0);
-  // A sentence is done when no live beam can still beat its best ended one.
-  // Log-probabilities only fall as a beam grows, and the length penalty
-  // divides them (negative) by at most length_norm(limit + 1), so a live beam
-  // of score s ends, at best, at s / length_norm(limit + 1); with no penalty
-  // that is s itself, and the sentence is done once its best beam has ended.
-  // Exact: the same translation as waiting for every beam to end.
+  using beam_rules::length_norm;
   const auto group_done = [&](int64_t g) {
-    const int64_t limit = limits[sentence[g]];
     double best_ended = kNegInf, best_live = kNegInf;
     for (int64_t j = 0; j < k; ++j) {
       const Beam& b = beams[g * k + j];
@@ -119,12 +113,10 @@ std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector
       if (b.ended) {
         best_ended = std::max(best_ended, b.score / length_norm(alpha, b.tokens.size() + (b.has_end ? 1 : 0)));
       } else {
-        best_live = std::max(best_live, b.score / length_norm(alpha, static_cast<size_t>(limit) + 1));
+        best_live = std::max(best_live, b.score);
       }
     }
-    // (A negative alpha would favour short beams: no bound then, wait for all.)
-    return best_live == kNegInf ||
-           (early_stop && alpha >= 0 && best_ended != kNegInf && best_ended >= best_live);
+    return beam_rules::done(best_ended, best_live, limits[sentence[g]], alpha, early_stop);
   };
   std::vector<std::vector<int64_t>> out(n);
   const auto finish = [&](int64_t g) {
@@ -287,10 +279,11 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
     if (!owed.empty()) todo_owed.push_back(owed[i]);
   }
   if (todo.empty()) return out;
-  if (options.beam <= 0 && options.use_cache) {
-    // Greedy search has one loop, the running batch's (ContinuousGreedy): a
-    // fixed batch is a running batch that every sentence joins at once.
-    ContinuousGreedy stream(model, options, device);
+  if (options.use_cache) {
+    // Greedy and beam search have one loop, the running batch's
+    // (ContinuousSearch): a fixed batch is a running batch that every
+    // sentence joins at once.
+    ContinuousSearch stream(model, options, device);
     std::vector<uint64_t> tickets(todo.size());
     std::iota(tickets.begin(), tickets.end(), 0);
     stream.add(todo, tickets, todo_owed);
@@ -310,8 +303,8 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
     limits[i] = decode_limit(options, model->options().max_positions(), static_cast<int64_t>(todo[i].size()));
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   StepModel step(model, memory, src_len, options.use_cache, longest);
-  // Beam search, and greedy search without the cache (the prefix recomputed
-  // every step, kept to check the cache against): one beam is greedy.
+  // Without the cache (the prefix recomputed every step, kept to check the
+  // running batch against): beam search, one beam for greedy.
   const auto hyps = beam_search(step, limits, std::max<int64_t>(1, options.beam), options.length_penalty,
                                 options.beam_early_stop, constraint, quota, device);
   for (size_t i = 0; i < hyps.size(); ++i) out[index[i]] = hyps[i];
@@ -399,8 +392,8 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
   const size_t batch = static_cast<size_t>(std::max<int64_t>(1, options.batch_size));
   const size_t batches = (order.size() + batch - 1) / batch;
   const auto finish = [&](size_t line, std::vector<int64_t> ids) { result[line] = std::move(ids); };
-  // Beam search (or no cache): fixed batches; batch b decoded, then its
-  // lines' ids put in their places.
+  // Without the cache: fixed batches; batch b decoded, then its lines' ids
+  // put in their places.
   std::atomic<size_t> next_batch{0};
   const auto run_batches = [&] {
     for (size_t b; (b = next_batch++) < batches;) {
@@ -418,14 +411,14 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
       for (size_t k = start; k < end; ++k) finish(order[k], hyps[k - start]);
     }
   };
-  // Greedy with the cache: a running batch of up to `batch` sentences
-  // (ContinuousGreedy) that takes the next lines in length order as its
+  // With the cache: a running batch of up to `batch` sentences
+  // (ContinuousSearch, greedy or beam) that takes the next lines in length order as its
   // sentences end, a quarter of a batch at a time. Fixed batches spend their
   // last steps on the few sentences still going (often to the length limit),
   // and a step of a few rows costs nearly a full pass over the weights. Each
   // sentence gets the tokens decode() gives it.
   std::atomic<size_t> next_line{0};
-  const bool continuous = options.beam <= 0 && options.use_cache;
+  const bool continuous = options.use_cache;
   const int64_t longest = order.empty() ? 0 : static_cast<int64_t>(lines[order.back()].ids.size());
   // The running batches take the longest lines first: the input's last
   // steps, where a worker may be left decoding alone while the others have
@@ -433,8 +426,8 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
   // scheduling jobs on several machines).
   if (continuous) std::reverse(order.begin(), order.end());
   const auto run_stream = [&] {
-    ContinuousGreedy stream(model, options, device);
-    stream.plan(static_cast<int64_t>(batch), longest);
+    ContinuousSearch stream(model, options, device);
+    stream.plan(static_cast<int64_t>(batch) * std::max<int64_t>(1, options.beam), longest);
     const size_t refill = std::max<size_t>(1, batch / 4);
     for (bool more = true;;) {
       // Each step is a safe point; the last sentences of a long input can
@@ -443,8 +436,8 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
         test_hold("decode-step", /*until_signal=*/true);
         throw_if_interrupted();
       }
-      const size_t room = batch - static_cast<size_t>(stream.rows());
-      if (more && (room >= refill || stream.rows() == 0)) {
+      const size_t room = batch - static_cast<size_t>(stream.sentences());
+      if (more && (room >= refill || stream.sentences() == 0)) {
         const size_t start = std::min(order.size(), next_line.fetch_add(room));
         const size_t end = std::min(order.size(), start + room);
         more = end < order.size();

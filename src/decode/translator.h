@@ -1,7 +1,7 @@
 // Decoding: greedy or beam search, with cached keys/values (or full
-// recomputation of the prefix, kept for comparison), batched. One greedy loop
-// (decode/continuous_greedy.h) and one beam search (K = 1 for greedy search
-// without the cache).
+// recomputation of the prefix, kept for comparison), batched. One loop for
+// both searches with the cache (decode/continuous_search.h), and a reference
+// beam search without it (K = 1 for greedy).
 #pragma once
 
 #include <torch/nn.h>
@@ -30,9 +30,9 @@ DecodeOptions decode_options(const Config& config, const Tokenizer* target, doub
 // and <end>. Each result depends only on its own source, not on what else is
 // in the batch. Empty sources give empty outputs. owed: empty, or for each
 // source the sentinel ids its translation must carry (SourceText::owed).
-// Greedy search with the cache runs as a running batch that every sentence
-// joins at once (ContinuousGreedy); beam search and greedy search without
-// the cache (beam search with one beam) as a fixed batch.
+// With the cache, greedy and beam search run as a running batch that every
+// sentence joins at once (ContinuousSearch); without it, as a fixed batch
+// (greedy as beam search with one beam).
 std::vector<std::vector<int64_t>> decode(Transformer& model,
                                          const std::vector<std::vector<int64_t>>& sources,
                                          const DecodeOptions& options, const c10::Device& device,
@@ -61,9 +61,9 @@ PreparedLine prepare_line(const std::string& line, const Tokenizer& src_tok, con
 // Decodes prepared lines in length-sorted batches (options.parallel_batches
 // of them at a time on the CPU): result i holds the target ids (without
 // <start> and <end>) of lines[i], whatever batch or thread decoded it.
-// Greedy decoding with the cache runs each batch as a running batch
-// (ContinuousGreedy) that takes the next lines in length order as its
-// sentences end; beam search, fixed batches. Either way each line gets
+// With the cache, each batch runs as a running batch (ContinuousSearch,
+// greedy or beam) that takes the next lines in length order as its
+// sentences end; without it, fixed batches. Either way each line gets
 // decode()'s translation of it alone. An empty line gives no ids.
 std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::vector<PreparedLine>& lines,
                                                const DecodeOptions& options, const c10::Device& device);

@@ -88,11 +88,11 @@ std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch() {
   return batch;
 }
 
-std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_greedy(int64_t budget, bool take_one) {
-  // Strictly from the head: a job of another kind there stops the intake, so
-  // the streams drain and a worker takes it next.
+std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_joining(int64_t budget, bool take_one) {
+  // Strictly from the head, in arrival order: jobs of every beam width share
+  // the stream.
   std::vector<std::unique_ptr<Pending>> taken;
-  while (!queue_.empty() && queue_.front()->job.beam == 0) {
+  while (!queue_.empty()) {
     const Job& job = queue_.front()->job;
     const int64_t tokens = job.total_tokens();
     if (tokens > budget && !(take_one && taken.empty())) break;
@@ -155,7 +155,7 @@ void Batcher::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       if (stream && !stream->idle()) {
         // Between two steps: newcomers join without waiting.
-        joining = take_greedy(policy_.max_batch_tokens - stream->source_tokens(), false);
+        joining = take_joining(policy_.max_batch_tokens - stream->source_tokens(), false);
       } else {
         const auto work = [&] { return stopping_ || !queue_.empty(); };
         // Idle: after a while with nothing to do, give back what the
@@ -171,10 +171,10 @@ void Batcher::run() {
         wake_.wait(lock, work);
         if (queue_.empty()) return;  // stopping, and nothing left to finish
         // Wait for company until the budget is full or the oldest job's delay is up
-        // (at once when stopping: nothing more is coming). A greedy job bound
-        // for a stream starts at once: whoever comes later joins it between two
+        // (at once when stopping: nothing more is coming). A job bound for a
+        // stream starts at once: whoever comes later joins it between two
         // steps, so waiting would only add the delay to a lone request.
-        const bool joins_stream = stream && queue_.front()->job.beam == 0;
+        const bool joins_stream = stream != nullptr;
         const auto deadline = joins_stream ? Clock::now()
                                            : queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
         wake_.wait_until(lock, deadline, [&] {
@@ -184,8 +184,8 @@ void Batcher::run() {
           return tokens >= policy_.max_batch_tokens;
         });
         if (queue_.empty()) continue;  // another worker took it meanwhile
-        if (stream && queue_.front()->job.beam == 0)
-          joining = take_greedy(policy_.max_batch_tokens, true);
+        if (stream)
+          joining = take_joining(policy_.max_batch_tokens, true);
         else
           batch = take_batch();
       }

@@ -6,13 +6,12 @@
 // Several workers translate batches side by side (on the CPU one per core,
 // each single-threaded: a decoding step is many small ops, so whole batches
 // are the better unit of parallel work; CTranslate2's inter_threads).
-// Greedy jobs can instead be decoded with continuous batching: each worker
-// keeps a StepStream running and, between two decoding steps, lets queued
-// greedy jobs join it while its source tokens stay within the budget; a
-// sentence leaves the step it ends and its job is answered when its last
-// line does, so no one waits for the batch's longest sentence. A job of
-// another kind at the head of the queue closes the streams to newcomers
-// until one drains and takes it (first come, first served across kinds).
+// Jobs can instead be decoded with continuous batching: each worker keeps a
+// StepStream running and, between two decoding steps, lets queued jobs (of
+// any beam width: greedy and beam sentences share a step) join it while its
+// source tokens stay within the budget; a sentence leaves the step it ends
+// and its job is answered when its last line does, so no one waits for the
+// batch's longest sentence.
 // Nothing here knows about HTTP or the model: a BatchRunner or StepStream
 // does the work.
 #pragma once
@@ -38,10 +37,10 @@ using Clock = std::chrono::steady_clock;
 
 struct BatchPolicy {
   int64_t max_batch_tokens = 2048;  // source tokens in one batch (a larger request goes alone)
-  int64_t max_delay_ms = 5;         // the oldest request of a whole batch (beam, or static batching) waits at most this for company
+  int64_t max_delay_ms = 5;         // the oldest request of a whole batch (static batching) waits at most this for company
   int64_t max_queue = 256;          // sentences waiting; beyond it submit() refuses
   int64_t workers = 1;              // batches translated at once
-  bool continuous = true;           // greedy jobs join running streams (when a StepStream factory is given)
+  bool continuous = true;           // jobs join running streams (when a StepStream factory is given)
   int64_t idle_release_ms = 2000;   // a worker idle this long releases its stream's memory (StepStream::release)
 };
 
@@ -80,7 +79,7 @@ struct JobResult {
 // every job of the batch. Called from every worker thread at once.
 using BatchRunner = std::function<std::vector<Sentences>(const std::vector<const Job*>& jobs)>;
 
-// One worker's greedy decoding, a step at a time (continuous batching).
+// One worker's decoding, a step at a time (continuous batching).
 // Used by one thread only.
 class StepStream {
  public:
@@ -107,8 +106,8 @@ using StreamFactory = std::function<std::unique_ptr<StepStream>()>;
 
 class Batcher {
  public:
-  // With make_stream, greedy jobs are decoded by continuous batching (unless
-  // policy.continuous is false); every other job by runner. The worker
+  // With make_stream, jobs are decoded by continuous batching (unless
+  // policy.continuous is false); else in whole batches by runner. The worker
   // threads are named "nmt-batch".
   Batcher(BatchPolicy policy, BatchRunner runner, StreamFactory make_stream = {});
   ~Batcher();  // stop() and join
@@ -137,9 +136,9 @@ class Batcher {
   void run();
   // Under mutex_: the next batch, removed from the queue.
   std::vector<std::unique_ptr<Pending>> take_batch();
-  // Under mutex_: greedy jobs from the head of the queue while their tokens
+  // Under mutex_: jobs from the head of the queue while their tokens
   // fit in `budget` (the first one regardless when take_one is set).
-  std::vector<std::unique_ptr<Pending>> take_greedy(int64_t budget, bool take_one);
+  std::vector<std::unique_ptr<Pending>> take_joining(int64_t budget, bool take_one);
   // Translates a batch with runner_ and answers its jobs.
   void run_batch(std::vector<std::unique_ptr<Pending>> batch);
   bool streams() const { return policy_.continuous && make_stream_ != nullptr; }

@@ -723,7 +723,7 @@ int HttpServer::run() {
   }
   spdlog::info("batching: {} worker(s), {}, at most {} source tokens a batch, {} ms delay, {} sentences queued",
                options_.batching.workers,
-               options_.batching.continuous ? "greedy requests continuously (beam ones in whole batches)"
+               options_.batching.continuous ? "requests continuously (greedy and beam in one running batch)"
                                             : "whole batches",
                options_.batching.max_batch_tokens, options_.batching.max_delay_ms, options_.batching.max_queue);
   spdlog::info("connections: at most {} ({} from one address), headers within {} s, bodies within {} s, idle {} s, "

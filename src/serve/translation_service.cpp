@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
-#include "decode/continuous_greedy.h"
+#include "decode/continuous_search.h"
 #include "ops/attention/backend.h"
 #include "tokenizer/tokenizer.h"
 #include "util/device.h"
@@ -113,16 +113,18 @@ DecodeOptions TranslationService::worker_options(int64_t beam) const {
   return options;
 }
 
-// A job's lines as rows of a ContinuousGreedy; the job is reported when its
-// last line ends (a job of empty lines at the next step).
-class TranslationService::GreedyStream : public StepStream {
+// A job's lines as sentences of a ContinuousSearch, each with the job's beam
+// width; the job is reported when its last line ends (a job of empty lines at
+// the next step).
+class TranslationService::SearchStream : public StepStream {
  public:
-  explicit GreedyStream(TranslationService& service)
+  explicit SearchStream(TranslationService& service)
       : service_(service), options_(service.worker_options(0)),
         decoder_(service.m_.model, options_, service.m_.device) {}
 
   void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
     std::vector<std::vector<int64_t>> sources, owed;
+    std::vector<int64_t> beams;
     std::vector<uint64_t> rows;                       // decoder tickets, from next_row_ on
     std::vector<std::pair<uint64_t, size_t>> lines;   // rows[i] is (job ticket, line) lines[i]
     std::vector<std::pair<uint64_t, Pending>> added;
@@ -134,6 +136,7 @@ class TranslationService::GreedyStream : public StepStream {
         p.source_tokens += static_cast<int64_t>(line.ids.size());
         sources.push_back(line.ids);
         owed.push_back(line.text.owed());
+        beams.push_back(job->beam);
         rows.push_back(next_row_ + rows.size());
         lines.push_back({ticket, i});
         ++p.running;
@@ -142,7 +145,7 @@ class TranslationService::GreedyStream : public StepStream {
     }
     // Only once every line has started are the jobs recorded: a throw here
     // leaves the stream as it was.
-    if (!sources.empty()) decoder_.add(sources, rows, owed);
+    if (!sources.empty()) decoder_.add(sources, rows, owed, beams);
     next_row_ += rows.size();
     for (size_t i = 0; i < rows.size(); ++i) row_of_[rows[i]] = lines[i];
     for (auto& [ticket, p] : added) {
@@ -200,14 +203,14 @@ class TranslationService::GreedyStream : public StepStream {
   };
   TranslationService& service_;
   DecodeOptions options_;
-  ContinuousGreedy decoder_;
+  ContinuousSearch decoder_;
   std::map<uint64_t, Pending> jobs_;                          // by ticket
   std::map<uint64_t, std::pair<uint64_t, size_t>> row_of_;  // decoder ticket -> (job ticket, line)
   uint64_t next_row_ = 0;
   std::vector<uint64_t> done_;
 };
 
-std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make_unique<GreedyStream>(*this); }
+std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make_unique<SearchStream>(*this); }
 
 SentenceResult TranslationService::finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp,
                                                    bool attention, const DecodeOptions& options) const {

@@ -45,8 +45,8 @@ class TranslationService {
   Job make_job(const TranslateRequest& request) const;
   // The Batcher's runner.
   std::vector<Sentences> run_batch(const std::vector<const Job*>& jobs);
-  // The Batcher's stream factory: greedy decoding with continuous batching
-  // (decode/continuous_greedy), the same tokens as run_batch's. Call on the
+  // The Batcher's stream factory: greedy and beam decoding with continuous
+  // batching (decode/continuous_search), the same tokens as run_batch's. Call on the
   // worker thread that uses the stream.
   std::unique_ptr<StepStream> make_stream();
   // JSON for GET /v1/info.
@@ -67,7 +67,7 @@ class TranslationService {
   // The decoding options of a batch of this beam, on this worker's thread.
   DecodeOptions worker_options(int64_t beam) const;
 
-  class GreedyStream;
+  class SearchStream;
 
   Model m_;
   Metrics& metrics_;

@@ -1,0 +1,169 @@
+// Greedy and beam search with continuous batching: sentences join a running
+// batch between steps and leave it the step they finish, so a service's
+// batch stays full under load instead of waiting for its longest sentence
+// (iteration-level scheduling). A row of the batch is one hypothesis: a
+// greedy sentence has one, a beam sentence up to K, and sentences of any
+// beam width run side by side. Every row is decoded at its own position by
+// one step of the model; the two searches differ only in how a sentence
+// picks its next rows from their logits (argmax, or the K best
+// continuations). Each sentence gets the tokens it gets decoded alone
+// (tested against that).
+//
+// A row's cache stays in its slot: joining copies only the newcomers'
+// encoder keys/values; a beam hypothesis continues in its parent's slot (its
+// first continuation) or in a slot its parent's keys/values are copied to
+// (the others, into the slots of hypotheses that had none); a finished row
+// is replaced by the last one (one row copied, not the batch).
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/TensorOptions.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "decode/placeholder_constraint.h"
+#include "decode/translator.h"
+#include "model/transformer.h"
+
+namespace nmt {
+
+// logits: [B, V] -> the argmax of each row (as torch.argmax: the first of
+// equal values, NaN above all).
+std::vector<int64_t> argmax_rows(const at::Tensor& logits);
+
+// The rules every beam search follows (this one and decode()'s reference
+// without the cache), in one place.
+namespace beam_rules {
+// GNMT's length normalization ((5 + len) / 6)^alpha; 1 for alpha 0.
+double length_norm(double alpha, size_t len);
+// A sentence's search is over when no live hypothesis is left, or (with
+// early_stop and alpha >= 0) when none can beat its best ended one: log-
+// probabilities only fall as a hypothesis grows and the penalty divides them
+// (negative) by at most length_norm(limit + 1), so a live one of score s
+// ends, at best, at s / length_norm(limit + 1). Exact: the same translation
+// as waiting for every hypothesis to end. best_ended: the best normalized
+// score of an ended one (-inf: none); best_live: the best raw score of a
+// live one (-inf: none).
+bool done(double best_ended, double best_live, int64_t limit, double alpha, bool early_stop);
+}  // namespace beam_rules
+
+class ContinuousSearch {
+ public:
+  // options: max_len and max_len_factor bound each sentence's length;
+  // options.beam is the width of sentences added without one (0: greedy),
+  // length_penalty and beam_early_stop rule every beam sentence.
+  ContinuousSearch(Transformer& model, DecodeOptions options, c10::Device device);
+
+  // Encodes the sources (token ids without specials, each non-empty) and adds
+  // them to the batch; ticket i names sources[i] when it finishes. owed:
+  // empty, or the sentinel ids each translation must carry (SourceText::owed).
+  // beams: empty (options.beam for all), or each source's width (0 greedy,
+  // K >= 1 a beam of K): one encoder pass for them all.
+  void add(const std::vector<std::vector<int64_t>>& sources, const std::vector<uint64_t>& tickets,
+           const std::vector<std::vector<int64_t>>& owed = {}, const std::vector<int64_t>& beams = {});
+  // One step for every row; returns the sentences that finished: (ticket, ids
+  // without <start>/<end>).
+  std::vector<std::pair<uint64_t, std::vector<int64_t>>> step();
+  // Rows of the next step (hypotheses), and the sentences they belong to.
+  int64_t rows() const { return static_cast<int64_t>(rows_.size()); }
+  int64_t sentences() const { return static_cast<int64_t>(sentences_.size()); }
+  // Source tokens of the running sentences (a service's batching budget).
+  int64_t source_tokens() const { return source_tokens_; }
+  // Rows whose keys/values were copied so far: beam hypotheses that
+  // continue a parent which already has one continuation in its own row
+  // (what a step of beam search costs beyond the model; a benchmark figure).
+  int64_t rows_copied() const { return rows_copied_; }
+  // Rows the slot tensors have room for (0 before the first add and after release()).
+  int64_t slot_rows() const { return slots_.empty() ? 0 : slots_[0].self_kv.size(0); }
+  // The most rows and the longest source this batch will hold, when the
+  // caller knows them (decode_lines feeds lines shortest first): the slots
+  // are then made that size once, instead of growing (a copy of every row in
+  // use and fresh zeroed memory each time) as longer sources arrive.
+  void plan(int64_t rows, int64_t longest_source) { planned_rows_ = rows, planned_src_ = longest_source; }
+  // Frees the slots and the step's workspace when no row is running (else
+  // does nothing): a burst's large batch would otherwise keep its memory
+  // for as long as the batch lives. The next add() makes them anew.
+  void release();
+
+ private:
+  struct Sentence;
+  struct Row {
+    int64_t sentence;   // key in sentences_
+    int64_t position;   // tokens fed so far (<start> included)
+    int64_t next;       // the token to feed next
+    std::vector<int64_t> out;  // tokens so far, without <start>
+    double score = 0;   // beam: log-probability so far
+    int64_t rank = 0;   // beam: place among the sentence's hypotheses at the last selection
+  };
+  // A hypothesis that ended (<end>, or the length limit) and is still among
+  // its sentence's K best.
+  struct Ended {
+    std::vector<int64_t> out;
+    double score;
+    bool has_end;
+    int64_t rank;
+  };
+  struct Sentence {
+    uint64_t ticket;
+    int64_t beam;       // 0: greedy
+    int64_t limit;      // target tokens at most
+    int64_t src_len;
+    std::vector<int64_t> owed;  // the sentinel ids its translation must carry
+    bool constrained = false;
+    std::vector<Ended> ended;   // beam: by rank
+  };
+  // A continuation a beam sentence may pick: its score, and where it comes from.
+  struct Candidate {
+    double score;
+    int64_t row;    // the parent row; -1 for an ended hypothesis carried unchanged
+    int64_t token;  // the token it adds (kEndId: it ends), or the ended hypothesis's index
+    int64_t order;  // ties: ended ones first by rank, then rank * V + token
+  };
+
+  // Grows the slot tensors to hold `slots` rows, `positions` fed tokens and
+  // `src` source tokens per row (doubling), copying the first `in_use` rows.
+  void reserve(int64_t slots, int64_t positions, int64_t src, int64_t in_use, const c10::TensorOptions& opts);
+  // Copies row `from`'s cached keys/values to row `to`: its fed positions,
+  // and its source's when `cross`.
+  void copy_row(int64_t to, int64_t from, bool cross);
+  // Moves the last row into slot r and drops the last.
+  void remove(int64_t r);
+  // The K best continuations of beam sentence `s` (rows `rows`, rank order)
+  // after this step's logits, and the new hypotheses they make. Rows to drop
+  // go to `dropped`; a finished sentence's translation to `finished`.
+  void select_beam(int64_t s, const std::vector<int64_t>& rows, const at::Tensor& logits,
+                   std::vector<int64_t>& dropped,
+                   std::vector<std::pair<uint64_t, std::vector<int64_t>>>& finished);
+
+  Transformer model_;
+  int64_t planned_rows_ = 0, planned_src_ = 0;  // plan()'s
+  DecodeOptions options_;
+  PlaceholderConstraint constraint_;
+  c10::Device device_;
+  int64_t capacity_;  // positions a row may feed at most
+  // Row r of the batch lives in slot r of every layer's tensors: self_kv
+  // [slots, positions, 2C], cross_kv [slots, src, 2C]. Rows sit at different
+  // positions, so a row's keys/values past its own position are read (and
+  // masked, probability 0): slots start as zeros and only ever hold finite
+  // values.
+  std::vector<Row> rows_;
+  std::map<int64_t, Sentence> sentences_;
+  int64_t next_sentence_ = 0;
+  std::vector<LayerCache> slots_;
+  // Kept across steps: the output table laid out for a step's few rows, and
+  // the fused step's scratch (DecoderCache).
+  at::Tensor output_table_, step_workspace_, step_key_lengths_;
+  int64_t source_tokens_ = 0;
+  int64_t rows_copied_ = 0;
+  // This step's beam rows: each one's K largest logits (top_stride_ apart,
+  // token ids and values), its largest logit and its log-sum (ops/top_k).
+  std::vector<int64_t> top_index_;
+  std::vector<float> top_value_, row_max_;
+  std::vector<double> row_log_sum_;
+  int64_t top_stride_ = 0;
+};
+
+}  // namespace nmt
