@@ -4,7 +4,9 @@
 #
 # Usage: bench/bench_serve.sh --checkpoint DIR [--lines FILE] [--longest] [--sentences N]
 #          [--requests R] [--threads N] [--soak-minutes M] [--compute-type T]
-#          [--hold IDLE,SLOW] [--rounds K] [--out DIR]
+#          [--hold IDLE,SLOW] [--rounds K] [--beam K] [--out DIR]
+#   --beam K: offline and every request decode with beam K (0: greedy;
+#   default: the checkpoint's decode.beam on both sides)
 #   --longest: the N longest lines (in characters; ties in file order) of
 #   data/real/test.zh and valid.zh instead of FILE's first N (the "long
 #   sentences" row: 33.5 characters on average, against 15.2 for the first
@@ -52,6 +54,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 checkpoint="" longest=0 lines=data/real/test.zh sentences=500 requests=2000 threads=2 soak=0 out=docs/bench compute=() hold=10000,1000
+beam_offline=() beam_load=()
 rounds=9
 while (($#)); do
   case $1 in
@@ -65,6 +68,9 @@ while (($#)); do
     --compute-type) compute=(--compute-type "$2"); shift 2 ;;
     --hold) hold=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --beam)
+      [[ $2 =~ ^[0-9]$ ]] || { echo "bench_serve: --beam wants 0..8, not '$2'" >&2; exit 2; }
+      beam_offline=(--beam "$2") beam_load=(--beam "$((10#$2 > 1 ? 10#$2 : 1))"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_serve: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -110,7 +116,7 @@ awk -v r="$requests" '{ line[NR] = $0 } END { for (i = 0; i < r; i++) print line
 # offline_run: one offline pass over the requests' sentences; prints its sentences/s.
 offline_run() {
   "$nmt" translate --checkpoint "$checkpoint" --input "$work/requests.zh" --output "$work/offline_all.en" \
-    --threads "$threads" "${compute[@]}" --batch-size 32 2>"$work/offline.log"
+    --threads "$threads" "${compute[@]}" "${beam_offline[@]}" --batch-size 32 2>"$work/offline.log"
   sed -n 's/.*translated [0-9]* lines in \([0-9.]*\) s (\([0-9.]*\) sentences\/s.*/\2/p' "$work/offline.log"
 }
 offline_runs=()
@@ -131,12 +137,12 @@ start_server() {
   [ -s "$work/port" ] || { echo "bench_serve: the server did not start:" >&2; tail -3 "$work/serve-$1.log" >&2; exit 1; }
   port=$(cat "$work/port")
   # A warm-up pass (first batches of each shape), not recorded.
-  "$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests 64 >/dev/null
+  "$serve_load" --port "$port" --lines "$work/lines.zh" "${beam_load[@]}" --concurrency 8 --requests 64 >/dev/null
 }
 # load MODE C: one load level, its JSON line tagged with the batching mode.
 load() {
   echo "bench_serve: --batching $1, concurrency $2" >&2
-  "$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency "$2" --requests "$requests" \
+  "$serve_load" --port "$port" --lines "$work/lines.zh" "${beam_load[@]}" --concurrency "$2" --requests "$requests" \
     --expect "$work/offline.en" | sed "s/^{/{\"batching\": \"$1\", /" >>"$work/serve.jsonl"
 }
 
@@ -167,7 +173,7 @@ for round in $(seq "$rounds"); do
   echo "bench_serve: paired round $round of $rounds: offline, then concurrency 32" >&2
   paired_offline=$(offline_run)
   cpu_before=$(server_cpu)
-  paired=$("$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency 32 --requests "$requests" \
+  paired=$("$serve_load" --port "$port" --lines "$work/lines.zh" "${beam_load[@]}" --concurrency 32 --requests "$requests" \
     --expect "$work/offline.en")
   cpu_after=$(server_cpu)
   $python -c 'import json, sys
@@ -191,7 +197,7 @@ if [ "$hold_idle" -gt 0 ] || [ "$hold_slow" -gt 0 ]; then
   sleep 12
   # Four times the requests of a level: long enough to span the holders' waves
   # (the idle ones, opened together, are closed and reopened together).
-  "$serve_load" --port "$port" --lines "$work/lines.zh" --concurrency 8 --requests $((4 * requests)) \
+  "$serve_load" --port "$port" --lines "$work/lines.zh" "${beam_load[@]}" --concurrency 8 --requests $((4 * requests)) \
     --expect "$work/offline.en" >"$work/held_load.json"
   rss=$(awk '/VmRSS/ {print $2 / 1024}' "/proc/$server/status")
   kill -TERM "$holder"; wait "$holder" || true
@@ -233,17 +239,19 @@ fi
 cp "$work/serve.jsonl" "$out/serve.jsonl"
 compute_name="as its config says"
 [ ${#compute[@]} -eq 0 ] || compute_name=${compute[1]}
+beam_name="the checkpoint's decode.beam"
+[ ${#beam_offline[@]} -eq 0 ] || beam_name=$([ "${beam_offline[1]}" -le 1 ] && echo greedy || echo "beam ${beam_offline[1]}")
 $python - "$work/serve.jsonl" "$offline" "$n" "$threads" "$checkpoint" "$requests" "$compute_name" "${offline_runs[*]}" \
-  "$described" >"$out/serve.md" <<'PY'
+  "$described" "$beam_name" >"$out/serve.md" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 offline, n, threads, ckpt, requests = float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
-compute, offline_runs, described = sys.argv[7], sys.argv[8].split(), sys.argv[9]
+compute, offline_runs, described, beam = sys.argv[7], sys.argv[8].split(), sys.argv[9], sys.argv[10]
 load = [r for r in rows if "concurrency" in r and r["batching"] == "continuous" and "held_idle" not in r]
 held = next((r for r in rows if "held_idle" in r), None)
 static = [r for r in rows if "concurrency" in r and r["batching"] == "static"]
 print(f"# nmt serve under load\n\n`bench/bench_serve.sh`: {described}, {threads} thread{'' if threads == '1' else 's'}, "
-      f"checkpoint `{ckpt}`, compute type {compute}; closed-loop clients on loopback, one sentence per request, {requests} requests "
+      f"checkpoint `{ckpt}`, compute type {compute}, decoding: {beam}; closed-loop clients on loopback, one sentence per request, {requests} requests "
       f"per level going round the sentences.\n")
 print(f"Offline `nmt translate --batch-size 32` over the {requests} sentences a level sends (the {n}, round): "
       f"**{offline:.1f} sentences/s**, the median of three runs ({', '.join(offline_runs)}).\n")

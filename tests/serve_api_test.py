@@ -107,7 +107,8 @@ check(http_policies == {3} and other_policies == {0},
 check(policies.get("nmt-batch") == {0}, f"threads by name: {sorted(policies)}, want decoding workers named nmt-batch")
 
 # 1. The same answers as nmt translate: one request of 16 lines, then every
-#    line as its own request from 24 threads at once (dynamic batches).
+#    line as its own request from 24 threads at once (dynamic batches),
+#    greedy and beam 4 in turn (both join the running batch).
 status, _, answer = server.translate(lines[:16])
 check(status == 200 and answer["translations"] == expected_greedy[:16], "one request of 16 lines = nmt translate")
 status, _, answer = server.translate(lines[:8], beam=4)
@@ -117,8 +118,12 @@ results = {}
 
 
 def one(i):
-    s, _, a = server.translate([lines[i]])
+    s, _, a = server.translate([lines[i]], **({"beam": 4} if i % 2 else {}))
     results[i] = (s, a.get("translations", [None])[0])
+
+
+def expected(i):
+    return expected_beam[i] if i % 2 else expected_greedy[i]
 
 
 threads = [threading.Thread(target=one, args=(i,)) for i in range(len(lines))]
@@ -126,9 +131,9 @@ for t in threads:
     t.start()
 for t in threads:
     t.join()
-check(all(results[i] == (200, expected_greedy[i]) for i in range(len(lines))),
-      f"{len(lines)} concurrent single-line requests = nmt translate "
-      f"({sum(results[i] == (200, expected_greedy[i]) for i in range(len(lines)))} equal)")
+check(all(results[i] == (200, expected(i)) for i in range(len(lines))),
+      f"{len(lines)} concurrent single-line requests, greedy and beam 4 = nmt translate "
+      f"({sum(results[i] == (200, expected(i)) for i in range(len(lines)))} equal)")
 status, _, metrics = server.request("GET", "/metrics")
 metrics = metrics.decode()
 
@@ -347,8 +352,8 @@ for what, flags, needle in [
 
 # 3d. Translations that stop at the length limit before ending: named in the
 #     answer ("length_limited": their indices) and counted in /metrics
-#     (nmt_length_limited_total), greedy (continuous batching) and beam
-#     (whole batches) alike, the same lines as `nmt translate` names.
+#     (nmt_length_limited_total), greedy and beam alike, the same lines as
+#     `nmt translate` names.
 five = lines[:5]
 cli = subprocess.run([nmt, "translate", "--checkpoint", checkpoint, "--input", lines_file, "--max-len", "2",
                       "--threads", "2"], capture_output=True, text=True, check=True)
@@ -367,9 +372,11 @@ check(status_beam == 200 and beam.get("length_limited") and
       f"{beam.get('length_limited')}")
 short.stop()
 
-# 4. A full queue answers 503 with Retry-After instead of growing. Beam
-# requests, which wait --max-delay-ms for company (greedy ones start at once).
-slow = Server("queue", "--max-queue", "4", "--max-delay-ms", "1500", "--max-batch-tokens", "100000")
+# 4. A full queue answers 503 with Retry-After instead of growing. Whole
+# batches (--batching static) wait --max-delay-ms for company, so requests
+# stay queued (with continuous batching they start at once).
+slow = Server("queue", "--max-queue", "4", "--max-delay-ms", "1500", "--max-batch-tokens", "100000",
+              "--batching", "static")
 codes = []
 retry = []
 

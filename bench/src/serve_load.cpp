@@ -17,7 +17,8 @@
 // server then lacks; this one costs a few percent of that (the "client_cpu_s"
 // field says how much).
 //
-// Usage: serve_load --port P --lines FILE --concurrency C --requests N [--expect FILE]
+// Usage: serve_load --port P --lines FILE --concurrency C --requests N [--expect FILE] [--beam K]
+//   --beam: every request asks for beam K ("beam": K; 1 is greedy); default: the service's own.
 //   --expect: the offline translations, line for line; answers that differ count as failures.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -52,12 +53,13 @@ struct Args {
   std::string expect;
   int concurrency = 0;
   long requests = 0;
+  long beam = 0;  // 0: not sent (the service's default)
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr, "serve_load: %s\n", what.c_str());
   std::fprintf(stderr,
-               "usage: serve_load --port P --lines FILE --concurrency C --requests N [--expect FILE]\n");
+               "usage: serve_load --port P --lines FILE --concurrency C --requests N [--expect FILE] [--beam K]\n");
   std::exit(2);
 }
 
@@ -79,6 +81,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--expect") a.expect = value;
     else if (flag == "--concurrency") a.concurrency = static_cast<int>(positive(flag, value));
     else if (flag == "--requests") a.requests = positive(flag, value);
+    else if (flag == "--beam") a.beam = positive(flag, value);
     else usage_error("unknown option " + flag);
   }
   if (a.port == 0 || a.lines.empty() || a.concurrency == 0 || a.requests == 0)
@@ -239,7 +242,9 @@ int main(int argc, char** argv) {
   // Every line's request, made once (the generator shares the server's cores).
   std::vector<std::string> requests;
   for (const std::string& line : lines) {
-    const std::string body = nlohmann::json{{"text", {line}}}.dump();
+    nlohmann::json request{{"text", {line}}};
+    if (args.beam > 0) request["beam"] = args.beam;
+    const std::string body = request.dump();
     requests.push_back("POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(args.port) +
                        "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
                        "\r\n\r\n" + body);

@@ -723,8 +723,8 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
                   "source tokens merged into one batch (a larger request goes alone)")
       ->check(int_range(1, 1 << 20));
   cmd->add_option("--max-delay-ms", args.max_delay_ms,
-                  "how long the oldest waiting beam request (any request with --batching static) waits for "
-                  "others to join its batch; greedy requests start at once and are joined between steps")
+                  "with --batching static, how long the oldest waiting request waits for others to join its "
+                  "batch (continuous batching starts a request at once and lets others join between steps)")
       ->check(int_range(0, 60000));
   cmd->add_option("--max-queue", args.max_queue, "sentences waiting; beyond it requests get 503")
       ->check(int_range(1, 1 << 20));
@@ -755,8 +755,8 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
                   "on the CPU, 1 on CUDA)")
       ->check(int_range(1, 256));
   cmd->add_option("--batching", args.batching,
-                  "greedy requests: continuous (join and leave a running batch between decoding steps) "
-                  "or static (whole batches, as beam search always is)")
+                  "continuous (greedy and beam requests join and leave a running batch between decoding "
+                  "steps) or static (whole batches)")
       ->check(CLI::IsMember({"continuous", "static"}));
   cmd->add_option("--allow-host", args.allow_hosts,
                   "a host name this service answers to besides IP addresses and localhost (repeatable; "

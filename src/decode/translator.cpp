@@ -23,21 +23,19 @@ namespace nmt {
 
 namespace {
 
-// Next-token logits for every row, given the newest token of each. Rows can
-// be dropped or duplicated between steps (reorder), so a batch shrinks as
-// its sentences finish.
-class StepModel {
+// Next-token logits for every row, given the newest token of each, by
+// recomputing every row's whole prefix (no cache: the reference the running
+// batch's cached steps are checked against). Rows can be dropped or
+// duplicated between steps (reorder), so a batch shrinks as its sentences
+// finish.
+class RecomputingStep {
  public:
-  StepModel(Transformer& model, const torch::Tensor& memory, const torch::Tensor& src_len,
-            bool use_cache, int64_t max_steps)
-      : model_(model), memory_(memory), src_len_(src_len), use_cache_(use_cache) {
-    if (use_cache_) cache_ = model_->start_decoding(memory, src_len, max_steps);
-  }
+  RecomputingStep(Transformer& model, const torch::Tensor& memory, const torch::Tensor& src_len)
+      : model_(model), memory_(memory), src_len_(src_len) {}
 
   // tokens: [N] = y(t-1) of every row (<start> first) -> logits [N, V] for y_t.
   torch::Tensor next(const torch::Tensor& tokens) {
-    if (use_cache_) return model_->decode_step(tokens, cache_);
-    // Full recomputation; causality makes the last row depend on the prefix only.
+    // Causality makes the last row depend on the prefix only.
     prefix_ = prefix_.defined() ? torch::cat({prefix_, tokens.unsqueeze(1)}, 1) : tokens.unsqueeze(1);
     const torch::Tensor lengths = torch::full({prefix_.size(0)}, prefix_.size(1), src_len_.options());
     return model_->decode_embedded(model_->embed_target(prefix_), memory_, lengths, src_len_)
@@ -49,12 +47,6 @@ class StepModel {
   // only the target side moves.
   void reorder(const torch::Tensor& index, bool same_sources = false) {
     if (prefix_.defined()) prefix_ = prefix_.index_select(0, index);
-    if (use_cache_) {
-      // The encoder output lives on only as the cached cross-attention keys
-      // and values.
-      same_sources ? cache_.reorder_targets(index) : cache_.reorder(index);
-      return;
-    }
     if (same_sources) return;
     memory_ = memory_.index_select(0, index);
     src_len_ = src_len_.index_select(0, index);
@@ -63,9 +55,7 @@ class StepModel {
  private:
   Transformer& model_;
   torch::Tensor memory_, src_len_;
-  bool use_cache_;
-  DecoderCache cache_;
-  torch::Tensor prefix_;  // [N, t]: every token fed so far (recomputation only)
+  torch::Tensor prefix_;  // [N, t]: every token fed so far
 };
 
 // Drops finished rows from the batch once enough have piled up: each drop
@@ -85,7 +75,7 @@ bool worth_compacting(size_t finished, size_t rows) { return finished > 0 && fin
 // sentences leave the batch. (One function of about 130 lines: the steps
 // share the per-row bookkeeping, which helpers would have to pass around
 // whole.)
-std::vector<std::vector<int64_t>> beam_search(StepModel& step, const std::vector<int64_t>& limits,
+std::vector<std::vector<int64_t>> beam_search(RecomputingStep& step, const std::vector<int64_t>& limits,
                                               int64_t k, double alpha, bool early_stop,
                                               const PlaceholderConstraint& constraint,
                                               const std::vector<std::vector<int64_t>>& owed,
@@ -301,8 +291,7 @@ std::vector<std::vector<int64_t>> decode(Transformer& model,
   std::vector<int64_t> limits(todo.size());
   for (size_t i = 0; i < todo.size(); ++i)
     limits[i] = decode_limit(options, model->options().max_positions(), static_cast<int64_t>(todo[i].size()));
-  const int64_t longest = *std::max_element(limits.begin(), limits.end());
-  StepModel step(model, memory, src_len, options.use_cache, longest);
+  RecomputingStep step(model, memory, src_len);
   // Without the cache (the prefix recomputed every step, kept to check the
   // running batch against): beam search, one beam for greedy.
   const auto hyps = beam_search(step, limits, std::max<int64_t>(1, options.beam), options.length_penalty,

@@ -311,20 +311,6 @@ Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, const
   return feed_forward(s2, next, rt);
 }
 
-void DecoderCache::reorder_targets(const at::Tensor& index) {
-  for (auto& l : layers) {
-    at::Tensor kept = at::empty({index.size(0), l.self_kv.size(1), l.self_kv.size(2)}, l.self_kv.options());
-    if (position > 0) kept.narrow(1, 0, position).copy_(l.self_kv.narrow(1, 0, position).index_select(0, index));
-    l.self_kv = kept;
-  }
-}
-
-void DecoderCache::reorder(const at::Tensor& index) {
-  reorder_targets(index);
-  for (auto& l : layers) l.cross_kv = l.cross_kv.index_select(0, index);
-  src_lengths = src_lengths.index_select(0, index);
-}
-
 // ---------------------------------------------------------------- Transformer
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options_(o) { reset(); }

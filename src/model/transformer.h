@@ -199,13 +199,6 @@ struct DecoderCache {
   // Scratch of the fused CPU step, grown to the largest row count seen.
   at::Tensor step_workspace;    // float32
   at::Tensor step_key_lengths;  // int64
-  // Keeps rows `index` ([B'] int64) in that order: finished sentences
-  // dropped, beams spread out. Copies only the positions filled so far.
-  void reorder(const at::Tensor& index);
-  // The same, where every row's source stays what it was (beam search
-  // choosing among a sentence's own beams): the cross-attention keys and
-  // values are left alone.
-  void reorder_targets(const at::Tensor& index);
 };
 
 class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
