@@ -264,7 +264,7 @@ for r in load + static:
           f"{r['client_cpu_s']} / {r['seconds']} |")
 one = next((r for r in load if r["concurrency"] == 1), None)
 c32 = next((r for r in load if r["concurrency"] == 32), None)
-print("\n`continuous`: greedy requests join the running batch between decoding steps and leave it when they end "
+print("\n`continuous`: requests (greedy and beam) join the running batch between decoding steps and leave it when they end "
       "(the default); `static`: whole batches, each translated until its longest sentence ends.\n")
 print("Goals:")
 paired = [r for r in rows if "paired_round" in r]
