@@ -209,6 +209,14 @@ inline ElementOf<V> vec_sum_tree(V v) {
   }
 }
 
+// Whether any lane of a comparison's mask is set.
+template <typename M>
+inline bool vec_any(M m) {
+  for (int i = 0; i < static_cast<int>(sizeof(M) / sizeof(m[0])); ++i)
+    if (m[i]) return true;
+  return false;
+}
+
 template <typename V>
 inline ElementOf<V> vec_hmax(V v) {
   ElementOf<V> m = v[0];

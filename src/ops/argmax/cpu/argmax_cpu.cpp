@@ -11,16 +11,11 @@ namespace {
 
 using detail::kLanes;
 using detail::Vec;
+using detail::vec_any;
 using detail::vec_hmax;
 using detail::vec_loadu;
 using detail::vec_set1;
 using Mask = typename detail::Simd<float>::Mask;
-
-bool any(Mask m) {
-  for (int i = 0; i < kLanes<float>; ++i)
-    if (m[i]) return true;
-  return false;
-}
 
 int64_t argmax_row(const float* x, int64_t n) {
   constexpr int L = kLanes<float>;
@@ -35,7 +30,7 @@ int64_t argmax_row(const float* x, int64_t n) {
     top = v > top ? v : top;
   }
   float best = vec_hmax(top);
-  bool has_nan = any(nan);
+  bool has_nan = vec_any(nan);
   for (; j < n; ++j) {
     has_nan |= std::isnan(x[j]);
     best = x[j] > best ? x[j] : best;
@@ -49,7 +44,7 @@ int64_t argmax_row(const float* x, int64_t n) {
   const Vec<float> want = vec_set1(best);
   for (j = 0; j + L <= n; j += L) {
     const Mask hit = vec_loadu(x + j) == want;
-    if (any(hit))
+    if (vec_any(hit))
       for (int i = 0; i < L; ++i)
         if (hit[i]) return j + i;
   }

@@ -13,17 +13,12 @@ namespace {
 using detail::kLanes;
 using detail::Vec;
 using detail::vec_exp2;
+using detail::vec_any;
 using detail::vec_hmax;
 using detail::vec_loadu;
 using detail::vec_set1;
 using detail::vec_sum;
 using FloatMask = typename detail::Simd<float>::Mask;
-
-bool any(FloatMask m) {
-  for (int i = 0; i < kLanes<float>; ++i)
-    if (m[i]) return true;
-  return false;
-}
 
 // Half a float vector's lanes, widened to a double vector.
 typedef float HalfFloats __attribute__((vector_size(detail::kVecBytes / 2)));
@@ -67,7 +62,7 @@ void log_softmax_top_k(const TopKParams& p) {
     const Vec<float> v = vec_loadu(x + j);
     top = v > top ? v : top;
     const FloatMask enters = v > vec_set1(best.floor());
-    if (best.held < p.k || any(enters))
+    if (best.held < p.k || vec_any(enters))
       for (int i = 0; i < L; ++i) best.offer(v[i], j + i);
   }
   float m = vec_hmax(top);
