@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,20 @@ using testing::wait_for;
 
 int next_port() {
   // Distinct per test process and call: a block of 10 ports per process, and
-  // processes that run side by side have pids less than 2000 apart. (With
-  // 20000 + pid % 20000 + 7 k, two test processes 7 pids apart shared a port
-  // and joined each other's groups.) Collisions with other software are
-  // unlikely on loopback.
-  static int port = 20000 + static_cast<int>(::getpid() % 2000) * 10;
+  // processes that run side by side have pids less than the number of
+  // blocks apart. (With 20000 + pid % 20000 + 7 k, two test processes 7 pids
+  // apart shared a port and joined each other's groups.) The blocks lie
+  // below the kernel's ephemeral range (ip_local_port_range, 32768 and up by
+  // default): a port in it can be taken by any outgoing connection of a test
+  // running beside this one, which once made a rank fail to bind
+  // ("Address already in use").
+  static int port = [] {
+    int low = 32768;
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    range >> low;
+    const int blocks = low > 20010 ? (low - 20000) / 10 : 2000;
+    return 20000 + static_cast<int>(::getpid() % blocks) * 10;
+  }();
   return ++port;
 }
 
