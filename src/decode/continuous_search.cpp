@@ -20,6 +20,10 @@ double length_norm(double alpha, size_t len) {
   return alpha == 0.0 ? 1.0 : std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha);
 }
 
+double normalized(double score, size_t tokens, bool has_end, double alpha) {
+  return score / length_norm(alpha, tokens + (has_end ? 1 : 0));
+}
+
 bool done(double best_ended, double best_live, int64_t limit, double alpha, bool early_stop) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   if (best_live == kNegInf) return true;
@@ -205,21 +209,14 @@ void ContinuousSearch::select_beam(int64_t s, const std::vector<int64_t>& rows, 
     }
   }
   double best_ended = kNegInf, best_live = kNegInf;
-  for (const Ended& e : ended)
-    best_ended = std::max(best_ended, e.score / beam_rules::length_norm(options_.length_penalty,
-                                                                        e.out.size() + (e.has_end ? 1 : 0)));
+  const Ended* best = nullptr;  // the first of equal normalized scores by rank
+  for (const Ended& e : ended) {
+    const double norm = beam_rules::normalized(e.score, e.out.size(), e.has_end, options_.length_penalty);
+    if (norm > best_ended) best_ended = norm, best = &e;
+  }
   for (const Child& c : children) best_live = std::max(best_live, c.score);
   if (beam_rules::done(best_ended, best_live, sentence.limit, options_.length_penalty, options_.beam_early_stop)) {
-    // GNMT: log P / ((5 + |Y|) / 6)^alpha, |Y| counting <end> when present;
-    // the first of equal scores by rank.
-    double best = kNegInf;
-    std::vector<int64_t> out;
-    for (Ended& e : ended) {
-      const double norm =
-          e.score / beam_rules::length_norm(options_.length_penalty, e.out.size() + (e.has_end ? 1 : 0));
-      if (norm > best) best = norm, out = e.out;
-    }
-    finished.emplace_back(sentence.ticket, std::move(out));
+    finished.emplace_back(sentence.ticket, best != nullptr ? best->out : std::vector<int64_t>{});
     dropped.insert(dropped.end(), rows.begin(), rows.end());
     source_tokens_ -= sentence.src_len;
     sentences_.erase(s);
@@ -274,15 +271,21 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
   torch::NoGradGuard no_grad;
   const int64_t n = rows();
   std::vector<int64_t> tokens(n), positions(n), src_lengths(n);
-  int64_t max_position = 0, max_src = 0;
+  // Each row's sentence, looked up once (a greedy one may be erased below,
+  // so after that only width is read for every row).
+  std::vector<Sentence*> sentence_of(static_cast<size_t>(n));
+  std::vector<int64_t> width(static_cast<size_t>(n));  // each row's beam width (0: greedy)
+  int64_t max_position = 0, max_src = 0, widest = 0;
   bool any_beam = false, any_greedy = false;
   for (int64_t r = 0; r < n; ++r) {
-    const Sentence& s = sentences_.at(rows_[r].sentence);
+    Sentence& s = sentences_.at(rows_[r].sentence);
+    sentence_of[r] = &s, width[r] = s.beam;
     tokens[r] = rows_[r].next;
     positions[r] = rows_[r].position;
     src_lengths[r] = s.src_len;
     max_position = std::max(max_position, positions[r]);
     max_src = std::max(max_src, src_lengths[r]);
+    widest = std::max(widest, s.beam);
     (s.beam > 0 ? any_beam : any_greedy) = true;
   }
   // The rows in use, as views of the slots (writes land in the slots).
@@ -302,8 +305,6 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
   const int64_t vocab = logits.size(1);
   // Beam rows' log-softmax normalizers, from the logits as the model gave
   // them (the constraint below forbids tokens, it does not renormalize).
-  int64_t widest = 0;
-  for (const auto& [key, s] : sentences_) widest = std::max(widest, s.beam);
   top_stride_ = widest;
   if (any_beam) {
     top_index_.assign(static_cast<size_t>(n * widest), -1);
@@ -313,22 +314,22 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
   }
   const float* data = any_beam ? logits.data_ptr<float>() : nullptr;
   const auto top_k = [&](int64_t r, bool normalizer) {
-    ops::cpu::TopKParams p{data + r * vocab, vocab, sentences_.at(rows_[r].sentence).beam, &row_max_[r],
+    ops::cpu::TopKParams p{data + r * vocab, vocab, width[r], &row_max_[r],
                            &row_log_sum_[r], &top_index_[r * widest], &top_value_[r * widest], normalizer};
     ops::cpu::log_softmax_top_k(p);
   };
   for (int64_t r = 0; r < n && any_beam; ++r)
-    if (sentences_.at(rows_[r].sentence).beam > 0) top_k(r, true);
+    if (width[r] > 0) top_k(r, true);
   std::vector<PlaceholderConstraint::Row> constrained(n);
   bool any = false;
   for (int64_t r = 0; r < n; ++r) {
-    const Sentence& s = sentences_.at(rows_[r].sentence);
+    const Sentence& s = *sentence_of[r];
     if (s.constrained) constrained[r] = {&s.owed, &rows_[r].out, s.limit}, any = true;
   }
   if (any) {
     constraint_.apply(logits, constrained);
     for (int64_t r = 0; r < n && any_beam; ++r)
-      if (constrained[r].owed != nullptr && sentences_.at(rows_[r].sentence).beam > 0) top_k(r, false);
+      if (constrained[r].owed != nullptr && width[r] > 0) top_k(r, false);
   }
   // Greedy rows: the argmax.
   std::vector<int64_t> dropped;
@@ -339,21 +340,21 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
     } else {
       next.assign(static_cast<size_t>(n), kEndId);
       for (int64_t r = 0; r < n; ++r)
-        if (sentences_.at(rows_[r].sentence).beam == 0) {
+        if (width[r] == 0) {
           ops::cpu::ArgmaxParams p{data + r * vocab, &next[r], 1, vocab, vocab};
           ops::cpu::argmax_rows(p);
         }
     }
     for (int64_t r = 0; r < n; ++r) {
+      if (width[r] > 0) continue;
+      const Sentence& s = *sentence_of[r];
       Row& row = rows_[r];
-      auto it = sentences_.find(row.sentence);
-      if (it->second.beam > 0) continue;
       if (next[r] != kEndId) row.out.push_back(next[r]);
       row.next = next[r];
-      if (next[r] == kEndId || static_cast<int64_t>(row.out.size()) >= it->second.limit) {
-        finished.emplace_back(it->second.ticket, std::move(row.out));
-        source_tokens_ -= it->second.src_len;
-        sentences_.erase(it);
+      if (next[r] == kEndId || static_cast<int64_t>(row.out.size()) >= s.limit) {
+        finished.emplace_back(s.ticket, std::move(row.out));
+        source_tokens_ -= s.src_len;
+        sentences_.erase(row.sentence);  // s dangles from here on; its only row was this one
         dropped.push_back(r);
       }
     }
@@ -363,8 +364,7 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
   if (any_beam) {
     std::map<int64_t, std::vector<int64_t>> rows_of;
     for (int64_t r = 0; r < n; ++r)
-      if (const auto it = sentences_.find(rows_[r].sentence); it != sentences_.end() && it->second.beam > 0)
-        rows_of[rows_[r].sentence].push_back(r);
+      if (width[r] > 0) rows_of[rows_[r].sentence].push_back(r);
     for (auto& [s, rows] : rows_of) {
       std::sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) { return rows_[a].rank < rows_[b].rank; });
       select_beam(s, rows, logits, dropped, finished);

@@ -39,6 +39,9 @@ std::vector<int64_t> argmax_rows(const at::Tensor& logits);
 namespace beam_rules {
 // GNMT's length normalization ((5 + len) / 6)^alpha; 1 for alpha 0.
 double length_norm(double alpha, size_t len);
+// GNMT's score of an ended hypothesis: log P / length_norm(|Y|), |Y| its
+// tokens plus <end> when it has one. The best of these is the translation.
+double normalized(double score, size_t tokens, bool has_end, double alpha);
 // A sentence's search is over when no live hypothesis is left, or (with
 // early_stop and alpha >= 0) when none can beat its best ended one: log-
 // probabilities only fall as a hypothesis grows and the penalty divides them

@@ -94,14 +94,13 @@ std::vector<std::vector<int64_t>> beam_search(RecomputingStep& step, const std::
   for (int64_t s = 0; s < n; ++s) beams[s * k].score = 0.0;  // one start per sentence
   std::vector<int64_t> sentence(n);  // the sentence of each group of K rows
   std::iota(sentence.begin(), sentence.end(), 0);
-  using beam_rules::length_norm;
   const auto group_done = [&](int64_t g) {
     double best_ended = kNegInf, best_live = kNegInf;
     for (int64_t j = 0; j < k; ++j) {
       const Beam& b = beams[g * k + j];
       if (b.score == kNegInf) continue;
       if (b.ended) {
-        best_ended = std::max(best_ended, b.score / length_norm(alpha, b.tokens.size() + (b.has_end ? 1 : 0)));
+        best_ended = std::max(best_ended, beam_rules::normalized(b.score, b.tokens.size(), b.has_end, alpha));
       } else {
         best_live = std::max(best_live, b.score);
       }
@@ -114,8 +113,7 @@ std::vector<std::vector<int64_t>> beam_search(RecomputingStep& step, const std::
     for (int64_t j = 0; j < k; ++j) {
       const Beam& b = beams[g * k + j];
       if (b.score == kNegInf || !b.ended) continue;
-      // GNMT: log P / ((5 + |Y|) / 6)^alpha, |Y| counting <end> when present.
-      const double norm = b.score / length_norm(alpha, b.tokens.size() + (b.has_end ? 1 : 0));
+      const double norm = beam_rules::normalized(b.score, b.tokens.size(), b.has_end, alpha);
       if (norm > best) best = norm, out[sentence[g]] = b.tokens;
     }
   };
