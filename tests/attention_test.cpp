@@ -84,6 +84,9 @@ std::vector<Param> all_params() {
 
 // float64 tolerance against the float64 reference (see the file comment).
 constexpr double kFloat64Tolerance = 1e-10;
+// The torch backend in float32 against the float64 reference (relative to
+// the largest reference value, at least 1).
+constexpr double kTorchFloat32Tolerance = 2e-5;  // measured up to 5.4e-6
 
 // ---------------------------------------------------------------------------
 // Shapes and inputs
@@ -312,14 +315,20 @@ double float32_factor(const Param& p) {
 void check_against_reference(const Param& p, const Shape& s, uint64_t seed, const Dropout& dropout = {}) {
   Inputs in = make_inputs(s, seed, p.dtype);
   in.options.dropout = dropout;
-  const Outputs ref = run(in, AttentionBackend::kTorch, c10::kCPU, at::kDouble);
+  // The reference: LibTorch's composition in float64; for the torch backend
+  // itself, our naive kernel's float64 loops (an implementation of its own,
+  // so that the torch backend is not held against itself).
+  const bool torch_backend = p.backend == AttentionBackend::kTorch;
+  const Outputs ref = run(in, torch_backend ? AttentionBackend::kNaive : AttentionBackend::kTorch, c10::kCPU, at::kDouble);
   const Outputs got = run(in, p.backend, p.device, p.dtype);
-  // LibTorch's own float32 error on this device sets the float32 bar.
+  // LibTorch's own float32 error on this device sets our kernels' float32 bar.
   std::optional<Outputs> torch_f32;
-  if (p.dtype == at::kFloat) torch_f32 = run(in, AttentionBackend::kTorch, p.device, at::kFloat);
+  if (p.dtype == at::kFloat && !torch_backend) torch_f32 = run(in, AttentionBackend::kTorch, p.device, at::kFloat);
   for (int i = 0; i < 4; ++i) {
     const double err = error(output_at(got, i), output_at(ref, i));
-    if (torch_f32) {
+    if (p.dtype == at::kFloat && torch_backend) {
+      EXPECT_LE(err, kTorchFloat32Tolerance) << kOutputNames[i] << " of " << param_name(p);
+    } else if (torch_f32) {
       const double torch_err = error(output_at(*torch_f32, i), output_at(ref, i));
       // Under dropout the flash backward's delta = rowsum(dO * O) comes from
       // the dropped output, whose rounding no longer cancels dP's exactly (as
@@ -727,8 +736,8 @@ TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
         at::Tensor qkv = qkv64.to(dt).requires_grad_(true), rqkv = qkv.detach().to(ref_t).requires_grad_(true);
         at::Tensor q = q64.to(dt).requires_grad_(true), rq = q.detach().to(ref_t).requires_grad_(true);
         at::Tensor kv = kv64.to(dt).requires_grad_(true), rkv = kv.detach().to(ref_t).requires_grad_(true);
-        const at::Tensor out_self = self_attention(qkv, H, self_opts, info.id);
-        const at::Tensor out_cross = cross_attention(q, kv, H, cross_opts, info.id);
+        const at::Tensor out_self = self_attention(qkv, H, self_opts, info.value);
+        const at::Tensor out_cross = cross_attention(q, kv, H, cross_opts, info.value);
         const at::Tensor ref_self =
             merge(attention(split(rqkv, 0), split(rqkv, C), split(rqkv, 2 * C), self_opts, AttentionBackend::kTorch));
         const at::Tensor ref_cross =

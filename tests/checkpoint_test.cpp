@@ -13,11 +13,14 @@
 #include <set>
 #include <thread>
 
+#include <torch/cuda.h>
+
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/run_lock.h"
 #include "checkpoint/state.h"
+#include "decode/translator.h"
 #include "model/build.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -25,6 +28,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint_writer.h"
 #include "util/atomic_file.h"
+#include "util/device.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -52,6 +56,72 @@ TEST(Checkpoint, SaveLoadGivesIdenticalOutputs) {
   EXPECT_TRUE(m(src, sl, tgt, tl).equal(ck.model(src, sl, tgt, tl)));
   // A run folder resolves to its checkpoint.
   EXPECT_EQ(locate_checkpoint(std::filesystem::path(dir).parent_path().string(), CheckpointUse::kUse), dir);
+}
+
+// nmt::Translator: what its options leave unset comes from the checkpoint's
+// config, what they set wins; it translates as the decoding functions do on
+// the model it opened, in the compute type asked for.
+TEST(Translator, OptionsWinOverTheCheckpointsConfig) {
+  const auto& paths = testing::toy_tokenizers();
+  const Tokenizer zh(paths.src_model), en(paths.tgt_model);
+  Config cfg = testing::tiny_config();
+  cfg.attention.backend = "torch";
+  cfg.decode.compute_type = "float32";
+  cfg.decode.beam = 2;
+  cfg.decode.length_penalty = 0.5;
+  cfg.train.threads = 1;
+  torch::manual_seed(3);
+  Transformer m = build_model(cfg, zh.vocab_size(), en.vocab_size());
+  m->eval();
+  const std::string dir = testing::temp_dir("translator") + "/last";
+  save_checkpoint(dir, m, nullptr, TrainingState{}, cfg, paths.src_model, paths.tgt_model);
+  const std::vector<std::string> lines = {"我爱水课", "", "你昨天丢了一把钥匙"};
+  const int64_t threads_before = at::get_num_threads();  // the Translator sets the process's threads
+
+  const Translator plain(dir);
+  EXPECT_EQ(plain.model()->attention_backend(), ops::AttentionBackend::kTorch);
+  EXPECT_EQ(plain.model()->compute_type(), ops::ComputeType::kFloat32);
+  EXPECT_EQ(plain.decode_options().beam, 2);
+  EXPECT_EQ(plain.decode_options().length_penalty, 0.5);
+  EXPECT_EQ(plain.threads(), 1);
+  EXPECT_NE(plain.decoding_path().find("LibTorch op by op"), std::string::npos) << plain.decoding_path();
+
+  TranslatorOptions o;
+  o.attention = ops::AttentionBackend::kFlash;
+  o.compute_type = ops::ComputeTypeChoice::kInt8;
+  o.threads = 2;
+  const Translator chosen(dir, o);
+  EXPECT_EQ(chosen.model()->attention_backend(), ops::AttentionBackend::kFlash);
+  EXPECT_EQ(chosen.model()->compute_type(), ops::ComputeType::kInt8);
+  EXPECT_EQ(chosen.threads(), 2);
+  EXPECT_NE(chosen.decoding_path().find("fused CPU step"), std::string::npos) << chosen.decoding_path();
+  set_threads(threads_before);
+
+  // The same translations as the decoding functions give on that model.
+  LoadedCheckpoint ck = load_checkpoint(dir, torch::kCPU);
+  ck.model->set_attention_backend(ops::AttentionBackend::kFlash);
+  ck.model->prepare_decoding(ops::ComputeType::kInt8);
+  DecodeOptions greedy = chosen.decode_options();
+  greedy.beam = 0;
+  const TranslationBatch got = chosen.translate_batch(lines, greedy);
+  EXPECT_EQ(got.translations, translate_lines(ck.model, zh, en, lines, greedy, torch::kCPU).translations);
+  EXPECT_EQ(got.translations[1], "");
+  ASSERT_EQ(got.ids.size(), lines.size());
+  EXPECT_EQ(chosen.translate_batch(lines).translations,
+            translate_lines(ck.model, zh, en, lines, chosen.decode_options(), torch::kCPU).translations);
+
+  // A device this build or machine cannot give is a one-line input error naming the option.
+  if (!torch::cuda::is_available()) {
+    TranslatorOptions cuda;
+    cuda.device = DeviceKind::kCuda;
+    cuda.device_name = "--device";
+    try {
+      Translator t(dir, cuda);
+      ADD_FAILURE() << "cuda without a GPU was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--device: cuda requested", 0), 0u) << e.what();
+    }
+  }
 }
 
 TEST(Checkpoint, MissingOrCorruptFilesAreInputErrors) {

@@ -1,4 +1,4 @@
-// Decoding (decode/translator.h) with a tiny model that has learnt 60 pairs:
+// Decoding (decode/decode.h) with a tiny model that has learnt 60 pairs:
 // the cache, batching, per-sentence length limits, greedy and beam search.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -16,12 +16,13 @@
 #include "decode/continuous_search.h"
 #include "decode/length_limit.h"
 #include "decode/placeholder_constraint.h"
-#include "decode/translator.h"
+#include "decode/decode.h"
 #include "data/placeholder_mask.h"
 #include "model/build.h"
 #include "model/parameter_table.h"
 #include "ops/attention/backend.h"
 #include "ops/top_k/cpu/top_k_cpu.h"
+#include "support/seams.h"
 #include "support/temp_dir.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -103,6 +104,7 @@ TEST(Decode, OptionsTakeTheConfigsBeamAndLengthPenalty) {
 TEST(Decode, OverLongSourcesAreCutAndReported) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   const int64_t limit = model->options().max_positions();
   std::vector<int64_t> ids(static_cast<size_t>(limit + 40), t.sources[0][0]);
   EXPECT_EQ(fit_source(ids, model), limit + 40);
@@ -116,8 +118,9 @@ TEST(Decode, OverLongSourcesAreCutAndReported) {
   std::vector<int64_t> cut_ids = t.zh->encode(long_line);
   cut_ids.resize(static_cast<size_t>(limit));
   const DecodeOptions opts;
-  std::vector<SourceCut> cuts;
-  const auto out = translate_lines(model, *t.zh, *t.en, {t.src_text[0], long_line}, opts, torch::kCPU, &cuts);
+  const TranslationBatch batch = translate_lines(model, *t.zh, *t.en, {t.src_text[0], long_line}, opts, torch::kCPU);
+  const std::vector<SourceCut>& cuts = batch.cuts;
+  const std::vector<std::string>& out = batch.translations;
   ASSERT_EQ(cuts.size(), 1u);
   EXPECT_EQ(cuts[0].line, 1u);
   EXPECT_EQ(cuts[0].tokens, static_cast<int64_t>(t.zh->encode(long_line).size()));
@@ -132,10 +135,11 @@ TEST(Decode, OverLongSourcesAreCutAndReported) {
 TEST(Decode, CachedStepsMatchFullRecomputation) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   torch::NoGradGuard no_grad;
   for (const auto& backend : ops::kAttentionBackends) {
     SCOPED_TRACE(backend.name);
-    model->set_attention_backend(backend.id);
+    model->set_attention_backend(backend.value);
     auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
     const auto memory = model->encode(src, len);
     DecoderCache cache = model->start_decoding(memory, len, 9);
@@ -164,42 +168,41 @@ TEST(Decode, CachedStepsMatchFullRecomputation) {
 TEST(Decode, FusedStepGivesTheOpByOpLogits) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   torch::NoGradGuard no_grad;
   for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
     SCOPED_TRACE(ops::backend_name(backend));
     model->set_attention_backend(backend);
-    model->set_fused_decode_step(true);
+    TransformerTestSeam::set_fused_decode_step(model, true);
     auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
     const auto memory = model->encode(src, len);
     const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
     DecoderCache fused = model->start_decoding(memory, len, 9), plain = model->start_decoding(memory, len, 9);
     ASSERT_TRUE(model->fused_step_applies(tgt.select(1, 0), fused));
     for (int64_t i = 0; i < 9; ++i) {
-      model->set_fused_decode_step(true);
+      TransformerTestSeam::set_fused_decode_step(model, true);
       const auto a = model->decode_step(tgt.select(1, i), fused);  // [3, V]
-      model->set_fused_decode_step(false);
+      TransformerTestSeam::set_fused_decode_step(model, false);
       const auto b = model->decode_step(tgt.select(1, i), plain);
       EXPECT_TRUE(torch::equal(a, b)) << "position " << i << ": max difference " << (a - b).abs().max().item<float>();
     }
     // Rows at positions 4, 0 and 7 of their own sentences.
     const auto positions = torch::tensor({4, 0, 7}, torch::kLong);
     const auto tokens = torch::tensor({tgt[0][4].item<int64_t>(), tgt[1][0].item<int64_t>(), tgt[2][7].item<int64_t>()});
-    model->set_fused_decode_step(true);
+    TransformerTestSeam::set_fused_decode_step(model, true);
     const auto a = model->decode_step_rows(tokens, positions, 7, fused);
-    model->set_fused_decode_step(false);
+    TransformerTestSeam::set_fused_decode_step(model, false);
     const auto b = model->decode_step_rows(tokens, positions, 7, plain);
     EXPECT_TRUE(torch::equal(a, b)) << "max difference " << (a - b).abs().max().item<float>();
     DecodeOptions greedy, beam;
     beam.beam = 3;
-    model->set_fused_decode_step(true);
+    TransformerTestSeam::set_fused_decode_step(model, true);
     const auto greedy_fused = decode(model, t.sources, greedy, torch::kCPU);
     const auto beam_fused = decode(model, t.sources, beam, torch::kCPU);
-    model->set_fused_decode_step(false);
+    TransformerTestSeam::set_fused_decode_step(model, false);
     EXPECT_EQ(greedy_fused, decode(model, t.sources, greedy, torch::kCPU));
     EXPECT_EQ(beam_fused, decode(model, t.sources, beam, torch::kCPU));
   }
-  model->set_fused_decode_step(true);
-  model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
 
 // Trains `model` 200 steps on the pairs of `c` until it knows them, then
@@ -216,7 +219,7 @@ std::pair<std::vector<std::vector<int64_t>>, std::vector<std::vector<int64_t>>> 
   DecodeOptions greedy, beam;
   beam.beam = 3;
   model->set_attention_backend(ops::AttentionBackend::kTorch);
-  model->set_fused_decode_step(false);
+  TransformerTestSeam::set_fused_decode_step(model, false);
   auto greedy_out = decode(model, c.src, greedy, torch::kCPU);
   auto beam_out = decode(model, c.src, beam, torch::kCPU);
   int learnt = 0;
@@ -247,7 +250,7 @@ TEST(Decode, TieAllDecodesAlikeOnTheFusedAndLibTorchPaths) {
   torch::NoGradGuard no_grad;
   DecodeOptions greedy, beam;
   beam.beam = 3;
-  model->set_fused_decode_step(true);
+  TransformerTestSeam::set_fused_decode_step(model, true);
   for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
     SCOPED_TRACE(ops::backend_name(backend));
     model->set_attention_backend(backend);
@@ -260,7 +263,7 @@ TEST(Decode, TieAllDecodesAlikeOnTheFusedAndLibTorchPaths) {
     model->prepare_decoding(ops::ComputeType::kFloat32);
     EXPECT_EQ(decode(model, c.src, greedy, torch::kCPU), greedy_torch);
     EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
-    model->unprepare_decoding();
+    TransformerTestSeam::unprepare_decoding(model);
   }
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
@@ -290,7 +293,7 @@ TEST(Decode, PostNormDecodesAlikeOnEveryPath) {
   beam.beam = 3;
   auto [src, len] = make_source_batch({c.src[0], c.src[1], c.src[2]});
   const auto tgt = torch::randint(4, base.en->vocab_size(), {3, 7}, torch::kLong);
-  model->set_fused_decode_step(true);
+  TransformerTestSeam::set_fused_decode_step(model, true);
   for (const auto backend : {ops::AttentionBackend::kFlash, ops::AttentionBackend::kNaive}) {
     SCOPED_TRACE(ops::backend_name(backend));
     model->set_attention_backend(backend);
@@ -299,13 +302,13 @@ TEST(Decode, PostNormDecodesAlikeOnEveryPath) {
     ASSERT_TRUE(model->fused_step_applies(tgt.select(1, 0), fused));
     std::vector<torch::Tensor> reference;
     for (int64_t i = 0; i < 7; ++i) {
-      model->set_fused_decode_step(true);
+      TransformerTestSeam::set_fused_decode_step(model, true);
       const auto a = model->decode_step(tgt.select(1, i), fused);
-      model->set_fused_decode_step(false);
+      TransformerTestSeam::set_fused_decode_step(model, false);
       reference.push_back(model->decode_step(tgt.select(1, i), plain));
       EXPECT_TRUE(torch::equal(a, reference.back())) << "position " << i;
     }
-    model->set_fused_decode_step(true);
+    TransformerTestSeam::set_fused_decode_step(model, true);
     EXPECT_EQ(decode(model, c.src, greedy, torch::kCPU), greedy_torch);
     EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
     for (const auto& [type, tolerance] : std::vector<std::pair<ops::ComputeType, double>>{
@@ -327,7 +330,7 @@ TEST(Decode, PostNormDecodesAlikeOnEveryPath) {
         EXPECT_EQ(decode(model, c.src, beam, torch::kCPU), beam_torch);
       }
     }
-    model->unprepare_decoding();
+    TransformerTestSeam::unprepare_decoding(model);
   }
   model->set_attention_backend(ops::AttentionBackend::kTorch);
 }
@@ -428,6 +431,7 @@ TEST(Decode, LogSoftmaxTopKAsTorch) {
 TEST(Decode, BeamRowsFollowTheirHypotheses) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   std::vector<std::vector<int64_t>> sources = t.sources;
   for (const auto& s : t.sources) sources.emplace_back(s.rbegin(), s.rend());
   // LibTorch's attention (op by op) and flash (the fused CPU step).
@@ -470,6 +474,7 @@ TEST(Decode, BeamRowsFollowTheirHypotheses) {
 TEST(Decode, SentencesJoiningMidSearchGetTheirOwnTranslation) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   model->set_attention_backend(ops::AttentionBackend::kFlash);
   std::vector<std::vector<int64_t>> sources = t.sources;
   for (size_t i = 0; i < t.sources.size(); i += 2) sources.emplace_back(t.sources[i].rbegin(), t.sources[i].rend());
@@ -514,6 +519,7 @@ TEST(Decode, SentencesJoiningMidSearchGetTheirOwnTranslation) {
 TEST(Decode, FusedEncoderGivesASentenceItsBitsWhateverItsCompany) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   torch::NoGradGuard no_grad;
   size_t shortest = 0, longest = 0;
   for (size_t i = 0; i < t.sources.size(); ++i) {
@@ -534,7 +540,7 @@ TEST(Decode, FusedEncoderGivesASentenceItsBitsWhateverItsCompany) {
       EXPECT_TRUE(torch::equal(pair[1].narrow(0, 0, n), alone[0]));
       EXPECT_EQ(pair[1].narrow(0, n, pair.size(1) - n).abs().max().item<float>(), 0.0f);
     }
-  model->unprepare_decoding();
+  TransformerTestSeam::unprepare_decoding(model);
 }
 
 // Decoding in each compute type (prepare_decoding): the fused encoder and
@@ -546,12 +552,13 @@ TEST(Decode, FusedEncoderGivesASentenceItsBitsWhateverItsCompany) {
 TEST(Decode, ComputeTypesStayNearFloat32) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   torch::NoGradGuard no_grad;
   model->set_attention_backend(ops::AttentionBackend::kFlash);
   auto [src, len] = make_source_batch({t.sources[0], t.sources[1], t.sources[2]});
   const auto tgt = torch::randint(4, t.en->vocab_size(), {3, 9}, torch::kLong);
   // The reference: float32, op by op (no prepared weights).
-  model->unprepare_decoding();
+  TransformerTestSeam::unprepare_decoding(model);
   const auto memory = model->encode(src, len);
   DecoderCache plain = model->start_decoding(memory, len, 9);
   std::vector<torch::Tensor> logits;
@@ -604,7 +611,7 @@ TEST(Decode, ComputeTypesStayNearFloat32) {
   model->prepare_decoding(ops::ComputeType::kFloat32);
   cache = model->start_decoding(model->encode(src, len), len, 9);
   EXPECT_FALSE(model->fused_step_applies(tgt.select(1, 0), cache));
-  model->unprepare_decoding();
+  TransformerTestSeam::unprepare_decoding(model);
 }
 
 // Ending a sentence once no live beam can beat its best ended one gives the
@@ -613,6 +620,7 @@ TEST(Decode, ComputeTypesStayNearFloat32) {
 TEST(Decode, BeamSearchStopsEarlyWithTheSameTranslations) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   // Sources it has learnt, and the same sources reversed, on which it is
   // unsure and its beams end at different lengths.
   std::vector<std::vector<int64_t>> sources = t.sources;
@@ -636,6 +644,7 @@ TEST(Decode, BeamSearchStopsEarlyWithTheSameTranslations) {
 TEST(Decode, TranslationDoesNotDependOnTheBatch) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   DecodeOptions opts;
   const auto batched = decode(model, t.sources, opts, torch::kCPU);  // mixed lengths together
   for (size_t i = 0; i < t.sources.size(); i += 7)
@@ -652,6 +661,7 @@ TEST(Decode, TranslationDoesNotDependOnTheBatch) {
 TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   torch::NoGradGuard no_grad;
   // With LibTorch's attention (op by op) and with flash (the fused CPU step,
   // whose running batch reads its rows out of larger slot tensors).
@@ -692,9 +702,9 @@ TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
     // release() at every step: nothing while rows run; when the batch has
     // drained it frees the slots, which the next add() makes anew, and the
     // translations are the same.
-    EXPECT_GT(stream.slot_rows(), 0);
+    EXPECT_GT(ContinuousSearchTestSeam::slot_rows(stream), 0);
     stream.release();
-    EXPECT_EQ(stream.slot_rows(), 0);
+    EXPECT_EQ(ContinuousSearchTestSeam::slot_rows(stream), 0);
     got.clear(), next = 0, steps = 0;
     int released = 0;
     while (got.size() < t.sources.size()) {
@@ -706,9 +716,9 @@ TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
         stream.add(srcs, tickets);
       }
       for (auto& [ticket, ids] : stream.step()) got[ticket] = ids;
-      const int64_t had = stream.slot_rows();
+      const int64_t had = ContinuousSearchTestSeam::slot_rows(stream);
       stream.release();
-      if (stream.rows() > 0) EXPECT_EQ(stream.slot_rows(), had) << "released while rows run";
+      if (stream.rows() > 0) EXPECT_EQ(ContinuousSearchTestSeam::slot_rows(stream), had) << "released while rows run";
       released += stream.rows() == 0;
       ASSERT_LT(++steps, 10000);
     }
@@ -724,6 +734,7 @@ TEST(Decode, ContinuousBatchingGivesEachSentenceItsOwnTokens) {
 TEST(Decode, LengthLimitsArePerSentence) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   DecodeOptions free_run, limited;
   limited.max_len_factor = 0.4;
   for (int64_t beam : {0, 3}) {
@@ -799,6 +810,7 @@ TEST(LengthLimit, RatioQuantileAndTheFactorFromIt) {
 TEST(Decode, EmptySourcesGiveEmptyOutputs) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   for (const int64_t beam : {0, 3}) {
     for (const bool cache : {true, false}) {
       SCOPED_TRACE("beam " + std::to_string(beam) + (cache ? ", cache" : ", no cache"));
@@ -821,6 +833,7 @@ TEST(Decode, EmptySourcesGiveEmptyOutputs) {
 TEST(Decode, BeamOneIsGreedyAndBeamsEndProperly) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   DecodeOptions greedy, beam1, beam4;
   beam1.beam = 1;  // the beam-search code path with one beam
   beam4.beam = 4;
@@ -892,6 +905,7 @@ TEST(PlaceholderConstraint, SourceTextOwesItsSentinels) {
 TEST(Decode, PlaceholderConstraintPlacesEachOwedSentinelExactly) {
   const Trained& t = trained();
   Transformer model = t.model;
+  const testing::ModelPathScope restore(model);  // the model is shared with the other tests
   const std::vector<int64_t> fake{20, 21, 22};
   const std::vector<std::vector<int64_t>> kinds{{}, {20}, {21, 21, 22}};
   std::vector<std::vector<int64_t>> owed;

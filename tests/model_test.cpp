@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "data/dataset.h"
-#include "decode/translator.h"
+#include "decode/decode.h"
 #include "model/build.h"
 #include "model/parameter_table.h"
 #include "model/transformer.h"
@@ -333,7 +333,7 @@ TEST(Model, TinyModelMemorizesTwentyPairs) {
   DecodeOptions greedy;
   greedy.batch_size = 8;
   greedy.max_len = 40;
-  const auto hyps = translate_lines(m, zh, en, c.src_text, greedy, torch::kCPU);
+  const auto hyps = translate_lines(m, zh, en, c.src_text, greedy, torch::kCPU).translations;
   for (int i = 0; i < 20; ++i) EXPECT_EQ(hyps[i], c.tgt_text[i]) << "pair " << i << ": " << c.src_text[i];
 }
 

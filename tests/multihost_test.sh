@@ -314,16 +314,20 @@ fi
 end_case
 heal
 
-# b2. Partition while rank 0 saves a checkpoint (each save held 2 s before
-# its swap) and rank 1 waits for rank 0's verdict.
+# b2. Partition while rank 0 saves a checkpoint and rank 1 waits for rank
+# 0's verdict: rank 0 is held inside its first save that replaces a
+# checkpoint (the test hold at the swap, util/test_hooks.h), the link is cut
+# while it is there, then the hold is released.
 d=$tmp/partition_save
-rank 0 29504 $timeout_s "$d" "$d.0.log" NMT_TEST_SAVE_DELAY_MS=2000 "${long[@]}"; p0=$!
+rank 0 29504 $timeout_s "$d" "$d.0.log" NMT_TEST_HOLD=save-replace:$d.hold "${long[@]}"; p0=$!
 rank 1 29504 $timeout_s "$d.r1" "$d.1.log" "${long[@]}"; p1=$!
-if wait_until 60 test -e "$d/last/manifest.txt"; then
-  sleep 0.5
+if wait_until 60 test -e "$d.hold"; then
   partition || bad "partition during a save: could not cut the link"
   tf=$(now)
-  echo "partition (during rank 0's save) at $(elapsed "$start_all" "$tf") s:"
+  if grep -q "test hold: at save-replace" "$d.0.log" && kill -0 $p0 2>/dev/null; then ok
+  else bad "partition during a save: rank 0 was not inside a save when the link was cut"; fi
+  rm -f "$d.hold"
+  echo "partition (rank 0 held inside a save) at $(elapsed "$start_all" "$tf") s:"
   wait_exit $p0 $((timeout_s + margin_s + 5)) "$tf"; r0=$rc t0=$t_end
   wait_exit $p1 $((timeout_s + margin_s + 5)) "$tf"; r1=$rc t1=$t_end
   check_exit "partition during a save" 0 "$r0" "$t0" "$tf" "$d.0.log" 1
@@ -331,7 +335,7 @@ if wait_until 60 test -e "$d/last/manifest.txt"; then
   check_last "partition during a save" "$d"
   echo "fault: partition during a save -> rank 0 exit $r0 after $(elapsed "$tf" "$t0") s, rank 1 exit $r1 after $(elapsed "$tf" "$t1") s: $(error_line "$d.1.log"); $intact"
 else
-  bad "partition during a save: no checkpoint within 60 s: $(tail -1 "$d.0.log")"
+  bad "partition during a save: rank 0 reached no save that replaces a checkpoint within 60 s: $(tail -1 "$d.0.log")"
 fi
 end_case
 heal

@@ -79,12 +79,28 @@ def closed_by_peer(s):
         return True
 
 
+def wait_closed(sockets, deadline):
+    """Waits until the server has closed each socket or the deadline passed: {socket: when it closed}."""
+    sel = selectors.DefaultSelector()
+    for s in sockets:
+        sel.register(s, selectors.EVENT_READ)
+    closed = {}
+    while len(closed) < len(sockets) and time.time() < deadline:
+        for key, _ in sel.select(timeout=max(0.0, deadline - time.time())):
+            if closed_by_peer(key.fileobj):
+                closed[key.fileobj] = time.time()
+                sel.unregister(key.fileobj)
+    sel.close()
+    return closed
+
+
 # 1. Idle and slow-header connections while normal requests are answered.
 proc, port = start("hold", "--header-timeout", "6", "--idle-timeout", "4", "--max-connections-per-client", "100000")
 status, _, body, _ = translate(port, "打开文件")
 check(status == 200, f"unloaded request: {status}")
 unloaded = statistics.median(translate(port, "打开文件")[3] for _ in range(5))
 # The holders come from other loopback addresses, as other clients would.
+opening = time.time()
 held = [connect(port, f"127.0.{1 + i // 250}.{1 + i % 250}") for i in range(idle_count)]
 slow = [connect(port, f"127.1.{1 + i // 250}.{1 + i % 250}") for i in range(slow_count)]
 opened = time.time()
@@ -119,12 +135,18 @@ check(all(s == 200 for s in statuses) and worst < unloaded + 1.0,
       f"slowest {worst * 1000:.0f} ms (unloaded median {unloaded * 1000:.0f} ms)")
 # The server closes them at their deadlines: idle ones after --idle-timeout
 # (4 s), slow ones after --header-timeout (6 s) although they keep sending.
-time.sleep(max(0.0, opened + 6.0 - time.time()))
-idle_closed = sum(closed_by_peer(s) for s in held)
-check(idle_closed == idle_count, f"idle connections closed after the idle timeout: {idle_closed} of {idle_count}")
-time.sleep(max(0.0, opened + 9.0 - time.time()))
-slow_closed = sum(closed_by_peer(s) for s in slow)
-check(slow_closed == slow_count, f"slow-header connections closed after the header timeout: {slow_closed} of {slow_count}")
+# Waited for as events (each socket's end of stream), with a deadline.
+closed_at = wait_closed(held + slow, opened + 20.0)
+# (No connection was opened before `opening`, all were by `opened`.)
+idle_times = [closed_at[s] - opening for s in held if s in closed_at]
+slow_times = [closed_at[s] - opening for s in slow if s in closed_at]
+late = opened - opening
+check(len(idle_times) == idle_count and min(idle_times) > 3.5 and max(idle_times) < late + 6.0,
+      f"idle connections closed after the 4 s idle timeout: {len(idle_times)} of {idle_count}, "
+      f"between {min(idle_times, default=0):.1f} and {max(idle_times, default=0):.1f} s")
+check(len(slow_times) == slow_count and min(slow_times) > 5.5 and max(slow_times) < late + 9.0,
+      f"slow-header connections closed after the 6 s header timeout: {len(slow_times)} of {slow_count}, "
+      f"between {min(slow_times, default=0):.1f} and {max(slow_times, default=0):.1f} s")
 stop.set()
 trickler.join()
 for s in held + slow:

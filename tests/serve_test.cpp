@@ -28,6 +28,13 @@ Job job(std::vector<std::string> lines, int64_t tokens_each, int64_t beam = 0) {
   return j;
 }
 
+// Waits until `done` holds, polling; fails the test after 10 s instead of hanging.
+void wait_for(const std::function<bool()>& done) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(done()) << "timed out";
+}
+
 // Records every batch; answers line -> "T(line)". An optional gate holds the
 // first batch until released, so that tests can fill the queue behind it.
 struct FakeRunner {
@@ -56,7 +63,7 @@ struct FakeRunner {
 std::future<JobResult> hold_worker(Batcher& b, FakeRunner& fake) {
   fake.hold = true;
   auto held = b.submit(job({"0"}, 1));
-  while (fake.running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_for([&] { return fake.running > 0; });
   return held;
 }
 
@@ -151,7 +158,7 @@ TEST(Batcher, FullQueueRefusesAndStopFinishesWhatWasQueued) {
   EXPECT_FALSE(b->submit(job({"d"}, 1)).valid());  // 3 waiting: full
   std::thread stopper([&] { b->stop(); });
   // stop() waits for the held batch; once it has begun, new work is refused.
-  while (!b->stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_for([&] { return b->stopping(); });
   EXPECT_FALSE(b->submit(job({"e"}, 1)).valid());  // stopping: refused
   fake.hold = false;
   stopper.join();
@@ -166,9 +173,7 @@ TEST(Batcher, WorkersTranslateBatchesSideBySide) {
   Batcher b(policy, [&](const auto& jobs) { return fake(jobs); });
   auto first = hold_worker(b, fake);
   auto second = b.submit(job({"1"}, 1));  // the other worker takes it while the first is held
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (fake.running < 2 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_EQ(fake.running, 2);
+  wait_for([&] { return fake.running == 2; });
   fake.hold = false;
   EXPECT_EQ(second.get().sentences[0].translation, "T(1)");
   EXPECT_EQ(first.get().sentences[0].translation, "T(0)");
@@ -283,12 +288,6 @@ StreamFactory fake_streams(FakeStreams& shared) {
   return [&shared] { return std::make_unique<FakeStream>(shared); };
 }
 
-void wait_for(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_TRUE(done()) << "timed out";
-}
-
 // A worker whose stream has been idle for idle_release_ms releases the
 // stream's memory, once per idle spell, never while a job runs in it.
 TEST(Batcher, AnIdleStreamReleasesItsMemory) {
@@ -301,6 +300,9 @@ TEST(Batcher, AnIdleStreamReleasesItsMemory) {
   wait_for([&] { return streams.releases >= 1; });
   EXPECT_EQ(b.submit(job({"again"}, 3)).get().sentences[0].translation, "S(again)");
   wait_for([&] { return streams.releases >= 2; });
+  // Four more idle spells' worth of time in which nothing may happen (an
+  // absence has no event to wait for): a worker that released on every
+  // idle wake-up would release again here.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::vector<std::string> log = streams.events();
   EXPECT_EQ(std::count(log.begin(), log.end(), "release while running"), 0);

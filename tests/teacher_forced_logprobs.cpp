@@ -1,16 +1,16 @@
 // The model's log-probability of each target token given the source and the
 // target prefix (teacher forcing), for comparison with another runtime that
 // loads the same weights (tests/ctranslate2_roundtrip.py against
-// CTranslate2's score_batch). Built on the inference library alone.
+// CTranslate2's score_batch). Built on the inference library alone
+// (nmt::Translator::score_batch).
 // Usage: teacher_forced_logprobs CHECKPOINT SOURCES TARGETS
 // prints, per line pair, the log-probabilities of y1 .. yn <end> (decode/scorer.h);
 // a placeholder-protected model scores the pair masked, as it was trained.
 #include <cstdio>
 #include <iostream>
 
-#include "checkpoint/checkpoint.h"
 #include "data/text_io.h"
-#include "decode/scorer.h"
+#include "decode/translator.h"
 #include "util/errors.h"
 
 int main(int argc, char** argv) {
@@ -19,12 +19,12 @@ int main(int argc, char** argv) {
     return nmt::kExitInput;
   }
   try {
-    nmt::LoadedCheckpoint ck = nmt::load_checkpoint(argv[1], c10::kCPU);
+    nmt::TranslatorOptions options;
+    options.device = nmt::DeviceKind::kCpu;
+    const nmt::Translator translator(argv[1], options);
     const auto sources = nmt::read_lines(argv[2]);
     const auto targets = nmt::read_lines(argv[3]);
-    const auto logprobs =
-        nmt::score_pairs(ck.model, *ck.src_tok, *ck.tgt_tok, sources, targets, c10::Device(c10::kCPU),
-                         ck.cfg.tokenizer.protect_placeholders);
+    const auto logprobs = translator.score_batch(sources, targets);
     for (const auto& row : logprobs) {
       for (size_t k = 0; k < row.size(); ++k) std::printf(k ? " %.6f" : "%.6f", row[k]);
       std::printf("\n");

@@ -32,7 +32,7 @@ int run_check_causality(const CausalityArgs& args) {
   if (args.runtime.device) device = resolve_device(*args.runtime.device, "--device");
   LoadedCheckpoint ck = load_checkpoint(args.checkpoint, device);
   if (args.runtime.attention)
-    ck.model->set_attention_backend(ops::parse_backend(*args.runtime.attention));
+    ck.model->set_attention_backend(*args.runtime.attention);
   ck.model->set_disable_causal_mask(args.disable_causal_mask);
   set_threads(args.runtime.threads.value_or(ck.cfg.train.threads));
   torch::manual_seed(0);

@@ -23,6 +23,7 @@
 #include "data/text_io.h"
 #include "decode/length_limit.h"
 #include "decode/scorer.h"
+#include "decode/decode.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
 #include "eval/placeholders.h"
@@ -49,81 +50,55 @@ namespace nmt::cli {
 
 namespace {
 
-// Flags win over the config, and are validated like config values.
-std::vector<std::string> runtime_assignments(const RuntimeFlags& flags) {
-  std::vector<std::string> a;
-  if (flags.attention) a.push_back("attention.backend=" + *flags.attention);
-  if (flags.device) a.push_back("attention.device=" + *flags.device);
-  if (flags.threads) a.push_back("train.threads=" + std::to_string(*flags.threads));
-  if (flags.compute_type) a.push_back("decode.compute_type=" + *flags.compute_type);
-  return a;
+// nmt train: the runtime flags are config values (the run saves them with
+// its config), set after the --set assignments, so they win.
+void apply_runtime(Config& cfg, const RuntimeFlags& flags) {
+  if (flags.attention) {
+    cfg.attention.backend = ops::backend_name(*flags.attention);
+    cfg.origin["attention.backend"] = "--attention";
+  }
+  if (flags.device) {
+    cfg.attention.device = kDeviceChoices.name(*flags.device);
+    cfg.origin["attention.device"] = "--device";
+  }
+  if (flags.threads) {
+    cfg.train.threads = *flags.threads;
+    cfg.origin["train.threads"] = "--threads";
+  }
 }
 
-void apply_runtime(Config& cfg, const RuntimeFlags& flags) { apply_overrides(cfg, runtime_assignments(flags)); }
-
-// A checkpoint loaded for use, on the device it will run on.
-struct OpenCheckpoint {
-  LoadedCheckpoint ck;
-  c10::Device device{c10::kCPU};
-};
-
-// decode.compute_type (the flag already folded in) for the device: on the
-// CPU the model's dense layers are packed for it once; on a GPU bf16 is the
-// model's bf16 matrix multiplies and int8 is refused. Returns what runs.
-std::string prepare_compute_type(OpenCheckpoint& s, const std::string& what) {
-  const std::string& name = s.ck.cfg.decode.compute_type;
-  const std::optional<ops::ComputeType> type = ops::resolve_compute_type(name);
-  if (!type) throw InputError(what + ": '" + name + "' is not one of: " + ops::compute_type_choices());
-  if (!s.device.is_cpu()) {
-    if (*type == ops::ComputeType::kInt8 && name != "auto")
-      throw InputError(what + ": int8 runs on the CPU only (device " + s.device.str() + "); use float32 or bf16");
-    const bool bf16 = *type == ops::ComputeType::kBf16;
-    s.ck.model->set_matmul_dtype(bf16 ? at::kBFloat16 : at::kFloat);
-    return bf16 ? "bf16" : "float32";
-  }
-  s.ck.model->prepare_decoding(*type);
-  return ops::compute_type_name(*type) + std::string(name == "auto" ? " (auto)" : "") + ", CPU kernels " +
-         isa_name(kernel_isa());
-}
-
-OpenCheckpoint open_checkpoint(const std::string& dir, const RuntimeFlags& flags) {
-  OpenCheckpoint s;
-  // The device flag is checked before the (slower) checkpoint load.
-  if (flags.device) s.device = resolve_device(*flags.device, "--device");
-  const ops::AttentionBackend backend =
-      flags.attention ? ops::parse_backend(*flags.attention) : ops::AttentionBackend::kTorch;
-  s.ck = load_checkpoint(dir, s.device);
-  if (!flags.device) {
-    s.device = resolve_device(s.ck.cfg.attention.device, s.ck.dir + "/config.yaml: attention.device");
-    s.ck.model->to(s.device);
-  }
-  apply_runtime(s.ck.cfg, flags);
-  s.ck.model->set_attention_backend(flags.attention ? backend
-                                                    : ops::parse_backend(s.ck.cfg.attention.backend));
-  const int64_t threads = set_threads(s.ck.cfg.train.threads);
-  const std::string compute = prepare_compute_type(s, flags.compute_type ? "--compute-type" : "decode.compute_type");
-  spdlog::info("checkpoint {} (step {}), device {}, {} threads, attention '{}', compute type {}", s.ck.dir,
-               s.ck.state.step, s.device.str(), threads, ops::backend_name(s.ck.model->attention_backend()),
-               compute);
-  return s;
+// The checkpoint opened for translating, as the flags say: what they leave
+// unset comes from its config (Translator).
+Translator open_translator(const std::string& dir, const RuntimeFlags& flags) {
+  TranslatorOptions o;
+  o.device = flags.device;
+  o.compute_type = flags.compute_type;
+  o.threads = flags.threads;
+  o.attention = flags.attention;
+  o.device_name = "--device";
+  o.compute_type_name = "--compute-type";
+  Translator t(dir, o);
+  spdlog::info("checkpoint {}, device {}, {} threads, attention '{}', compute type {}", t.description(),
+               t.device().str(), t.threads(), ops::backend_name(t.model()->attention_backend()),
+               t.compute_description());
+  spdlog::info("decoding: {}", t.decoding_path());
+  return t;
 }
 
 // The checkpoint's decoding settings with the flags folded in; logs the
 // length limit and where its factor came from.
-DecodeOptions decode_options(const LoadedCheckpoint& ck, const DecodeFlags& flags) {
-  Config cfg = ck.cfg;
-  if (flags.no_placeholder_constraint) cfg.decode.placeholder_constraint = false;
+DecodeOptions decode_options(const Translator& t, const DecodeFlags& flags) {
+  DecodeConfig d = t.config().decode;
+  if (flags.no_placeholder_constraint) d.placeholder_constraint = false;
   if (flags.max_len_factor) {  // validated: auto or a number in range
-    if (*flags.max_len_factor == "auto") cfg.decode.max_len_factor.reset();
-    else cfg.decode.max_len_factor = std::stod(*flags.max_len_factor);
+    if (*flags.max_len_factor == "auto") d.max_len_factor.reset();
+    else d.max_len_factor = std::stod(*flags.max_len_factor);
   }
-  DecodeOptions o = nmt::decode_options(cfg, ck.tgt_tok.get(), ck.state.target_source_ratio);
+  const bool factor_flag = flags.max_len_factor && *flags.max_len_factor != "auto";
+  DecodeOptions o = t.decode_options(d, factor_flag ? "--max-len-factor" : "decode.max_len_factor");
   o.max_len = flags.max_len.value_or(o.max_len);
   o.batch_size = flags.batch_size.value_or(o.batch_size);
-  if (flags.max_len_factor && *flags.max_len_factor != "auto")
-    o.max_len_origin =
-        resolve_length_factor(cfg.decode.max_len_factor, ck.state.target_source_ratio, "--max-len-factor").origin;
-  spdlog::info("length limit: {}", describe_length_limit(o, ck.model->options().max_positions()));
+  spdlog::info("length limit: {}", describe_length_limit(o, t.max_positions()));
   o.beam = flags.beam.value_or(o.beam);
   o.length_penalty = flags.length_penalty.value_or(o.length_penalty);
   o.use_cache = !flags.no_cache;
@@ -152,9 +127,9 @@ std::string map_path(const std::string& pattern, size_t index, size_t count) {
 
 // The heatmaps of translations already made: line i's source ids and the
 // ids its translation was decoded to (no second decode).
-void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args, const std::vector<std::string>& lines,
+void write_attention_maps(const Translator& t, const TranslateArgs& args, const std::vector<std::string>& lines,
                           const std::vector<PreparedLine>& sources, const std::vector<std::vector<int64_t>>& hyps) {
-  Transformer& model = s.ck.model;
+  const Transformer& model = t.model();
   const int64_t layers = model->options().decoder_layers(), heads = model->options().heads();
   const int64_t layer = args.map_layer < 0 ? layers - 1 : args.map_layer;
   if (layer >= layers)
@@ -168,7 +143,7 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args, const st
     if (src.empty()) continue;
     const int64_t tokens = sources[i].read_tokens;
     const std::vector<int64_t>& hyp = hyps[i];
-    torch::Tensor map = translation_attention(model, src, hyp, s.device).cross[layer][0];
+    torch::Tensor map = t.attention(sources[i], hyp).cross[layer][0];
     map = (args.map_head < 0 ? map.mean(0) : map[args.map_head]).to(torch::kCPU, torch::kDouble);
     std::vector<std::vector<double>> weights(map.size(0), std::vector<double>(map.size(1)));
     for (int64_t r = 0; r < map.size(0); ++r)
@@ -179,7 +154,7 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args, const st
                                 ? ", source cut to " + std::to_string(src.size()) + " of " + std::to_string(tokens) +
                                       " tokens"
                                 : "";
-    const std::string title = lines[i] + "  →  " + finish_translation(sources[i], hyp, *s.ck.tgt_tok) +
+    const std::string title = lines[i] + "  →  " + t.finish(sources[i], hyp) +
                               "  (cross-attention, layer " +
                               std::to_string(layer + 1) + ", " +
                               (args.map_head < 0 ? std::string("mean of heads")
@@ -190,8 +165,8 @@ void write_attention_maps(OpenCheckpoint& s, const TranslateArgs& args, const st
       for (std::string& p : pieces) p = sources[i].text.shown(p);
       return pieces;
     };
-    write_file_atomic(path, viz::heatmap_svg(weights, shown(s.ck.tgt_tok->pieces(produced)),
-                                             shown(s.ck.src_tok->pieces(src)), title));
+    write_file_atomic(path, viz::heatmap_svg(weights, shown(t.target_tokenizer().pieces(produced)),
+                                             shown(t.source_tokenizer().pieces(src)), title));
     spdlog::info("attention map: {}", path);
   }
 }
@@ -208,7 +183,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   cmd->add_option("--set", args.sets, "override a config key: key.path=value (repeatable)");
   cmd->add_option("--nproc", args.nproc,
                   "data-parallel: run N local ranks (one process each, threads = cores/N "
-                  "unless --threads); see the README for multi-machine runs")
+                  "unless --threads); multi-machine runs: docs/distributed.md")
       ->check(int_range(1, 256));
   cmd->add_option("--max-restarts", args.max_restarts,
                   "when a rank fails, restart the group from the last checkpoint up to K times "
@@ -230,8 +205,8 @@ int run_train(const TrainArgs& args) {
   // A resumed run continues with its checkpoint's config unless told otherwise.
   Config cfg = args.config.empty() ? resume_config(args.resume) : load_config(args.config);
   std::vector<std::string> sets = args.sets;
-  for (const auto& a : runtime_assignments(args.runtime)) sets.push_back(a);
   apply_overrides(cfg, sets);
+  apply_runtime(cfg, args.runtime);
   // A resumed run folder goes on in itself, wherever its config says it was
   // made (a run copied or moved elsewhere would otherwise save into the
   // original's folder), unless told otherwise.
@@ -324,8 +299,8 @@ CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args) {
 int run_translate(const TranslateArgs& args) {
   install_interrupt_handlers("stopping at the next batch (no --output file is written)",
                              "still stopping; Ctrl-C once more aborts");
-  OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
-  const DecodeOptions opts = decode_options(s.ck, args.decode);
+  const Translator t = open_translator(args.checkpoint, args.runtime);
+  const DecodeOptions opts = decode_options(t, args.decode);
   LineReader reader(args.input);
   // In chunks, so that a large input neither waits for its last line nor
   // sits in memory whole; --output is written once, complete, at the end.
@@ -342,15 +317,10 @@ int run_translate(const TranslateArgs& args) {
   for (;;) {
     const std::vector<std::string> lines = reader.next(chunk, count, args.output);
     if (lines.empty()) break;
-    std::vector<PreparedLine> sources;
-    for (size_t i = 0; i < lines.size(); ++i) {
-      sources.push_back(prepare_line(lines[i], *s.ck.src_tok, s.ck.model, opts));
-      if (sources.back().was_cut()) cuts.push_back({i + static_cast<size_t>(count), sources.back().read_tokens});
-    }
-    std::vector<std::vector<int64_t>> hyps = decode_lines(s.ck.model, sources, opts, s.device);
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (reached_limit(sources[i], hyps[i], opts, s.ck.model)) limited.push_back(i + static_cast<size_t>(count));
-      const std::string l = finish_translation(sources[i], hyps[i], *s.ck.tgt_tok);
+    TranslationBatch out = t.translate_batch(lines, opts);
+    for (const SourceCut& c : out.cuts) cuts.push_back({c.line + static_cast<size_t>(count), c.tokens});
+    for (const size_t i : out.length_limited) limited.push_back(i + static_cast<size_t>(count));
+    for (const std::string& l : out.translations) {
       if (args.output.empty()) std::cout << l << '\n';
       else output += l + '\n';
     }
@@ -358,8 +328,8 @@ int run_translate(const TranslateArgs& args) {
     count += static_cast<int64_t>(lines.size());
     if (!args.attention_map.empty()) {
       all.insert(all.end(), lines.begin(), lines.end());
-      std::move(sources.begin(), sources.end(), std::back_inserter(all_sources));
-      std::move(hyps.begin(), hyps.end(), std::back_inserter(all_hyps));
+      std::move(out.sources.begin(), out.sources.end(), std::back_inserter(all_sources));
+      std::move(out.ids.begin(), out.ids.end(), std::back_inserter(all_hyps));
     }
   }
   if (!args.output.empty()) write_file_atomic(args.output, output);
@@ -367,9 +337,9 @@ int run_translate(const TranslateArgs& args) {
   spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {}, parallel batches {})", count,
                seconds, count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
                opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
-  if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, s.ck.model->options().max_positions()));
-  log_length_limited("translate", limited, static_cast<size_t>(count), opts, s.ck.model);
-  if (!args.attention_map.empty()) write_attention_maps(s, args, all, all_sources, all_hyps);
+  if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, t.max_positions()));
+  log_length_limited("translate", limited, static_cast<size_t>(count), opts, t.model());
+  if (!args.attention_map.empty()) write_attention_maps(t, args, all, all_sources, all_hyps);
   return kExitOk;
 }
 
@@ -425,20 +395,18 @@ CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args) {
 int run_evaluate(const EvaluateArgs& args) {
   install_interrupt_handlers("stopping at the next batch (no scores, no --output file)",
                              "still stopping; Ctrl-C once more aborts");
-  OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
+  const Translator t = open_translator(args.checkpoint, args.runtime);
   const auto src = read_lines(args.src);
   const auto ref = read_lines(args.ref);
   if (src.size() != ref.size())
     throw InputError(args.ref + ": has " + std::to_string(ref.size()) + " lines but " + args.src +
                      " has " + std::to_string(src.size()));
-  const DecodeOptions opts = decode_options(s.ck, args.decode);
+  const DecodeOptions opts = decode_options(t, args.decode);
   const auto start = std::chrono::steady_clock::now();
-  std::vector<SourceCut> cuts;
-  std::vector<size_t> limited;
-  const auto hyp = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, src, opts, s.device, &cuts, &limited);
-  if (!cuts.empty())
-    spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(cuts, s.ck.model->options().max_positions()));
-  log_length_limited("evaluate: " + args.src, limited, src.size(), opts, s.ck.model);
+  const TranslationBatch out = t.translate_batch(src, opts);
+  const std::vector<std::string>& hyp = out.translations;
+  if (!out.cuts.empty()) spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(out.cuts, t.max_positions()));
+  log_length_limited("evaluate: " + args.src, out.length_limited, src.size(), opts, t.model());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!args.output.empty()) {
@@ -531,36 +499,36 @@ int run_check_po(const CheckPoArgs& args) {
   std::vector<eval::RankedItem> ranked;
   std::string model_name, model_warning;
   if (!args.checkpoint.empty() && !check.items.empty()) {
-    OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
-    model_name = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
-    model_warning = ranking_warning(s.ck);
+    const Translator t = open_translator(args.checkpoint, args.runtime);
+    model_name = t.description();
+    model_warning = ranking_warning(t.checkpoint());
     if (!model_warning.empty()) spdlog::warn("check-po: {}", model_warning);
-    const DecodeOptions opts = decode_options(s.ck, args.decode);
+    const DecodeOptions opts = decode_options(t, args.decode);
     eval::PoModel model;
     model.protect_placeholders = opts.protect_placeholders;
     model.translate = [&](const std::vector<std::string>& chinese) {
-      std::vector<SourceCut> cuts;
-      std::vector<size_t> limited;
-      auto out = translate_lines(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, chinese, opts, s.device, &cuts, &limited);
+      TranslationBatch batch = t.translate_batch(chinese, opts);
+      const std::vector<SourceCut>& cuts = batch.cuts;
+      const std::vector<size_t>& limited = batch.length_limited;
       if (!limited.empty()) {  // named by their catalog lines (the lines are the items' msgstrs, in order)
         std::string named;
         for (size_t k = 0; k < limited.size() && k < 5; ++k)
           if (limited[k] < texts.items.size()) named += (named.empty() ? "" : ", ") + where(args.file, texts.items[limited[k]]);
         spdlog::warn("check-po: {} of {} back-translations stopped at the length limit ({}) before ending: {}{}",
                      limited.size(), chinese.size(),
-                     describe_length_limit(opts, s.ck.model->options().max_positions(), false), named,
+                     describe_length_limit(opts, t.max_positions(), false), named,
                      limited.size() > 5 ? ", ..." : "");
       }
       // The lines are the items' msgstrs, in order (rank_translations).
       for (const SourceCut& c : cuts)
         if (c.line < texts.items.size())
           spdlog::warn("check-po: {}: msgstr of {} tokens, cut to the first {} this model reads",
-                       where(args.file, texts.items[c.line]), c.tokens, s.ck.model->options().max_positions());
-      return out;
+                       where(args.file, texts.items[c.line]), c.tokens, t.max_positions());
+      return std::move(batch.translations);
     };
     model.score = [&](const std::vector<std::string>& sources, const std::vector<std::string>& targets, bool protect) {
       std::vector<eval::PairScore> scores;
-      for (const auto& lp : score_pairs(s.ck.model, *s.ck.src_tok, *s.ck.tgt_tok, sources, targets, s.device, protect))
+      for (const auto& lp : t.score_batch(sources, targets, protect))
         scores.push_back({mean_logprob(lp), lp.size()});
       return scores;
     };
@@ -783,19 +751,15 @@ int run_serve(const ServeArgs& args) {
     if (o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0)
       throw InputError("--allow-origin: '" + o + "' is not an origin (scheme://host[:port], e.g. https://example.org)");
   if (!args.api_key_file.empty()) access.api_keys = serve::read_api_keys(args.api_key_file);
-  OpenCheckpoint s = open_checkpoint(args.checkpoint, args.runtime);
+  const Translator t = open_translator(args.checkpoint, args.runtime);
   serve::Model model;
-  model.model = s.ck.model;
-  model.src_tok = s.ck.src_tok.get();
-  model.tgt_tok = s.ck.tgt_tok.get();
-  model.device = s.device;
-  model.decode = decode_options(s.ck, args.decode);
+  model.translator = &t;
+  model.decode = decode_options(t, args.decode);
   model.decode.stop_on_interrupt = false;  // a signal drains the service instead (serve/http_server.h)
   if (model.decode.beam > 1)
     spdlog::info("requests without \"beam\" are decoded with beam {} (decode.beam), length penalty {}",
                  model.decode.beam, model.decode.length_penalty);
-  model.description = s.ck.dir + " (step " + std::to_string(s.ck.state.step) + ")";
-  model.workers = args.workers > 0 ? args.workers : (s.device.is_cpu() ? at::get_num_threads() : 1);
+  model.workers = args.workers > 0 ? args.workers : (t.device().is_cpu() ? t.threads() : 1);
   serve::ServerOptions options;
   options.host = args.host;
   options.port = static_cast<int>(args.port);

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention/backend.h"
+#include "ops/linear/packed_linear.h"
 #include "serve/http_server.h"
+#include "util/device_choices.h"
 
 namespace CLI {
 class App;
@@ -16,12 +19,14 @@ class App;
 
 namespace nmt::cli {
 
-// Flags every subcommand that runs a model accepts.
+// Flags every subcommand that runs a model accepts, parsed into their
+// types as the command line is read (cli/options.h); unset ones come from
+// the config.
 struct RuntimeFlags {
-  std::optional<std::string> attention;  // --attention torch|naive|flash
-  std::optional<std::string> device;     // --device cpu|cuda|auto
-  std::optional<int64_t> threads;        // --threads N (0 = all cores)
-  std::optional<std::string> compute_type;  // --compute-type float32|bf16|int8|auto (decoding commands)
+  std::optional<ops::AttentionBackend> attention;  // --attention torch|naive|flash
+  std::optional<DeviceKind> device;                // --device cpu|cuda|auto
+  std::optional<int64_t> threads;                  // --threads N (0 = all cores)
+  std::optional<ops::ComputeTypeChoice> compute_type;  // --compute-type float32|bf16|int8|auto (decoding commands)
 };
 
 struct TrainArgs {

@@ -49,20 +49,31 @@ inline CLI::Validator real_range(double lo, double hi, const std::string& word =
       "");
 }
 
+// An option whose value is one of `choices`, stored typed in `target` as
+// the command line is read (its help shows the names: TEXT:{a,b,c}).
+template <typename E, size_t N>
+CLI::Option* add_choice_option(CLI::App* sub, const std::string& name, std::optional<E>& target,
+                               const ChoiceList<E, N>& choices, const std::string& help) {
+  return sub
+      ->add_option_function<std::string>(
+          name, [&target, &choices, name](const std::string& value) { target = choices.parse(value, name); },
+          help)
+      ->check(CLI::IsMember(choices.names()));
+}
+
 inline void add_runtime_flags(CLI::App* sub, RuntimeFlags& f) {
-  sub->add_option("--attention", f.attention, "attention backend: " + ops::backend_choices())
-      ->check(CLI::IsMember(ops::backend_names()));
-  sub->add_option("--device", f.device, "device: cpu | cuda | auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  add_choice_option(sub, "--attention", f.attention, ops::kAttentionBackends,
+                    "attention backend: " + ops::backend_choices());
+  add_choice_option(sub, "--device", f.device, kDeviceChoices, "device: " + kDeviceChoices.listed());
   sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")->check(int_range(0, 256));
 }
 
 // The dense layers' arithmetic when decoding: translate, evaluate, check-po, serve.
 inline void add_compute_type_flag(CLI::App* sub, RuntimeFlags& f) {
-  sub->add_option("--compute-type", f.compute_type,
-                  "dense layers in float32 | bf16 | int8 | auto (int8 where the CPU has AVX2 or AVX-512 VNNI); "
-                  "default: the config's decode.compute_type")
-      ->check(CLI::IsMember({"float32", "bf16", "int8", "auto"}));
+  add_choice_option(sub, "--compute-type", f.compute_type, ops::kComputeTypeChoices,
+                    "dense layers in " + ops::kComputeTypeChoices.listed() +
+                        " (auto: int8 where the CPU has AVX2 or AVX-512 VNNI); default: the config's "
+                        "decode.compute_type");
 }
 
 // The length limits and the length penalty: translate, evaluate and serve.

@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "ops/attention/backend.h"
+#include "ops/linear/packed_linear.h"
 #include "util/atomic_file.h"
+#include "util/device_choices.h"
 #include "util/errors.h"
 #include "util/number_text.h"
 #include "util/utf8.h"
@@ -181,12 +183,12 @@ const std::vector<Field>& fields() {
       int_field("model.max_positions", NMT_REF(model.max_positions), 2, 65536),
 
       string_field("attention.backend", NMT_REF(attention.backend), ops::backend_names()),
-      string_field("attention.device", NMT_REF(attention.device), {"cpu", "cuda", "auto"}),
+      string_field("attention.device", NMT_REF(attention.device), kDeviceChoices.names()),
 
       string_field("train.checkpoint_dir", NMT_REF(train.checkpoint_dir)),
       uint_field("train.seed", NMT_REF(train.seed)),
       int_field("train.threads", NMT_REF(train.threads), 0, 1024),
-      string_field("train.precision", NMT_REF(train.precision), {"float32", "bf16", "auto"}),
+      string_field("train.precision", NMT_REF(train.precision), kPrecisionChoices.names()),
       int_field("train.batch_tokens", NMT_REF(train.batch_tokens), 0, kBig),
       int_field("train.batch_sentences", NMT_REF(train.batch_sentences), 0, kBig),
       int_field("train.max_steps", NMT_REF(train.max_steps), 0, kBig),
@@ -247,7 +249,7 @@ const std::vector<Field>& fields() {
               else e << "auto";
             }},
       bool_field("decode.placeholder_constraint", NMT_REF(decode.placeholder_constraint)),
-      string_field("decode.compute_type", NMT_REF(decode.compute_type), {"float32", "bf16", "int8", "auto"}),
+      string_field("decode.compute_type", NMT_REF(decode.compute_type), ops::kComputeTypeChoices.names()),
       int_field("decode.beam", NMT_REF(decode.beam), 0, 64),
       double_field("decode.length_penalty", NMT_REF(decode.length_penalty), 0.0, 10.0),
   };

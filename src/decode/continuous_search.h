@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "decode/placeholder_constraint.h"
-#include "decode/translator.h"
+#include "decode/decode.h"
 #include "model/transformer.h"
 
 namespace nmt {
@@ -53,6 +53,8 @@ double normalized(double score, size_t tokens, bool has_end, double alpha);
 bool done(double best_ended, double best_live, int64_t limit, double alpha, bool early_stop);
 }  // namespace beam_rules
 
+struct ContinuousSearchTestSeam;
+
 class ContinuousSearch {
  public:
   // options: max_len and max_len_factor bound each sentence's length;
@@ -79,8 +81,6 @@ class ContinuousSearch {
   // continue a parent which already has one continuation in its own row
   // (what a step of beam search costs beyond the model; a benchmark figure).
   int64_t rows_copied() const { return rows_copied_; }
-  // Rows the slot tensors have room for (0 before the first add and after release()).
-  int64_t slot_rows() const { return slots_.empty() ? 0 : slots_[0].self_kv.size(0); }
   // The most rows and the longest source this batch will hold, when the
   // caller knows them (decode_lines feeds lines shortest first): the slots
   // are then made that size once, instead of growing (a copy of every row in
@@ -92,6 +92,9 @@ class ContinuousSearch {
   void release();
 
  private:
+  // Tests read how many rows the slots hold room for through it
+  // (tests/support/seams.h).
+  friend struct ContinuousSearchTestSeam;
   struct Sentence;
   struct Row {
     int64_t sentence;   // key in sentences_

@@ -7,18 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "data/placeholder_mask.h"
 
 namespace nmt {
 
+// A checkpoint's options come from its config's decode section
+// (Translator::decode_options); these defaults are that section's, except
+// the length factor, whose default (auto) needs the training corpus's ratio.
 struct DecodeOptions {
-  int64_t beam = 0;              // 0 = greedy; K >= 1 = beam search (K = 1 equals greedy)
-  double length_penalty = 0.0;   // GNMT alpha: score / ((5 + len) / 6)^alpha
-  int64_t max_len = 80;          // target tokens before stopping
+  int64_t beam = DecodeConfig{}.beam;                      // 0 = greedy; K >= 1 = beam search (K = 1 equals greedy)
+  double length_penalty = DecodeConfig{}.length_penalty;   // GNMT alpha: score / ((5 + len) / 6)^alpha
+  int64_t max_len = DecodeConfig{}.max_len;                // target tokens before stopping
   double max_len_factor = 0.0;   // ... or factor × source tokens + kLengthSlack, if fewer (0: off)
   // Where max_len_factor came from, in words, for the log (decode/length_limit.h).
   std::string max_len_origin;
-  int64_t batch_size = 64;       // sentences decoded together
+  int64_t batch_size = DecodeConfig{}.batch_size;          // sentences decoded together
   bool use_cache = true;         // false: recompute the whole prefix every step
   // Beam search ends a sentence once no live beam can beat its best ended
   // one; false waits for every beam to end. The same translations (tested).

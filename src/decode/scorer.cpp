@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "data/placeholder_mask.h"
-#include "decode/translator.h"
+#include "decode/decode.h"
 #include "tokenizer/special_ids.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"

@@ -1,98 +1,118 @@
-// Decoding: greedy or beam search, with cached keys/values (or full
-// recomputation of the prefix, kept for comparison), batched. One loop for
-// both searches with the cache (decode/continuous_search.h), and a reference
-// beam search without it (K = 1 for greedy).
+// nmt::Translator: a trained model opened for translation, the one entry
+// point of the inference library (nmt_infer). Every command that translates
+// (translate, evaluate, check-po), the service and the export's round trip
+// open their checkpoint through it, as a program embedding the model would:
+//
+//   nmt::Translator t("checkpoints/real", nmt::DeviceKind::kCpu, nmt::ops::ComputeTypeChoice::kInt8);
+//   std::vector<std::string> en = t.translate_batch({"文件不存在"}).translations;
+//   nmt::DecodeOptions greedy = t.decode_options();   // the checkpoint's decode.* settings
+//   greedy.beam = 0;
+//   en = t.translate_batch(lines, greedy).translations;
+//
+// Options not given come from the checkpoint's config (attention.device,
+// decode.compute_type, train.threads, attention.backend), so a checkpoint
+// translates as it was configured unless told otherwise.
 #pragma once
 
-#include <torch/nn.h>
+#include <c10/core/Device.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "config/config.h"
-#include "decode/decode_options.h"
-#include "model/transformer.h"
+#include "checkpoint/checkpoint.h"
+#include "decode/decode.h"
+#include "ops/attention/backend.h"
+#include "ops/linear/packed_linear.h"
+#include "util/device_choices.h"
 
 namespace nmt {
 
-class Tokenizer;
-
-// The config's decoding settings (greedy), and whether its model was
-// trained on masked placeholders; given the target tokenizer, the sentinel
-// ids that constrain its translations (decode.placeholder_constraint).
-// corpus_ratio: the training corpus's target/source length ratio (the
-// checkpoint's TrainingState::target_source_ratio; NaN when it records
-// none), from which an unset decode.max_len_factor is derived
-// (decode/length_limit.h).
-DecodeOptions decode_options(const Config& config, const Tokenizer* target, double corpus_ratio);
-
-// sources: token ids without specials. Returns target ids without <start>
-// and <end>. Each result depends only on its own source, not on what else is
-// in the batch. Empty sources give empty outputs. owed: empty, or for each
-// source the sentinel ids its translation must carry (SourceText::owed).
-// With the cache, greedy and beam search run as a running batch that every
-// sentence joins at once (ContinuousSearch); without it, as a fixed batch
-// (greedy as beam search with one beam).
-std::vector<std::vector<int64_t>> decode(Transformer& model,
-                                         const std::vector<std::vector<int64_t>>& sources,
-                                         const DecodeOptions& options, const c10::Device& device,
-                                         const std::vector<std::vector<int64_t>>& owed = {});
-
-// A source longer than the model reads (model.max_positions tokens) is cut
-// to its first max_positions tokens and translated: one rule for every entry
-// point (translate, evaluate, check-po, score, the service, attention maps),
-// and each reports the cut (the CLI with a warning naming the lines, the
-// service with "cut" in its answer). A long line of a file is then
-// translated in part rather than failing the file.
-struct SourceCut {
-  size_t line;     // index among the lines given
-  int64_t tokens;  // the source's length before the cut
+// How to run the model. Each unset field takes the checkpoint's config value.
+struct TranslatorOptions {
+  std::optional<DeviceKind> device;                      // attention.device
+  std::optional<ops::ComputeTypeChoice> compute_type;    // decode.compute_type
+  std::optional<int64_t> threads;                        // train.threads (0 = all cores)
+  std::optional<ops::AttentionBackend> attention;        // attention.backend
+  // How errors name each choice: the command line names its flags, a program
+  // the fields. An unset choice's errors name the checkpoint's config key.
+  std::string device_name = "device", compute_type_name = "compute_type";
 };
-// Cuts `ids` to what `model` reads; returns its length before the cut.
-int64_t fit_source(std::vector<int64_t>& ids, const Transformer& model);
-// One log line for the cuts of a run: "2 sources longer than the 256 tokens
-// this model reads were cut to their first 256: line 3 (300 tokens), line 9
-// (281 tokens)" (at most 10 named); `first_line` numbers the lines (1 for a file).
-std::string describe_cuts(const std::vector<SourceCut>& cuts, int64_t limit, int64_t first_line = 1);
 
-PreparedLine prepare_line(const std::string& line, const Tokenizer& src_tok, const Transformer& model,
-                          const DecodeOptions& options);
+class Translator {
+ public:
+  // path: a checkpoint folder, or a run folder (its best/, else last/).
+  // InputError (exit 2) for a missing or damaged checkpoint, or a choice
+  // this machine cannot run (cuda without a GPU, int8 on a GPU).
+  explicit Translator(const std::string& path, const TranslatorOptions& options = {});
+  Translator(const std::string& path, DeviceKind device, ops::ComputeTypeChoice compute_type);
 
-// Decodes prepared lines in length-sorted batches (options.parallel_batches
-// of them at a time on the CPU): result i holds the target ids (without
-// <start> and <end>) of lines[i], whatever batch or thread decoded it.
-// With the cache, each batch runs as a running batch (ContinuousSearch,
-// greedy or beam) that takes the next lines in length order as its
-// sentences end; without it, fixed batches. Either way each line gets
-// decode()'s translation of it alone. An empty line gives no ids.
-std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::vector<PreparedLine>& lines,
-                                               const DecodeOptions& options, const c10::Device& device);
+  // The checkpoint's decoding settings (decode.*: beam, length penalty,
+  // length limits, placeholder handling), to adjust and pass back.
+  const DecodeOptions& decode_options() const { return defaults_; }
+  // The same from another decode section (the checkpoint's with some keys
+  // changed): the length factor's auto resolves against the training
+  // corpus's ratio and the sentinels against the target vocabulary.
+  // factor_set_by names what set decode.max_len_factor (for the log).
+  DecodeOptions decode_options(const DecodeConfig& decode,
+                               const std::string& factor_set_by = "decode.max_len_factor") const;
 
-// The finished text of line's translation, from the ids decoding gave it:
-// detokenized, placeholders restored; "" for a line with no source tokens.
-std::string finish_translation(const PreparedLine& line, const std::vector<int64_t>& hyp, const Tokenizer& tgt_tok);
+  // Translates lines (one sentence each; an empty line gives an empty one),
+  // in length-sorted batches, each translation as it would be alone
+  // (TranslationBatch: decode/decode.h).
+  TranslationBatch translate_batch(const std::vector<std::string>& lines) const {
+    return translate_batch(lines, defaults_);
+  }
+  TranslationBatch translate_batch(const std::vector<std::string>& lines, const DecodeOptions& options) const;
 
-// prepare_line, decode_lines and the finished text of each translation
-// (detokenized, placeholders restored): output i translates line i. An empty
-// line gives an empty line. Over-long sources are cut and, when `cuts` is
-// given, appended to it; when `limited` is given, the indices of the lines
-// whose translation stopped at the length limit (reached_limit) are.
-std::vector<std::string> translate_lines(Transformer& model, const Tokenizer& src_tok,
-                                         const Tokenizer& tgt_tok,
-                                         const std::vector<std::string>& lines,
-                                         const DecodeOptions& options, const c10::Device& device,
-                                         std::vector<SourceCut>* cuts = nullptr,
-                                         std::vector<size_t>* limited = nullptr);
+  // The steps of translate_batch, for callers that hold lines between them
+  // (the service's batching, translate's attention maps): a line made ready
+  // once, its ids decoded, the text finished.
+  PreparedLine prepare(const std::string& line, const DecodeOptions& options) const;
+  std::vector<std::vector<int64_t>> decode(const std::vector<PreparedLine>& lines,
+                                           const DecodeOptions& options) const;
+  std::string finish(const PreparedLine& line, const std::vector<int64_t>& hyp) const;
+  bool reached_limit(const PreparedLine& line, const std::vector<int64_t>& hyp, const DecodeOptions& options) const;
 
-// Whether line's translation `hyp` stopped at the length limit (reached_limit).
-bool reached_limit(const PreparedLine& line, const std::vector<int64_t>& hyp, const DecodeOptions& options,
-                   const Transformer& model);
+  // Teacher-forced log-probabilities of each target token and <end>, per
+  // pair (decode/scorer.h), the pairs masked as in training when the model
+  // protects placeholders, or as `mask` says.
+  std::vector<std::vector<double>> score_batch(const std::vector<std::string>& sources,
+                                               const std::vector<std::string>& targets) const {
+    return score_batch(sources, targets, config().tokenizer.protect_placeholders);
+  }
+  std::vector<std::vector<double>> score_batch(const std::vector<std::string>& sources,
+                                               const std::vector<std::string>& targets, bool mask,
+                                               int64_t batch_size = 32) const;
 
-// The attention probabilities behind a translation: one teacher-forced pass
-// over src (ids as decoded) and <start> hyp (the ids decoding produced), so
-// row t of the decoder maps is the step that produced token t (hyp's, then
-// <end>). No decoding: the maps of the translation the caller already has.
-AttentionMaps translation_attention(Transformer& model, const std::vector<int64_t>& src,
-                                    const std::vector<int64_t>& hyp, const c10::Device& device);
+  // The attention probabilities behind a translation already made (one
+  // teacher-forced pass; translation_attention).
+  AttentionMaps attention(const PreparedLine& line, const std::vector<int64_t>& hyp) const;
+
+  // What was opened and how it runs.
+  const LoadedCheckpoint& checkpoint() const { return ck_; }
+  const Config& config() const { return ck_.cfg; }
+  Transformer& model() const { return model_; }
+  const Tokenizer& source_tokenizer() const { return *ck_.src_tok; }
+  const Tokenizer& target_tokenizer() const { return *ck_.tgt_tok; }
+  const c10::Device& device() const { return device_; }
+  int64_t threads() const { return threads_; }
+  int64_t max_positions() const;
+  // "checkpoints/real/best (step 946)"
+  std::string description() const;
+  // "float32, CPU kernels avx512": the compute type decoding runs in.
+  const std::string& compute_description() const { return compute_; }
+  // Which decoding path runs, and why: the fused CPU step, or LibTorch op by op.
+  std::string decoding_path() const;
+
+ private:
+  LoadedCheckpoint ck_;
+  mutable Transformer model_{nullptr};  // decoding does not change it; LibTorch's calls are not const
+  c10::Device device_{c10::kCPU};
+  int64_t threads_ = 1;
+  std::string compute_;
+  DecodeOptions defaults_;
+};
 
 }  // namespace nmt

@@ -13,7 +13,7 @@ namespace nmt {
 namespace {
 
 // The step's scratch, carved out of one buffer.
-struct Buffers {
+struct StepBuffers {
   float* x;     // x: [B, C], the residual stream
   float* h;     // h: [B, C], its LayerNorm (what the next sublayer reads)
   float* qkv;   // qkv: [B, 3C]
@@ -27,8 +27,8 @@ struct Buffers {
   float* rstd;
 };
 
-Buffers carve(float* w, int64_t B, int64_t C, int64_t H, int64_t F, int64_t max_keys) {
-  Buffers b{};
+StepBuffers carve(float* w, int64_t B, int64_t C, int64_t H, int64_t F, int64_t max_keys) {
+  StepBuffers b{};
   const auto take = [&w](int64_t n) { float* p = w; w += n; return p; };
   b.x = take(B * C), b.h = take(B * C), b.qkv = take(B * 3 * C), b.q = take(B * C);
   b.attn = take(B * C), b.tmp = take(B * C), b.ff = take(B * F), b.lse = take(B * H);
@@ -41,8 +41,8 @@ void matmul(const float* x, int64_t rows, const ops::PackedLinear& w, float* y) 
 
 // x += y, h = LayerNorm(x) with weight g and bias b; post-norm, x = h after.
 // Without y (the embeddings): h = LayerNorm(x), post-norm h = x.
-void add_norm(float* x, const float* y, const float* g, const float* b, const DecoderStepParams& p,
-              const Buffers& buf) {
+void residual(float* x, const float* y, const float* g, const float* b, const DecoderStepParams& p,
+              const StepBuffers& buf) {
   fused::residual(x, y, g, b, buf.h, buf.mean, buf.rstd, p.rows, p.channels, p.eps, p.post_norm);
 }
 
@@ -51,7 +51,7 @@ void add_norm(float* x, const float* y, const float* g, const float* b, const De
 //   kv: [B, Tk, 2C] (keys in columns [0, C), values in [C, 2C)), batch stride kv_stride_b
 //   key_lengths: [B], each <= k_len; o: [B, C]
 void attend(const float* q, int64_t q_stride_b, const float* kv, int64_t kv_stride_b, int64_t k_len,
-            const int64_t* key_lengths, const DecoderStepParams& p, const Buffers& buf) {
+            const int64_t* key_lengths, const DecoderStepParams& p, const StepBuffers& buf) {
   const int64_t C = p.channels, D = C / p.heads;
   ops::AttentionForwardParams<float> a{};
   a.q = q, a.k = kv, a.v = kv + C, a.o = buf.attn, a.lse = buf.lse, a.probs = buf.probs;
@@ -75,7 +75,7 @@ int64_t decoder_step_workspace_floats(int64_t rows, int64_t channels, int64_t he
 void decoder_step_cpu(const DecoderStepParams& p) {
   const int64_t B = p.rows, C = p.channels;
   if (B == 0) return;
-  const Buffers buf = carve(p.workspace, B, C, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
+  const StepBuffers buf = carve(p.workspace, B, C, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
 
   // pass 1: x = embedding * sqrt(C) + position, each row at its own position;
   // h = norm1(x) of the first layer (post-norm: h = x).
@@ -86,7 +86,7 @@ void decoder_step_cpu(const DecoderStepParams& p) {
     e.scale = p.embed_scale;
     ops::cpu::embedding_forward(e);
   }
-  add_norm(buf.x, nullptr, p.norm1_w, p.norm1_b, p, buf);
+  residual(buf.x, nullptr, p.norm1_w, p.norm1_b, p, buf);
 
   // Each row's new keys/values go to its own position; it sees positions
   // [0, position] of its own sentence.
@@ -105,13 +105,13 @@ void decoder_step_cpu(const DecoderStepParams& p) {
                   sizeof(float) * 2 * C);
     attend(buf.qkv, 3 * C, l.self_kv, l.self_kv_stride_b, k_len, p.key_lengths, p, buf);
     matmul(buf.attn, B, *l.self_out, buf.tmp);
-    add_norm(buf.x, buf.tmp, l.norm2_w, l.norm2_b, p, buf);
+    residual(buf.x, buf.tmp, l.norm2_w, l.norm2_b, p, buf);
     // pass 3: cross-attention to the encoder output (keys/values projected
     // once per decode).
     matmul(buf.h, B, *l.q, buf.q);
     attend(buf.q, C, l.cross_kv, l.cross_kv_stride_b, p.src_len, p.src_lengths, p, buf);
     matmul(buf.attn, B, *l.cross_out, buf.tmp);
-    add_norm(buf.x, buf.tmp, l.norm3_w, l.norm3_b, p, buf);
+    residual(buf.x, buf.tmp, l.norm3_w, l.norm3_b, p, buf);
     // pass 4: feed-forward, bias and ReLU fused after the first product
     // (in place: element-wise).
     matmul(buf.h, B, *l.ff1, buf.ff);
@@ -119,7 +119,7 @@ void decoder_step_cpu(const DecoderStepParams& p) {
     r.h = buf.ff, r.bias = l.ff1_b, r.out = buf.ff, r.rows = B, r.channels = p.ff_dim, r.positions = 1;
     ops::cpu::bias_relu_dropout_forward(r);
     matmul(buf.ff, B, *l.ff2, buf.tmp);
-    add_norm(buf.x, buf.tmp, l.next_w, l.next_b, p, buf);
+    residual(buf.x, buf.tmp, l.next_w, l.next_b, p, buf);
   }
 
   // pass 5: logits from the final norm.

@@ -14,7 +14,7 @@ namespace nmt {
 namespace {
 
 // The encoder's scratch, carved out of one buffer, for up to N = B · S rows.
-struct Buffers {
+struct EncoderBuffers {
   float* x;      // x: [N, C], the residual stream
   float* h;      // h: [N, C], its LayerNorm
   float* qkv;    // qkv: [N, 3C]
@@ -27,8 +27,8 @@ struct Buffers {
   float* rstd;
 };
 
-Buffers carve(float* w, int64_t B, int64_t S, int64_t C, int64_t H, int64_t F, bool naive) {
-  Buffers b{};
+EncoderBuffers carve(float* w, int64_t B, int64_t S, int64_t C, int64_t H, int64_t F, bool naive) {
+  EncoderBuffers b{};
   const int64_t N = B * S;
   const auto take = [&w](int64_t n) { float* p = w; w += n; return p; };
   b.x = take(N * C), b.h = take(N * C), b.qkv = take(N * 3 * C), b.attn = take(N * C), b.tmp = take(N * C);
@@ -39,15 +39,15 @@ Buffers carve(float* w, int64_t B, int64_t S, int64_t C, int64_t H, int64_t F, b
 
 // x += y, h = LayerNorm(x) with weight g and bias b; post-norm, x = h after.
 // Without y (the embeddings): h = LayerNorm(x), post-norm h = x.
-void add_norm(float* x, const float* y, const float* g, const float* b, int64_t rows, const EncoderCpuParams& p,
-              const Buffers& buf) {
+void residual(float* x, const float* y, const float* g, const float* b, int64_t rows, const EncoderCpuParams& p,
+              const EncoderBuffers& buf) {
   fused::residual(x, y, g, b, buf.h, buf.mean, buf.rstd, rows, p.channels, p.eps, p.post_norm);
 }
 
 // Each sentence's positions attend to its own positions. The rows are
 // packed, sentence after sentence (row_offset[b] is sentence b's first):
 // qkv: [N, 3C] (heads D apart in each third); attn: [N, C].
-void attend(const EncoderCpuParams& p, const std::vector<int64_t>& row_offset, const Buffers& buf) {
+void attend(const EncoderCpuParams& p, const std::vector<int64_t>& row_offset, const EncoderBuffers& buf) {
   const int64_t C = p.channels, D = C / p.heads;
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t len = row_offset[b + 1] - row_offset[b];
@@ -78,7 +78,7 @@ int64_t encoder_cpu_workspace_floats(int64_t batch, int64_t length, int64_t chan
 void encoder_cpu(const EncoderCpuParams& p) {
   const int64_t B = p.batch, S = p.length, C = p.channels;
   if (B * S == 0) return;
-  const Buffers buf = carve(p.workspace, B, S, C, p.heads, p.ff_dim, p.naive_attention);
+  const EncoderBuffers buf = carve(p.workspace, B, S, C, p.heads, p.ff_dim, p.naive_attention);
   // Only the sentences' own positions are computed, packed one sentence
   // after another: a batch of sentences of different lengths (the few that
   // join a service's running batch between two steps) would otherwise pay
@@ -98,7 +98,7 @@ void encoder_cpu(const EncoderCpuParams& p) {
     e.position_offset = 0, e.scale = p.embed_scale;
     if (e.length > 0) ops::cpu::embedding_forward(e);
   }
-  add_norm(buf.x, nullptr, p.norm1_w, p.norm1_b, N, p, buf);
+  residual(buf.x, nullptr, p.norm1_w, p.norm1_b, N, p, buf);
 
   for (const EncoderLayerCpu& l : p.layers) {
     // pass 2: self-attention over the sentence's own tokens, its output
@@ -106,14 +106,14 @@ void encoder_cpu(const EncoderCpuParams& p) {
     l.qkv->forward(buf.h, N, C, buf.qkv);
     attend(p, row_offset, buf);
     l.out->forward(buf.attn, N, C, buf.tmp);
-    add_norm(buf.x, buf.tmp, l.norm2_w, l.norm2_b, N, p, buf);
+    residual(buf.x, buf.tmp, l.norm2_w, l.norm2_b, N, p, buf);
     // pass 3: feed-forward, bias and ReLU fused after the first product.
     l.ff1->forward(buf.h, N, C, buf.ff);
     ops::cpu::BiasReluDropoutParams<float, float> r{};
     r.h = buf.ff, r.bias = l.ff1_b, r.out = buf.ff, r.rows = N, r.channels = p.ff_dim, r.positions = 1;
     ops::cpu::bias_relu_dropout_forward(r);
     l.ff2->forward(buf.ff, N, p.ff_dim, buf.tmp);
-    add_norm(buf.x, buf.tmp, l.next_w, l.next_b, N, p, buf);
+    residual(buf.x, buf.tmp, l.next_w, l.next_b, N, p, buf);
   }
   // pass 4: back to [B, S, C], zeros at the padding positions.
   for (int64_t b = 0; b < B; ++b) {

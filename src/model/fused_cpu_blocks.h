@@ -13,29 +13,23 @@
 
 namespace nmt::fused {
 
-// x: [rows, C] += y (when y is given, in place: each element of x is read
-// before its sum is written); h: [rows, C] = LayerNorm(x) with weight g and
-// bias b. mean, rstd: [rows] scratch.
-inline void add_norm(float* x, const float* y, const float* g, const float* b, float* h, float* mean, float* rstd,
-                     int64_t rows, int64_t channels, double eps) {
-  ops::cpu::AddLayerNormForwardParams<float, float> n{};
-  n.x = x, n.y = y, n.gamma = g, n.beta = b;
-  n.s = y ? x : nullptr;
-  n.n = h, n.mean = mean, n.rstd = rstd;
-  n.rows = rows, n.channels = channels, n.positions = 1, n.eps = eps;
-  ops::cpu::add_layer_norm_forward(n);
-}
-
-// A residual add as the model makes it. Pre-norm: add_norm. Post-norm:
+// A residual add as the model makes it. Pre-norm: x: [rows, C] += y (when y
+// is given, in place: each element of x is read before its sum is written),
+// then h: [rows, C] = LayerNorm(x) with weight g and bias b. Post-norm:
 // x = h = LayerNorm(x + y), and without y (the embeddings entering the first
-// layer) h = x.
+// layer) h = x. mean, rstd: [rows] scratch.
 inline void residual(float* x, const float* y, const float* g, const float* b, float* h, float* mean, float* rstd,
                      int64_t rows, int64_t channels, double eps, bool post_norm) {
   if (post_norm && y == nullptr) {
     std::memcpy(h, x, sizeof(float) * rows * channels);
     return;
   }
-  add_norm(x, y, g, b, h, mean, rstd, rows, channels, eps);
+  ops::cpu::AddLayerNormForwardParams<float, float> n{};
+  n.x = x, n.y = y, n.gamma = g, n.beta = b;
+  n.s = y ? x : nullptr;
+  n.n = h, n.mean = mean, n.rstd = rstd;
+  n.rows = rows, n.channels = channels, n.positions = 1, n.eps = eps;
+  ops::cpu::add_layer_norm_forward(n);
   if (post_norm) std::memcpy(x, h, sizeof(float) * rows * channels);
 }
 

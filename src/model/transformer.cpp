@@ -87,7 +87,7 @@ at::Tensor pad_rows(const at::Tensor& x, int64_t quantum) {
   return padded == n ? x : at::constant_pad_nd(x, {0, 0, 0, padded - n});
 }
 
-at::Tensor matmul_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+at::Tensor dense_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   // For the few rows of a decoding step, OpenBLAS's GEMM first copies
   // (packs) the whole weight matrix, which costs as much as the product:
   // rows_matmul reads it as it is.
@@ -130,7 +130,7 @@ at::Tensor DenseImpl::forward(const at::Tensor& x, bool with_bias) {
   // batch shapes vary from step to step: rows padded to a multiple of
   // kMatmulRowQuantum keep the set of shapes small.
   if (t == at::kBFloat16) x2 = pad_rows(x2, kMatmulRowQuantum);
-  const at::Tensor y = matmul_rows(
+  const at::Tensor y = dense_matmul(
       x2, w, use_bias ? (bias.scalar_type() == t ? bias : bias.to(t)) : at::Tensor());  // [N', out]
   // (a narrow of all the rows would still be recorded for autograd, whose
   // backward allocates zeros and copies the gradient into them)
@@ -451,7 +451,7 @@ at::Tensor TransformerImpl::output_logits(const at::Tensor& h) {
   const at::Tensor h2 = h.to(w.scalar_type()).reshape({-1, h.size(-1)});
   std::vector<int64_t> shape = h.sizes().vec();
   shape.back() = w.size(0);
-  return matmul_rows(h2, w.t(), options_.tie_embeddings() ? at::Tensor() : out_proj_bias).view(shape);
+  return dense_matmul(h2, w.t(), options_.tie_embeddings() ? at::Tensor() : out_proj_bias).view(shape);
 }
 
 at::Tensor TransformerImpl::step_output_table() const {

@@ -60,8 +60,9 @@ struct Stream {
 constexpr int64_t kMatmulRowQuantum = ops::kBf16RowQuantum;
 // x: [N, ...] -> [N', ...] with N' = N rounded up to a multiple of quantum, zero rows appended.
 at::Tensor pad_rows(const at::Tensor& x, int64_t quantum);
-// x: [N, in] times w: [in, out] (+ bias: [out], or undefined) -> [N, out].
-at::Tensor matmul_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
+// x: [N, in] times w: [in, out] (+ bias: [out], or undefined) -> [N, out]: a dense
+// layer's product, through ops::rows_matmul for a few rows, else LibTorch's GEMM.
+at::Tensor dense_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
 
 struct DenseOptions {
   DenseOptions(int64_t in, int64_t out) : in_(in), out_(out) {}
@@ -257,6 +258,8 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, max_positions) = 256;
 };
 
+struct TransformerTestSeam;
+
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
@@ -318,8 +321,6 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // has no such path. Call it once the weights are final and on the CPU
   // (again after they change); no call keeps the float32 op-by-op encoder.
   void prepare_decoding(ops::ComputeType type);
-  // Drops prepare_decoding's weights: float32, op by op again.
-  void unprepare_decoding() { inference_.reset(); }
   // The compute type decoding runs in (float32 unless prepared otherwise).
   ops::ComputeType compute_type() const;
   // Whether prepare_decoding's weights are in use (they hold the output
@@ -328,7 +329,6 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
   ops::AttentionBackend attention_backend() const { return runtime_.backend; }
   void set_disable_causal_mask(bool disable) { runtime_.disable_causal_mask = disable; }
-  void set_fused_decode_step(bool fused) { runtime_.fused_decode_step = fused; }
   void set_matmul_dtype(at::ScalarType dtype) { runtime_.matmul_dtype = dtype; }
   at::ScalarType matmul_dtype() const { return runtime_.matmul_dtype; }
   // Dropout coordinates for the next forward passes (see ModelRuntime).
@@ -348,6 +348,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   at::Tensor out_proj_weight, out_proj_bias;  // [V, C], [V]; only without tied embeddings
 
  private:
+  // Tests switch the fused step off and drop the packed weights through it
+  // (tests/support/seams.h); the product never does.
+  friend struct TransformerTestSeam;
   // x [B, T, C] (embedded) -> the stream entering the first block:
   // {x, first_norm(x)} pre-norm, {x, x} post-norm.
   Stream enter(const at::Tensor& x, const NextNorm& first_norm);

@@ -28,7 +28,7 @@ Batcher::Batcher(BatchPolicy policy, BatchRunner runner, StreamFactory make_stre
 Batcher::~Batcher() { stop(); }
 
 std::future<JobResult> Batcher::submit(Job job) {
-  auto pending = std::make_unique<Pending>();
+  auto pending = std::make_unique<QueuedJob>();
   const int64_t lines = static_cast<int64_t>(job.lines.size());
   job.arrived = Clock::now();
   pending->job = std::move(job);
@@ -65,11 +65,11 @@ void Batcher::stop() {
     if (w.joinable()) w.join();
 }
 
-std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch() {
+std::vector<std::unique_ptr<Batcher::QueuedJob>> Batcher::take_batch() {
   // The oldest job leads; later jobs with the same settings join it, in
   // arrival order, while the token budget holds. Jobs with other settings
   // keep their places for a later batch.
-  std::vector<std::unique_ptr<Pending>> batch;
+  std::vector<std::unique_ptr<QueuedJob>> batch;
   const Job& lead = queue_.front()->job;
   int64_t tokens = 0;
   for (auto it = queue_.begin(); it != queue_.end();) {
@@ -88,10 +88,10 @@ std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch() {
   return batch;
 }
 
-std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_joining(int64_t budget, bool take_one) {
+std::vector<std::unique_ptr<Batcher::QueuedJob>> Batcher::take_joining(int64_t budget, bool take_one) {
   // Strictly from the head, in arrival order: jobs of every beam width share
   // the stream.
-  std::vector<std::unique_ptr<Pending>> taken;
+  std::vector<std::unique_ptr<QueuedJob>> taken;
   while (!queue_.empty()) {
     const Job& job = queue_.front()->job;
     const int64_t tokens = job.total_tokens();
@@ -104,12 +104,12 @@ std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_joining(int64_t bud
   return taken;
 }
 
-void Batcher::Pending::answer(JobResult r) {
+void Batcher::QueuedJob::answer(JobResult r) {
   done.set_value(std::move(r));
   if (job.on_done) job.on_done();
 }
 
-void Batcher::Pending::fail(const std::exception_ptr& failure) {
+void Batcher::QueuedJob::fail(const std::exception_ptr& failure) {
   try {
     done.set_exception(failure);
   } catch (const std::future_error&) {  // already answered before the failure
@@ -118,7 +118,7 @@ void Batcher::Pending::fail(const std::exception_ptr& failure) {
   if (job.on_done) job.on_done();
 }
 
-void Batcher::run_batch(std::vector<std::unique_ptr<Pending>> batch) {
+void Batcher::run_batch(std::vector<std::unique_ptr<QueuedJob>> batch) {
   std::vector<const Job*> jobs;
   for (const auto& p : batch) jobs.push_back(&p->job);
   const auto start = Clock::now();
@@ -143,14 +143,14 @@ void Batcher::run_batch(std::vector<std::unique_ptr<Pending>> batch) {
 void Batcher::run() {
   std::unique_ptr<StepStream> stream = streams() ? make_stream_() : nullptr;
   struct Running {
-    std::unique_ptr<Pending> pending;
+    std::unique_ptr<QueuedJob> pending;
     Clock::time_point joined;
   };
   std::map<uint64_t, Running> running;  // by ticket: the jobs in the stream
   uint64_t next_ticket = 0;
   bool stream_used = false;  // jobs joined the stream since its last release()
   for (;;) {
-    std::vector<std::unique_ptr<Pending>> batch, joining;
+    std::vector<std::unique_ptr<QueuedJob>> batch, joining;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (stream && !stream->idle()) {

@@ -126,7 +126,7 @@ class Batcher {
   void stop();
 
  private:
-  struct Pending {
+  struct QueuedJob {
     Job job;
     std::promise<JobResult> done;
     // Sets the future's value or failure, then tells the job's on_done.
@@ -135,12 +135,12 @@ class Batcher {
   };
   void run();
   // Under mutex_: the next batch, removed from the queue.
-  std::vector<std::unique_ptr<Pending>> take_batch();
+  std::vector<std::unique_ptr<QueuedJob>> take_batch();
   // Under mutex_: jobs from the head of the queue while their tokens
   // fit in `budget` (the first one regardless when take_one is set).
-  std::vector<std::unique_ptr<Pending>> take_joining(int64_t budget, bool take_one);
+  std::vector<std::unique_ptr<QueuedJob>> take_joining(int64_t budget, bool take_one);
   // Translates a batch with runner_ and answers its jobs.
-  void run_batch(std::vector<std::unique_ptr<Pending>> batch);
+  void run_batch(std::vector<std::unique_ptr<QueuedJob>> batch);
   bool streams() const { return policy_.continuous && make_stream_ != nullptr; }
 
   const BatchPolicy policy_;
@@ -148,7 +148,7 @@ class Batcher {
   const StreamFactory make_stream_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::unique_ptr<Pending>> queue_;
+  std::deque<std::unique_ptr<QueuedJob>> queue_;
   int64_t queued_lines_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> workers_;

@@ -56,7 +56,7 @@ Job TranslationService::make_job(const TranslateRequest& request) const {
   job.attention = request.attention;
   for (size_t i = 0; i < job.lines.size(); ++i) {
     // Cut as every entry point cuts (fit_source); the answer names the line.
-    job.sources.push_back(prepare_line(job.lines[i], *m_.src_tok, m_.model, m_.decode));
+    job.sources.push_back(m_.translator->prepare(job.lines[i], m_.decode));
     if (job.sources.back().was_cut()) job.cut.push_back(i);
     job.tokens.push_back(static_cast<int64_t>(job.sources.back().ids.size()));
   }
@@ -74,7 +74,7 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
     source_tokens += job->total_tokens();
   }
   DecodeOptions options = worker_options(jobs.front()->beam);  // the Batcher groups jobs by beam
-  if (m_.workers == 1 && m_.device.is_cpu()) {
+  if (m_.workers == 1 && m_.translator->device().is_cpu()) {
     // The only worker: the batch is cut into one sub-batch per thread (of
     // similar lengths: translate_lines sorts first), or its decoding would
     // run on one core while the others idle.
@@ -83,7 +83,7 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
     const int64_t n = static_cast<int64_t>(lines.size());
     options.batch_size = std::max<int64_t>(1, std::min(options.batch_size, (n + workers - 1) / workers));
   }
-  const std::vector<std::vector<int64_t>> hyps = decode_lines(m_.model, lines, options, m_.device);
+  const std::vector<std::vector<int64_t>> hyps = m_.translator->decode(lines, options);
   std::vector<Sentences> results;
   size_t k = 0;
   int64_t target_tokens = 0, limited = 0;
@@ -120,16 +120,16 @@ class TranslationService::SearchStream : public StepStream {
  public:
   explicit SearchStream(TranslationService& service)
       : service_(service), options_(service.worker_options(0)),
-        decoder_(service.m_.model, options_, service.m_.device) {}
+        decoder_(service.m_.translator->model(), options_, service.m_.translator->device()) {}
 
   void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
     std::vector<std::vector<int64_t>> sources, owed;
     std::vector<int64_t> beams;
     std::vector<uint64_t> rows;                       // decoder tickets, from next_row_ on
     std::vector<std::pair<uint64_t, size_t>> lines;   // rows[i] is (job ticket, line) lines[i]
-    std::vector<std::pair<uint64_t, Pending>> added;
+    std::vector<std::pair<uint64_t, JobProgress>> added;
     for (const auto& [job, ticket] : jobs) {
-      Pending p{std::vector<SentenceResult>(job->lines.size()), job, 0, 0, 0, 0};
+      JobProgress p{std::vector<SentenceResult>(job->lines.size()), job, 0, 0, 0, 0};
       for (size_t i = 0; i < job->sources.size(); ++i) {
         const PreparedLine& line = job->sources[i];
         if (line.ids.empty()) continue;  // translates to "", as decode_lines has it
@@ -164,7 +164,7 @@ class TranslationService::SearchStream : public StepStream {
     for (auto& [row, ids] : ended) {
       const auto [ticket, line] = row_of_.at(row);
       row_of_.erase(row);
-      Pending& p = jobs_.at(ticket);
+      JobProgress& p = jobs_.at(ticket);
       p.sentences[line] = service_.finish_sentence(p.job->sources[line], ids, p.job->attention, options_);
       p.target_tokens += static_cast<int64_t>(ids.size());
       p.length_limited += p.sentences[line].length_limited ? 1 : 0;
@@ -172,7 +172,7 @@ class TranslationService::SearchStream : public StepStream {
     }
     std::vector<std::pair<uint64_t, Sentences>> finished;
     for (uint64_t ticket : done_) {
-      Pending& p = jobs_.at(ticket);
+      JobProgress& p = jobs_.at(ticket);
       // Empty lines never ran: their (empty) translation and map.
       for (size_t i = 0; i < p.sentences.size(); ++i)
         if (p.job->sources[i].ids.empty())
@@ -194,7 +194,7 @@ class TranslationService::SearchStream : public StepStream {
   }
 
  private:
-  struct Pending {
+  struct JobProgress {
     Sentences sentences;
     const Job* job;   // the Batcher keeps it alive until its result is reported
     int64_t running;  // lines still decoding
@@ -204,7 +204,7 @@ class TranslationService::SearchStream : public StepStream {
   TranslationService& service_;
   DecodeOptions options_;
   ContinuousSearch decoder_;
-  std::map<uint64_t, Pending> jobs_;                          // by ticket
+  std::map<uint64_t, JobProgress> jobs_;                          // by ticket
   std::map<uint64_t, std::pair<uint64_t, size_t>> row_of_;  // decoder ticket -> (job ticket, line)
   uint64_t next_row_ = 0;
   std::vector<uint64_t> done_;
@@ -215,8 +215,8 @@ std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make
 SentenceResult TranslationService::finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp,
                                                    bool attention, const DecodeOptions& options) const {
   SentenceResult r;
-  r.translation = finish_translation(line, hyp, *m_.tgt_tok);
-  r.length_limited = reached_limit(line, hyp, options, m_.model);
+  r.translation = m_.translator->finish(line, hyp);
+  r.length_limited = m_.translator->reached_limit(line, hyp, options);
   if (attention) r.attention_json = attention_json(line, hyp);
   return r;
 }
@@ -235,15 +235,14 @@ std::string TranslationService::attention_json(const PreparedLine& line, const s
   tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
   std::vector<int64_t> tgt_out = hyp;
   tgt_out.push_back(kEndId);
-  Transformer model = m_.model;  // a handle: the same module
-  const AttentionMaps maps = translation_attention(model, src, hyp, m_.device);
+  const AttentionMaps maps = m_.translator->attention(line, hyp);
   const auto shown = [&](std::vector<std::string> pieces) {
     for (std::string& p : pieces) p = line.text.shown(p);
     return pieces;
   };
-  j["source"] = shown(m_.src_tok->pieces(src));
-  j["target_in"] = shown(m_.tgt_tok->pieces(tgt_in));
-  j["target_out"] = shown(m_.tgt_tok->pieces(tgt_out));
+  j["source"] = shown(m_.translator->source_tokenizer().pieces(src));
+  j["target_in"] = shown(m_.translator->target_tokenizer().pieces(tgt_in));
+  j["target_out"] = shown(m_.translator->target_tokenizer().pieces(tgt_out));
   j["encoder_self"] = nested(maps.encoder_self);
   j["decoder_self"] = nested(maps.decoder_self);
   j["cross"] = nested(maps.cross);
@@ -251,15 +250,15 @@ std::string TranslationService::attention_json(const PreparedLine& line, const s
 }
 
 std::string TranslationService::info_json() const {
-  const TransformerOptions& o = m_.model->options();
-  return json{{"model", m_.description},
+  const TransformerOptions& o = m_.translator->model()->options();
+  return json{{"model", m_.translator->description()},
               {"encoder_layers", o.encoder_layers()},
               {"decoder_layers", o.decoder_layers()},
               {"heads", o.heads()},
               {"d_model", o.d_model()},
               {"max_positions", o.max_positions()},
-              {"attention", ops::backend_name(m_.model->attention_backend())},
-              {"device", m_.device.str()},
+              {"attention", ops::backend_name(m_.translator->model()->attention_backend())},
+              {"device", m_.translator->device().str()},
               // Sentinels in the attention tokens are shown as the line's placeholders.
               {"protect_placeholders", m_.decode.protect_placeholders}}
       .dump();

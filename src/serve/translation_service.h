@@ -1,6 +1,6 @@
 // The model side of the service: turns a validated request into a batching
 // Job (tokenized, lengths checked) and translates batches with the same
-// translate_lines the CLI uses, so an answer equals `nmt translate`'s output
+// Translator every command uses, so an answer equals `nmt translate`'s output
 // for the same line. Attention maps, when asked, come from a teacher-forced
 // pass over the translation (Transformer::attention_maps).
 #pragma once
@@ -11,29 +11,22 @@
 #include <string>
 #include <vector>
 
+#include "decode/decode.h"
 #include "decode/translator.h"
 #include "model/transformer.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
 
-namespace nmt {
-class Tokenizer;
-}
-
 namespace nmt::serve {
 
-// What the service translates with; owned by the caller, outliving the service.
+// What the service translates with.
 struct Model {
-  Transformer model{nullptr};
-  const Tokenizer* src_tok = nullptr;
-  const Tokenizer* tgt_tok = nullptr;
-  c10::Device device{c10::kCPU};
+  const Translator* translator = nullptr;  // owned by the caller, outliving the service
   DecodeOptions decode;  // beam is set per request
   // Batches translated side by side (BatchPolicy::workers); > 1: each on one
   // thread with single-threaded ops.
   int64_t workers = 1;
-  std::string description;  // for GET /v1/info: checkpoint, step
 };
 
 class TranslationService {

@@ -48,10 +48,10 @@ ValidationContext::ValidationContext(Transformer model, const ParallelCorpus& da
 
 const std::vector<std::string>& ValidationContext::hypotheses() {
   if (!decoded_) {
-    limited_.clear();
-    hyps_ = in_eval_mode(model_, [&] {
-      return translate_lines(model_, src_tok_, tgt_tok_, srcs_, decode_, device_, nullptr, &limited_);
-    });
+    TranslationBatch out =
+        in_eval_mode(model_, [&] { return translate_lines(model_, src_tok_, tgt_tok_, srcs_, decode_, device_); });
+    hyps_ = std::move(out.translations);
+    limited_ = std::move(out.length_limited);
     decoded_ = true;
   }
   return hyps_;

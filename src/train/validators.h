@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "decode/translator.h"
+#include "decode/decode.h"
 #include "model/transformer.h"
 
 namespace nmt {

@@ -15,32 +15,31 @@
 
 namespace nmt {
 
-c10::Device resolve_device(const std::string& name, const std::string& what) {
-  if (name == "cpu") return c10::Device(c10::kCPU);
+c10::Device resolve_device(DeviceKind kind, const std::string& what) {
+  if (kind == DeviceKind::kCpu) return c10::Device(c10::kCPU);
   const bool have_cuda = torch::cuda::is_available();
-  if (name == "auto") return have_cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
-  if (name == "cuda") {
-    if (!have_cuda)
-      throw InputError(what + ": cuda requested, but " +
-                       std::string(torch::cuda::device_count() == 0
-                                       ? "no CUDA device is available to this LibTorch build"
-                                       : "CUDA is not usable"));
+  if (kind == DeviceKind::kAuto) return have_cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
+  if (!have_cuda)
+    throw InputError(what + ": cuda requested, but " +
+                     std::string(torch::cuda::device_count() == 0
+                                     ? "no CUDA device is available to this LibTorch build"
+                                     : "CUDA is not usable"));
 #ifndef NMT_WITH_CUDA
-    throw InputError(what + ": cuda requested, but nmt was built without its CUDA kernels "
-                            "(configure against a CUDA LibTorch with nvcc present)");
+  throw InputError(what + ": cuda requested, but nmt was built without its CUDA kernels "
+                          "(configure against a CUDA LibTorch with nvcc present)");
 #endif
-    return c10::Device(c10::kCUDA);
-  }
-  throw InputError(what + ": '" + name + "' is not one of: cpu | cuda | auto");
+  return c10::Device(c10::kCUDA);
+}
+
+c10::Device resolve_device(const std::string& name, const std::string& what) {
+  return resolve_device(kDeviceChoices.parse(name, what), what);
 }
 
 c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
                                   const std::string& what) {
-  if (precision == "float32") return c10::kFloat;
-  if (precision == "auto")
-    return device.is_cpu() && !cpu_has_fast_bf16() ? c10::kFloat : c10::kBFloat16;
-  if (precision != "bf16")
-    throw InputError(what + ": '" + precision + "' is not one of: float32 | bf16 | auto");
+  const Precision p = kPrecisionChoices.parse(precision, what);
+  if (p == Precision::kFloat32) return c10::kFloat;
+  if (p == Precision::kAuto) return device.is_cpu() && !cpu_has_fast_bf16() ? c10::kFloat : c10::kBFloat16;
   if (device.is_cpu() && !cpu_has_fast_bf16()) {
     const CpuFeatures& f = cpu_features();
     if (f.avx512_bf16 || f.amx_bf16)  // the CPU has it; NMT_CPU_ISA lowered the kernels

@@ -4,28 +4,15 @@
 
 namespace nmt::ops {
 
-std::vector<std::string> backend_names() {
-  std::vector<std::string> names;
-  for (const auto& b : kAttentionBackends) names.emplace_back(b.name);
-  return names;
-}
+std::vector<std::string> backend_names() { return kAttentionBackends.names(); }
 
-std::string backend_choices() {
-  std::string out;
-  for (const auto& b : kAttentionBackends) out += (out.empty() ? "" : " | ") + std::string(b.name);
-  return out;
-}
+std::string backend_choices() { return kAttentionBackends.listed(); }
 
 AttentionBackend parse_backend(const std::string& name) {
-  for (const auto& b : kAttentionBackends)
-    if (name == b.name) return b.id;
+  if (const std::optional<AttentionBackend> b = kAttentionBackends.find(name)) return *b;
   throw InputError("attention backend '" + name + "' is not one of: " + backend_choices());
 }
 
-std::string backend_name(AttentionBackend backend) {
-  for (const auto& b : kAttentionBackends)
-    if (b.id == backend) return b.name;
-  return "?";
-}
+std::string backend_name(AttentionBackend backend) { return kAttentionBackends.name(backend); }
 
 }  // namespace nmt::ops

@@ -3,25 +3,20 @@
 // Plain C++: no LibTorch.
 #pragma once
 
-#include <array>
 #include <string>
 #include <vector>
+
+#include "util/choices.h"
 
 namespace nmt::ops {
 
 enum class AttentionBackend { kTorch, kNaive, kFlash };
 
-struct BackendInfo {
-  AttentionBackend id;
-  const char* name;
-  const char* summary;
-};
-
-inline constexpr std::array<BackendInfo, 3> kAttentionBackends{{
-    {AttentionBackend::kTorch, "torch", "LibTorch's built-in scaled-dot-product attention"},
-    {AttentionBackend::kNaive, "naive", "materialized [B,H,Tq,Tk] scores, plain loops"},
-    {AttentionBackend::kFlash, "flash", "FlashAttention-2 tiling, O(T) extra memory"},
-}};
+inline constexpr ChoiceList<AttentionBackend, 3> kAttentionBackends{{{
+    {AttentionBackend::kTorch, "torch"},  // LibTorch's built-in scaled-dot-product attention
+    {AttentionBackend::kNaive, "naive"},  // materialized [B,H,Tq,Tk] scores, plain loops
+    {AttentionBackend::kFlash, "flash"},  // FlashAttention-2 tiling, O(T) extra memory
+}}};
 
 // "torch", "naive", "flash" in kAttentionBackends' order.
 std::vector<std::string> backend_names();

@@ -24,11 +24,22 @@ std::optional<ComputeType> parse_compute_type(const std::string& name) {
   return std::nullopt;
 }
 
-std::string compute_type_choices() { return "float32 | bf16 | int8 | auto"; }
+std::string compute_type_choices() { return kComputeTypeChoices.listed(); }
+
+ComputeType resolve_compute_type(ComputeTypeChoice choice) {
+  switch (choice) {
+    case ComputeTypeChoice::kFloat32: return ComputeType::kFloat32;
+    case ComputeTypeChoice::kBf16: return ComputeType::kBf16;
+    case ComputeTypeChoice::kInt8: return ComputeType::kInt8;
+    case ComputeTypeChoice::kAuto: break;
+  }
+  return kernel_isa() >= CpuIsa::kAvx2 ? ComputeType::kInt8 : ComputeType::kFloat32;
+}
 
 std::optional<ComputeType> resolve_compute_type(const std::string& name) {
-  if (name == "auto") return kernel_isa() >= CpuIsa::kAvx2 ? ComputeType::kInt8 : ComputeType::kFloat32;
-  return parse_compute_type(name);
+  const std::optional<ComputeTypeChoice> choice = kComputeTypeChoices.find(name);
+  if (!choice) return std::nullopt;
+  return resolve_compute_type(*choice);
 }
 
 PackedLinear::PackedLinear(ComputeType type, const float* w, const float* bias, int64_t in, int64_t out)

@@ -12,20 +12,32 @@
 #include <vector>
 
 #include "ops/bf16.h"
+#include "util/choices.h"
 #include "util/huge_page_allocator.h"
 
 namespace nmt::ops {
 
 enum class ComputeType { kFloat32, kBf16, kInt8 };
 
+// What a user asks for (decode.compute_type, --compute-type): a type, or
+// auto, which resolve_compute_type turns into one for this CPU.
+enum class ComputeTypeChoice { kFloat32, kBf16, kInt8, kAuto };
+inline constexpr ChoiceList<ComputeTypeChoice, 4> kComputeTypeChoices{{{
+    {ComputeTypeChoice::kFloat32, "float32"},
+    {ComputeTypeChoice::kBf16, "bf16"},
+    {ComputeTypeChoice::kInt8, "int8"},
+    {ComputeTypeChoice::kAuto, "auto"},
+}}};
+
 const char* compute_type_name(ComputeType type);
 // "float32" | "bf16" | "int8" (not "auto": see resolve_compute_type).
 std::optional<ComputeType> parse_compute_type(const std::string& name);
 // The names a user may give, "auto" included: "float32 | bf16 | int8 | auto".
 std::string compute_type_choices();
-// "auto": int8 where this CPU has an int8 kernel faster than float32 (AVX2 or
-// AVX-512 VNNI), else float32. Other names as parse_compute_type; an unknown
-// one is std::nullopt.
+// auto: int8 where this CPU has an int8 kernel faster than float32 (AVX2 or
+// AVX-512 VNNI), else float32. The others are themselves.
+ComputeType resolve_compute_type(ComputeTypeChoice choice);
+// The same from a name; an unknown one is std::nullopt.
 std::optional<ComputeType> resolve_compute_type(const std::string& name);
 
 class PackedLinear {

@@ -26,12 +26,12 @@ using glue::fill_common;
 using glue::last_dim_contiguous;
 using glue::strides_of;
 
-enum class Kernel { kNaive, kFlash };
+enum class CpuKernel { kNaive, kFlash };
 
 // Forward into o (a [B, H, Tq, D] view of any strides), lse [B, H, Tq] and,
 // for naive, probs [B, H, Tq, Tk].
 template <typename T>
-void forward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+void forward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
                     const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs) {
   AttentionForwardParams<T> p{};
@@ -40,7 +40,7 @@ void forward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, con
   p.q = q.data_ptr<T>(), p.k = k.data_ptr<T>(), p.v = v.data_ptr<T>();
   p.o = o.data_ptr<T>(), p.lse = lse.data_ptr<T>();
   strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
-  if (kernel == Kernel::kNaive) {
+  if (kernel == CpuKernel::kNaive) {
     p.probs = probs.data_ptr<T>();
     cpu::naive_attention_forward<T>(p);
   } else {
@@ -50,7 +50,7 @@ void forward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, con
 
 // Backward into dq, dk, dv ([B, H, T, D] views of any strides).
 template <typename T>
-void backward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+void backward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs,
                      const at::Tensor& d_o, const at::Tensor& lengths, double scale, bool causal,
                      const Dropout& dropout, const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv) {
@@ -64,7 +64,7 @@ void backward_kernel(Kernel kernel, const at::Tensor& q, const at::Tensor& k, co
   strides_of(dq, p.dq_stride_b, p.dq_stride_h, p.dq_stride_t);
   strides_of(dk, p.dk_stride_b, p.dk_stride_h, p.dk_stride_t);
   strides_of(dv, p.dv_stride_b, p.dv_stride_h, p.dv_stride_t);
-  if (kernel == Kernel::kNaive) {
+  if (kernel == CpuKernel::kNaive) {
     p.probs = probs.data_ptr<T>();
     cpu::naive_attention_backward<T>(p);
   } else {
@@ -90,12 +90,12 @@ struct Saved {
 };
 
 // o: [B, H, Tq, D] view of o_storage; returns what the backward needs.
-Saved run_forward(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+Saved run_forward(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
                   const at::Tensor& o) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
   Saved s{o, at::empty({B, H, Tq}, q.options()),
-          kernel == Kernel::kNaive ? at::empty({B, H, Tq, Tk}, q.options()) : at::Tensor()};
+          kernel == CpuKernel::kNaive ? at::empty({B, H, Tq, Tk}, q.options()) : at::Tensor()};
   dispatch_float_double(q.scalar_type(), "attention", [&](auto zero) {
     forward_kernel<decltype(zero)>(kernel, q, k, v, lengths, scale, causal, dropout, o, s.lse, s.probs);
   });
@@ -103,13 +103,13 @@ Saved run_forward(Kernel kernel, const at::Tensor& q, const at::Tensor& k, const
 }
 
 // Saves the inputs (whatever the backward rebuilds q, k, v from), then the state.
-void save(AutogradContext* ctx, std::vector<at::Tensor> inputs, Kernel kernel, const Saved& s,
+void save(AutogradContext* ctx, std::vector<at::Tensor> inputs, CpuKernel kernel, const Saved& s,
           const at::Tensor& lengths, bool causal, double scale, const Dropout& dropout) {
   ctx->saved_data["causal"] = causal;
   glue::save_dropout(ctx->saved_data, dropout);
   ctx->saved_data["scale"] = scale;
   ctx->saved_data["inputs"] = static_cast<int64_t>(inputs.size());
-  if (kernel == Kernel::kNaive) {
+  if (kernel == CpuKernel::kNaive) {
     inputs.insert(inputs.end(), {s.probs, lengths});
   } else {
     inputs.insert(inputs.end(), {s.o, s.lse, lengths});
@@ -124,14 +124,14 @@ std::vector<at::Tensor> saved_inputs(AutogradContext* ctx) {
   return saved;
 }
 
-void run_backward(AutogradContext* ctx, Kernel kernel, const at::Tensor& q, const at::Tensor& k,
+void run_backward(AutogradContext* ctx, CpuKernel kernel, const at::Tensor& q, const at::Tensor& k,
                   const at::Tensor& v, const at::Tensor& d_o, const at::Tensor& dq,
                   const at::Tensor& dk, const at::Tensor& dv) {
   const auto saved = ctx->get_saved_variables();
   const size_t n = static_cast<size_t>(ctx->saved_data["inputs"].toInt());
   Saved s;
   at::Tensor lengths;
-  if (kernel == Kernel::kNaive) {
+  if (kernel == CpuKernel::kNaive) {
     s.probs = saved[n], lengths = saved[n + 1];
   } else {
     s.o = saved[n], s.lse = saved[n + 1], lengths = saved[n + 2];
@@ -146,11 +146,11 @@ void run_backward(AutogradContext* ctx, Kernel kernel, const at::Tensor& q, cons
 
 // q, k, v as [B, H, T, D] views. o is laid out [B, Tq, H, D] in memory (the
 // model's next step reads it as [B, Tq, C] rows) and returned as a view.
-template <Kernel kKernel>
+template <CpuKernel kKernel>
 struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                             at::Tensor key_lengths, bool causal, double scale, Dropout dropout) {
-    RECORD_FUNCTION(kKernel == Kernel::kNaive ? "nmt::attention_naive" : "nmt::attention_flash",
+    RECORD_FUNCTION(kKernel == CpuKernel::kNaive ? "nmt::attention_naive" : "nmt::attention_flash",
                     std::vector<c10::IValue>());
     q = last_dim_contiguous(q), k = last_dim_contiguous(k), v = last_dim_contiguous(v);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
@@ -185,13 +185,13 @@ at::Tensor heads_of(const at::Tensor& src, int64_t col, int64_t heads, int64_t h
 // kv_src [B, Tk, 2C] (per token k | v). Returns o [B, Tq, C]. The kernels
 // compute in float32 or float64; bf16 projections are widened on the way in
 // and the output narrowed on the way out.
-template <Kernel kKernel>
+template <CpuKernel kKernel>
 struct PackedAttentionFunction
     : public torch::autograd::Function<PackedAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q_src, at::Tensor kv_src,
                             at::Tensor key_lengths, bool causal, double scale, int64_t heads,
                             Dropout dropout) {
-    RECORD_FUNCTION(kKernel == Kernel::kNaive ? "nmt::packed_attention_naive" : "nmt::packed_attention_flash",
+    RECORD_FUNCTION(kKernel == CpuKernel::kNaive ? "nmt::packed_attention_naive" : "nmt::packed_attention_flash",
                     std::vector<c10::IValue>());
     const bool self = kv_src.numel() == 0;
     const at::ScalarType io = q_src.scalar_type();
@@ -242,22 +242,22 @@ at::Tensor packed_attention_cpu(const at::Tensor& q_src, const at::Tensor& kv_sr
   const at::Tensor kv = kv_src.defined() ? kv_src : at::empty({0}, q_src.options());
   const at::Tensor lengths = glue::lengths_argument(options.key_lengths);
   if (backend == AttentionBackend::kNaive)
-    return PackedAttentionFunction<Kernel::kNaive>::apply(q_src, kv, lengths, options.causal, scale, heads,
+    return PackedAttentionFunction<CpuKernel::kNaive>::apply(q_src, kv, lengths, options.causal, scale, heads,
                                                           options.dropout);
-  return PackedAttentionFunction<Kernel::kFlash>::apply(q_src, kv, lengths, options.causal, scale, heads,
+  return PackedAttentionFunction<CpuKernel::kFlash>::apply(q_src, kv, lengths, options.causal, scale, heads,
                                                         options.dropout);
 }
 
 at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
-  return CpuAttentionFunction<Kernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
+  return CpuAttentionFunction<CpuKernel::kNaive>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
                                                      options.causal, glue::resolve_scale(q, options.scale),
                                                      options.dropout);
 }
 
 at::Tensor attention_flash_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const AttentionOptions& options) {
-  return CpuAttentionFunction<Kernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
+  return CpuAttentionFunction<CpuKernel::kFlash>::apply(q, k, v, glue::lengths_argument(options.key_lengths),
                                                      options.causal, glue::resolve_scale(q, options.scale),
                                                      options.dropout);
 }

@@ -21,7 +21,7 @@ void check_cuda(int err, const char* what) {
   TORCH_CHECK(err == 0, what, " failed: ", cudaGetErrorString(static_cast<cudaError_t>(err)));
 }
 
-enum class Kernel { kNaive, kFlash };
+enum class CudaKernel { kNaive, kFlash };
 
 // The float32 flash backward: q, k, v, o and dO float32 (any strides with a
 // contiguous last dim for q, k, v; o and dO are made contiguous), lse float32
@@ -49,7 +49,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_backward_f32(
   return {dq, dk, dv};
 }
 
-template <Kernel kKernel>
+template <CudaKernel kKernel>
 struct CudaAttentionFunction : public torch::autograd::Function<CudaAttentionFunction<kKernel>> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                             at::Tensor key_lengths, bool causal, double scale) {
@@ -69,7 +69,7 @@ struct CudaAttentionFunction : public torch::autograd::Function<CudaAttentionFun
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
-    if (kKernel == Kernel::kNaive) {
+    if (kKernel == CudaKernel::kNaive) {
       at::Tensor probs = at::empty({B, H, Tq, Tk}, q.options());
       p.probs = probs.data_ptr<float>();
       check_cuda(cuda::naive_attention_forward(p, stream), "naive attention forward");
@@ -88,7 +88,7 @@ struct CudaAttentionFunction : public torch::autograd::Function<CudaAttentionFun
     const double scale = ctx->saved_data["scale"].toDouble();
     const bool causal = ctx->saved_data["causal"].toBool();
     const at::Tensor& lengths = saved.back();
-    if (kKernel == Kernel::kFlash) {
+    if (kKernel == CudaKernel::kFlash) {
       auto [dq, dk, dv] = flash_backward_f32(q, k, v, saved[3], saved[4], lengths,
                                              grad_outputs[0], scale, causal);
       return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
@@ -288,12 +288,12 @@ namespace {
 // 8, aligned rows). Everything else in bf16 or half (the naive backend, other
 // shapes) is widened on the way in and the output narrowed on the way out;
 // autograd casts the gradients back the same way.
-template <Kernel kKernel>
+template <CudaKernel kKernel>
 at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionOptions& options) {
   const double scale = glue::resolve_scale(q, options.scale);
   const at::Tensor lengths = glue::lengths_argument(options.key_lengths);
   const at::ScalarType dtype = q.scalar_type();
-  if (kKernel == Kernel::kFlash && dtype == at::kBFloat16 && k.scalar_type() == dtype &&
+  if (kKernel == CudaKernel::kFlash && dtype == at::kBFloat16 && k.scalar_type() == dtype &&
       v.scalar_type() == dtype) {
     const c10::cuda::CUDAGuard guard(q.device());
     const at::Tensor qc = glue::last_dim_contiguous(q), kc = glue::last_dim_contiguous(k),
@@ -313,12 +313,12 @@ at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
 
 at::Tensor attention_naive_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options) {
-  return run<Kernel::kNaive>(q, k, v, options);
+  return run<CudaKernel::kNaive>(q, k, v, options);
 }
 
 at::Tensor attention_flash_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const AttentionOptions& options) {
-  return run<Kernel::kFlash>(q, k, v, options);
+  return run<CudaKernel::kFlash>(q, k, v, options);
 }
 
 at::Tensor packed_flash_attention_cuda(const at::Tensor& q_src, const at::Tensor& kv_src, int64_t heads,
