@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A Chinese -> English parallel corpus from one gettext catalog, for
-fine-tuning a model trained on data/real (`train.init_from`, README:
-"Adapting a model to one catalog").
+fine-tuning a model trained on data/real (`train.init_from`,
+docs/fine_tuning.md).
 
 The catalog's entries go through exactly what made data/real: .mo parsing,
 mnemonics and whitespace normalised, the same filters (untranslated,

@@ -734,7 +734,7 @@ int HttpServer::run() {
                options_.host, port, kTranslatePath);
   if (reachable_beyond_loopback(options_.host) && options_.access.api_keys.empty())
     spdlog::warn("serve: listening on {}, which other machines can reach, and no --api-key-file: anyone who can "
-                 "connect may translate (put TLS and a key in front: README, \"The service on a network\")",
+                 "connect may translate (put TLS and a key in front: docs/serve.md, \"The service on a network\")",
                  options_.host);
   if (!options_.port_file.empty()) write_file_atomic(options_.port_file, std::to_string(port) + "\n");
 

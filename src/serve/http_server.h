@@ -1,5 +1,5 @@
 // `nmt serve`'s HTTP layer: connections multiplexed on epoll by GNU
-// libmicrohttpd (its internal epoll threads; README, "Serving: nmt serve",
+// libmicrohttpd (its internal epoll threads; docs/serve.md, "Connections",
 // says why this library), routes, error answers, deadlines, connection
 // limits, compression, metrics and a graceful stop. The translation itself is
 // TranslationService's, the batching policy the Batcher's; a request waiting
