@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include <torch/serialize.h>
 
@@ -29,6 +30,7 @@
 #include "train/checkpoint_manager.h"
 #include "train/checkpoint_writer.h"
 #include "train/loss.h"
+#include "train/op_profiler.h"
 #include "train/reporter.h"
 #include "train/scheduler.h"
 #include "train/train_step.h"
@@ -731,6 +733,50 @@ TEST(Training, SameLossCurveWithEveryBackend) {
       EXPECT_NEAR(curves[name][step], curves["torch"][step], 1e-4) << name << " step " << step;
 }
 
+
+// The roofline account's matrix multiplies: each shape with its calls and
+// FLOPs, from the profiler's input shapes (addmm's bias and scalars skipped,
+// bmm's batch kept); ops sorted into their classes by name.
+TEST(OpProfiler, CountsMatrixMultipliesByShape) {
+  torch::NoGradGuard no_grad;
+  const at::Tensor a = at::randn({64, 128}), b = at::randn({128, 256}), bias = at::randn({256});
+  const at::Tensor x = at::randn({4, 8, 16}), y = at::randn({4, 16, 32});
+  OpProfiler profiler;
+  profiler.start();
+  for (int i = 0; i < 3; ++i) at::mm(a, b);
+  at::addmm(bias, a, b);
+  at::bmm(x, y);
+  at::Tensor square = at::zeros({64, 64});
+  square.addmm_(at::randn({64, 32}), at::randn({32, 64}));  // the output added to is not a factor
+  const std::vector<OpTime> ops = profiler.stop();
+  std::map<std::string, GemmTime> by_op;
+  for (const GemmTime& g : profiler.gemms()) by_op[g.op] = g;
+  ASSERT_EQ(by_op.size(), 4u);
+  const GemmTime& inplace = by_op.at("aten::addmm_");
+  EXPECT_EQ(std::make_tuple(inplace.m, inplace.k, inplace.n), std::make_tuple(64, 32, 64));
+  const GemmTime& mm = by_op.at("aten::mm");
+  EXPECT_EQ(std::make_tuple(mm.batch, mm.m, mm.k, mm.n, mm.calls), std::make_tuple(1, 64, 128, 256, 3));
+  EXPECT_DOUBLE_EQ(mm.flops(), 3 * 2.0 * 64 * 128 * 256);
+  const GemmTime& addmm = by_op.at("aten::addmm");
+  EXPECT_EQ(std::make_tuple(addmm.m, addmm.k, addmm.n, addmm.calls), std::make_tuple(64, 128, 256, 1));
+  const GemmTime& bmm = by_op.at("aten::bmm");
+  EXPECT_EQ(std::make_tuple(bmm.batch, bmm.m, bmm.k, bmm.n), std::make_tuple(4, 8, 16, 32));
+  EXPECT_DOUBLE_EQ(bmm.flops(), 2.0 * 4 * 8 * 16 * 32);
+
+  EXPECT_EQ(op_class("aten::mm"), "matrix multiplies");
+  EXPECT_EQ(op_class("torch::autograd::CppNode<nmt::ops::(anonymous namespace)::PackedAttentionFunction<1>>"),
+            "attention");
+  EXPECT_EQ(op_class("nmt::add_layer_norm"), "layer norm");
+  EXPECT_EQ(op_class("nmt::linear_cross_entropy"), "softmax / cross-entropy");
+  EXPECT_EQ(op_class("nmt::adam_step"), "optimizer");
+  EXPECT_EQ(op_class("AddmmBackward0"), "autograd");
+  EXPECT_EQ(op_class("aten::copy_"), "copies and casts");
+
+  const std::string report = format_roofline(ops, profiler.gemms(), 1, 10.0, 10.0, false);
+  EXPECT_NE(report.find("64x128 . 128x256"), std::string::npos) << report;
+  EXPECT_NE(report.find("4 x 8x16 . 16x32"), std::string::npos) << report;
+  EXPECT_NE(report.find("of its GEMM roofline"), std::string::npos) << report;
+}
 
 }  // namespace
 }  // namespace nmt

@@ -1,24 +1,60 @@
 #include "train/op_profiler.h"
 
 #include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/torch.h>
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <tuple>
+
+#include <fmt/format.h>
 
 namespace nmt {
 
 namespace prof = torch::autograd::profiler;
 
 void OpProfiler::start() {
+  // Input shapes: the matrix multiplies' FLOPs come from them.
   prof::enableProfilerLegacy(
-      torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+      torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU, /*report_input_shapes=*/true));
 }
+
+namespace {
+
+bool is_gemm(const std::string& name) {
+  static const char* const kNames[] = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+
+// [batch ×] [m, k] · [k, n] from an op's input shapes: mm and bmm multiply
+// their first two inputs, addmm, addmm_ and baddbmm their second and third
+// (after the bias or the output they add to). False for shapes that do not
+// meet.
+bool gemm_shape(const std::string& op, const std::vector<std::vector<int64_t>>& shapes, GemmTime& g) {
+  const size_t first = op == "aten::mm" || op == "aten::bmm" ? 0 : 1;
+  if (shapes.size() < first + 2) return false;
+  const auto& a = shapes[first];
+  const auto& b = shapes[first + 1];
+  const size_t r = a.size();
+  if (b.size() != r || (r != 2 && r != 3) || a[r - 1] != b[r - 2] || (r == 3 && a[0] != b[0])) return false;
+  g.batch = r == 3 ? a[0] : 1;
+  g.m = a[r - 2], g.k = a[r - 1], g.n = b[r - 1];
+  return true;
+}
+
+}  // namespace
 
 std::vector<OpTime> OpProfiler::stop() {
   const prof::thread_event_lists lists = prof::disableProfilerLegacy();
   std::map<std::string, OpTime> by_name;
   std::map<std::string, std::map<std::string, int64_t>> callers;
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t>, GemmTime> gemms;
   for (const auto& events : lists) {
     // Ranges nest per thread: a stack of open ranges and their children's time.
     struct Open {
@@ -42,6 +78,13 @@ std::vector<OpTime> OpProfiler::stop() {
           stack.back().children_us += us;
           ++callers[t.name][stack.back().push->name()];
         }
+        GemmTime g;
+        if (is_gemm(t.name) && gemm_shape(t.name, open.push->shapes(), g)) {
+          GemmTime& acc = gemms[std::make_tuple(t.name, g.batch, g.m, g.k, g.n)];
+          if (acc.calls == 0) acc = g, acc.op = t.name;
+          ++acc.calls;
+          acc.self_ms += std::max(0.0, us - open.children_us) / 1000.0;
+        }
       }
     }
   }
@@ -53,6 +96,9 @@ std::vector<OpTime> OpProfiler::stop() {
     out.push_back(t);
   }
   std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.self_ms > b.self_ms; });
+  gemms_.clear();
+  for (const auto& [key, g] : gemms) gemms_.push_back(g);
+  std::sort(gemms_.begin(), gemms_.end(), [](const GemmTime& a, const GemmTime& b) { return a.self_ms > b.self_ms; });
   return out;
 }
 
@@ -81,6 +127,114 @@ std::string format_profile(const std::vector<OpTime>& ops, int64_t steps, double
   s += line;
   std::snprintf(line, sizeof line, "%-44s %8s %12.2f %7.1f%%\n", "step (wall)", "", wall_ms / steps, 100.0);
   s += line;
+  return s;
+}
+
+std::string op_class(const std::string& name) {
+  std::string n = name;
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto has = [&](const char* part) { return n.find(part) != std::string::npos; };
+  if (is_gemm(name) || n == "aten::matmul" || n == "aten::linear" || n == "nmt::dense" || n == "nmt::rows_matmul")
+    return "matrix multiplies";
+  // Our ops' backward passes are autograd nodes named after their function
+  // (CppNode<...PackedAttentionFunction...>); LibTorch's own (AddmmBackward0)
+  // only hand gradients on, and their children are counted where they belong.
+  if (has("attention")) return "attention";
+  if (has("layer_norm") || has("layernorm")) return "layer norm";
+  if (has("cross_entropy") || has("crossentropy") || has("softmax")) return "softmax / cross-entropy";
+  if (has("adam") || has("grad_norm")) return "optimizer";
+  if (has("relu") || has("dropout") || has("bernoulli")) return "activation / dropout";
+  if (has("embed")) return "embedding";
+  static const char* const kCopies[] = {"aten::copy_", "aten::_to_copy", "aten::to",    "aten::fill_",
+                                        "aten::zero_", "aten::zeros",    "aten::empty", "aten::cat",
+                                        "aten::clone", "aten::contiguous", "aten::slice_backward"};
+  for (const char* c : kCopies)
+    if (n == c) return "copies and casts";
+  if (has("backward")) return "autograd";
+  return "other";
+}
+
+namespace {
+
+// Median of `samples` timings of fn, each repeating it until 20 ms passed;
+// seconds per call.
+template <typename Fn>
+double time_per_call(Fn&& fn, int samples = 5) {
+  for (int i = 0; i < 3; ++i) fn();  // warm-up: packing buffers, thread pools
+  std::vector<double> per_call;
+  for (int s = 0; s < samples; ++s) {
+    int64_t calls = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    do {
+      fn();
+      ++calls;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (elapsed < 0.02);
+    per_call.push_back(elapsed / static_cast<double>(calls));
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+}  // namespace
+
+double gemm_peak_gflops(const GemmTime& g, bool bf16) {
+  torch::NoGradGuard no_grad;
+  const auto opts = at::TensorOptions().dtype(bf16 ? at::kBFloat16 : at::kFloat);
+  const at::Tensor a = g.batch > 1 ? at::randn({g.batch, g.m, g.k}, opts) : at::randn({g.m, g.k}, opts);
+  const at::Tensor b = g.batch > 1 ? at::randn({g.batch, g.k, g.n}, opts) : at::randn({g.k, g.n}, opts);
+  at::Tensor c;
+  const double seconds = time_per_call([&] { c = g.batch > 1 ? at::bmm(a, b) : at::mm(a, b); });
+  return 2.0 * static_cast<double>(g.batch * g.m) * static_cast<double>(g.k * g.n) / seconds / 1e9;
+}
+
+double stream_gbps() {
+  const size_t bytes = size_t{256} << 20;
+  std::vector<char> from(bytes, 1), to(bytes, 0);
+  const double seconds = time_per_call([&] { std::memcpy(to.data(), from.data(), bytes); }, 3);
+  return 2.0 * static_cast<double>(bytes) / seconds / 1e9;
+}
+
+std::string format_roofline(const std::vector<OpTime>& ops, const std::vector<GemmTime>& gemms, int64_t steps,
+                            double wall_ms, double plain_ms, bool bf16) {
+  const double per_step = 1.0 / static_cast<double>(std::max<int64_t>(steps, 1));
+  std::string s = "\nroofline account of a step (" + std::string(bf16 ? "bf16" : "float32") + " matrix multiplies):\n";
+  std::map<std::string, double> by_class;
+  double all = 0;
+  for (const OpTime& t : ops) by_class[op_class(t.name)] += t.self_ms, all += t.self_ms;
+  by_class["outside any op"] = std::max(0.0, wall_ms - all);
+  std::vector<std::pair<std::string, double>> classes(by_class.begin(), by_class.end());
+  std::sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  s += fmt::format("{:<28} {:>10} {:>8}\n", "op class (self time)", "ms/step", "share");
+  for (const auto& [name, ms] : classes)
+    s += fmt::format("{:<28} {:>10.2f} {:>7.1f}%\n", name, ms * per_step, 100.0 * ms / wall_ms);
+
+  s += fmt::format("\n{:<14} {:>22} {:>10} {:>9} {:>9} {:>12} {:>7}\n", "GEMM", "[batch x] m x k . k x n",
+                   "calls/step", "ms/step", "GFLOP/s", "alone GFLOP/s", "share");
+  double flops = 0, ms = 0, ideal_ms = 0;
+  for (const GemmTime& g : gemms) {
+    const double achieved = g.flops() / (g.self_ms / 1e3) / 1e9;
+    const double peak = gemm_peak_gflops(g, bf16);
+    flops += g.flops(), ms += g.self_ms, ideal_ms += g.flops() / (peak * 1e9) * 1e3;
+    const std::string shape = (g.batch > 1 ? std::to_string(g.batch) + " x " : std::string()) + std::to_string(g.m) +
+                              "x" + std::to_string(g.k) + " . " + std::to_string(g.k) + "x" + std::to_string(g.n);
+    s += fmt::format("{:<14} {:>22} {:>10.1f} {:>9.2f} {:>9.1f} {:>12.1f} {:>6.0f}%\n", g.op, shape,
+                     static_cast<double>(g.calls) * per_step, g.self_ms * per_step, achieved, peak,
+                     100.0 * achieved / peak);
+  }
+  if (ms > 0) {
+    s += fmt::format(
+        "all GEMMs: {:.2f} GFLOP a step in {:.2f} ms, {:.1f} GFLOP/s: {:.0f}% of what their shapes reach alone "
+        "({:.2f} ms)\n",
+        flops * per_step / 1e9, ms * per_step, flops / (ms / 1e3) / 1e9, 100.0 * ideal_ms / ms, ideal_ms * per_step);
+    s += fmt::format(
+        "the step: {:.2f} ms without the profiler; its GEMM roofline (its GEMMs at their shapes' speed alone, "
+        "nothing else) {:.2f} ms: the step at {:.0f}% of its GEMM roofline\n",
+        plain_ms * per_step, ideal_ms * per_step, 100.0 * ideal_ms / plain_ms);
+  }
+  s += fmt::format("memory: a 256 MiB copy moves {:.1f} GB/s (read + write), the roof of the memory-bound classes\n",
+                   stream_gbps());
   return s;
 }
 

@@ -333,13 +333,17 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   const double wall_ms = ms_since(t0);
   const std::vector<OpTime> ops = profiler.stop();
   if (!s.leader()) return;
+  const bool bf16 = s.precision == at::kBFloat16;
   out << "profile of " << steps << " training steps (attention " << cfg.attention.backend << ", "
-      << s.threads << " threads, matrix multiplies in " << (s.precision == at::kBFloat16 ? "bf16" : "float32")
+      << s.threads << " threads, matrix multiplies in " << (bf16 ? "bf16" : "float32")
       << ", device " << s.device.str() << "), after 5 warm-up steps:\n"
       << fmt::format("without the profiler: {:.2f} ms a step, {:.0f} tokens/s over {} steps\n",
                      plain_ms / static_cast<double>(steps), 1e3 * static_cast<double>(plain_tokens) / plain_ms,
                      steps)
       << format_profile(ops, steps, wall_ms, 25);
+  // The roofline account times each GEMM shape alone on this machine: the CPU's (a GPU's
+  // kernels run asynchronously to the profiler's CPU clock).
+  if (s.device.is_cpu()) out << format_roofline(ops, profiler.gemms(), steps, wall_ms, plain_ms, bf16);
 }
 
 }  // namespace nmt
