@@ -453,7 +453,7 @@ EOF2
     for prec in "${profile_precs[@]}"; do
       for fused in 1 $( ((baseline)) && echo 0); do
         [ "$prec" = bf16 ] && ((!fast_bf16)) && continue
-        TAIL=40 LIMIT=240 record "profile-$config_name-$prec-$fused" env NMT_CUDA_FUSED_OPS="$fused" "$nmt" train \
+        TAIL=100 LIMIT=240 record "profile-$config_name-$prec-$fused" env NMT_CUDA_FUSED_OPS="$fused" "$nmt" train \
           --config "$config" --device "$device" "${threads[@]}" --attention flash --set train.precision="$prec" \
           --set train.checkpoint_dir="$work/profile_${prec}_$fused" --set tokenizer.protect_placeholders=false \
           --set data.prepared_dir="$work/prepared" --profile "$profile_steps"

@@ -213,16 +213,20 @@ std::string format_roofline(const std::vector<OpTime>& ops, const std::vector<Ge
   s += fmt::format("\n{:<14} {:>22} {:>10} {:>9} {:>9} {:>12} {:>7}\n", "GEMM", "[batch x] m x k . k x n",
                    "calls/step", "ms/step", "GFLOP/s", "alone GFLOP/s", "share");
   double flops = 0, ms = 0, ideal_ms = 0;
-  for (const GemmTime& g : gemms) {
+  const size_t kShown = 25;  // the rows printed, largest time first; the sums take every shape
+  for (size_t i = 0; i < gemms.size(); ++i) {
+    const GemmTime& g = gemms[i];
     const double achieved = g.flops() / (g.self_ms / 1e3) / 1e9;
     const double peak = gemm_peak_gflops(g, bf16);
     flops += g.flops(), ms += g.self_ms, ideal_ms += g.flops() / (peak * 1e9) * 1e3;
+    if (i >= kShown) continue;
     const std::string shape = (g.batch > 1 ? std::to_string(g.batch) + " x " : std::string()) + std::to_string(g.m) +
                               "x" + std::to_string(g.k) + " . " + std::to_string(g.k) + "x" + std::to_string(g.n);
     s += fmt::format("{:<14} {:>22} {:>10.1f} {:>9.2f} {:>9.1f} {:>12.1f} {:>6.0f}%\n", g.op, shape,
                      static_cast<double>(g.calls) * per_step, g.self_ms * per_step, achieved, peak,
                      100.0 * achieved / peak);
   }
+  if (gemms.size() > kShown) s += fmt::format("... {} more shapes\n", gemms.size() - kShown);
   if (ms > 0) {
     s += fmt::format(
         "all GEMMs: {:.2f} GFLOP a step in {:.2f} ms, {:.1f} GFLOP/s: {:.0f}% of what their shapes reach alone "
