@@ -70,6 +70,8 @@ fi
 work=${keep:-$(mktemp -d)}
 mkdir -p "$work" "$(dirname "$out")"
 [ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
+# The prepared corpus goes in the work folder: two tables run side by side
+# with different tokenizer settings must not prepare one folder in turn.
 # Every run reads the config as it was when the table started.
 cp "$config" "$work/config.yaml"
 config=$work/config.yaml
@@ -93,7 +95,8 @@ for name in "${names[@]}"; do
   echo "bench_recipe: $name (${overrides[$name]# })" >&2
   # shellcheck disable=SC2086  # the overrides are words by design
   if ! "$nmt" train --config "$config" --threads "$threads" ${overrides[$name]} $budget_set \
-      --set train.checkpoint_dir="$dir" --set train.progress=false >"$work/$name.train.log" 2>&1; then
+      --set train.checkpoint_dir="$dir" --set data.prepared_dir="$work/prepared" \
+      --set train.progress=false >"$work/$name.train.log" 2>&1; then
     echo "| $name | failed: $(tail -1 "$work/$name.train.log" | cut -c1-80) | | | | | |" >>"$out"
     failed=1
     continue

@@ -23,7 +23,6 @@
 #include "data/text_io.h"
 #include "decode/length_limit.h"
 #include "decode/scorer.h"
-#include "decode/decode.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
 #include "eval/placeholders.h"

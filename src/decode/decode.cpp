@@ -219,16 +219,21 @@ bool reached_limit(const DecodeOptions& options, int64_t max_positions, int64_t 
 
 DecodeOptions decode_options(const Config& config, const Tokenizer* target, double corpus_ratio,
                              const std::string& factor_set_by) {
+  return decode_options(config.decode, config.tokenizer.protect_placeholders, target, corpus_ratio, factor_set_by);
+}
+
+DecodeOptions decode_options(const DecodeConfig& decode, bool protect_placeholders, const Tokenizer* target,
+                             double corpus_ratio, const std::string& factor_set_by) {
   DecodeOptions o;
-  o.max_len = config.decode.max_len;
-  const LengthFactor factor = resolve_length_factor(config.decode.max_len_factor, corpus_ratio, factor_set_by);
+  o.max_len = decode.max_len;
+  const LengthFactor factor = resolve_length_factor(decode.max_len_factor, corpus_ratio, factor_set_by);
   o.max_len_factor = factor.factor;
   o.max_len_origin = factor.origin;
-  o.batch_size = config.decode.batch_size;
-  o.beam = config.decode.beam;
-  o.length_penalty = config.decode.length_penalty;
-  o.protect_placeholders = config.tokenizer.protect_placeholders;
-  if (o.protect_placeholders && config.decode.placeholder_constraint && target)
+  o.batch_size = decode.batch_size;
+  o.beam = decode.beam;
+  o.length_penalty = decode.length_penalty;
+  o.protect_placeholders = protect_placeholders;
+  if (o.protect_placeholders && decode.placeholder_constraint && target)
     for (const std::string& s : data::sentinel_symbols()) o.sentinel_ids.push_back(target->piece_id(s));
   return o;
 }

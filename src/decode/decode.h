@@ -27,6 +27,9 @@ class Tokenizer;
 // factor_set_by: what set decode.max_len_factor, for the log (a flag's name).
 DecodeOptions decode_options(const Config& config, const Tokenizer* target, double corpus_ratio,
                              const std::string& factor_set_by = "decode.max_len_factor");
+// The same from a decode section and tokenizer.protect_placeholders alone.
+DecodeOptions decode_options(const DecodeConfig& decode, bool protect_placeholders, const Tokenizer* target,
+                             double corpus_ratio, const std::string& factor_set_by = "decode.max_len_factor");
 
 // sources: token ids without specials. Returns target ids without <start>
 // and <end>. Each result depends only on its own source, not on what else is

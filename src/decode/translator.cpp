@@ -52,9 +52,8 @@ Translator::Translator(const std::string& path, const TranslatorOptions& options
 }
 
 DecodeOptions Translator::decode_options(const DecodeConfig& decode, const std::string& factor_set_by) const {
-  Config cfg = ck_.cfg;
-  cfg.decode = decode;
-  return nmt::decode_options(cfg, ck_.tgt_tok.get(), ck_.state.target_source_ratio, factor_set_by);
+  return nmt::decode_options(decode, ck_.cfg.tokenizer.protect_placeholders, ck_.tgt_tok.get(),
+                             ck_.state.target_source_ratio, factor_set_by);
 }
 
 TranslationBatch Translator::translate_batch(const std::vector<std::string>& lines,
