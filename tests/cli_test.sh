@@ -281,4 +281,15 @@ else
   bad "--version: $(cat "$tmp/version.txt")"
 fi
 
+# OpenBLAS's kernels: on a CPU with AVX2 or AVX-512, never its generic
+# pre-AVX2 ones (it falls back to Prescott's on CPU models newer than it
+# knows, and nmt names the fitting ones); a user's OPENBLAS_CORETYPE wins.
+generic='(Unknown|Katmai|Coppermine|Northwood|Prescott|Banias|Atom|Core2|Penryn|Dunnington|Nehalem|Athlon|Opteron|Opteron_SSE3|Barcelona|Nano|Bobcat|Sandybridge|Bulldozer|Piledriver|Steamroller) kernels'
+if grep -q '^BLAS: OpenBLAS' "$tmp/version.txt" && grep -qE 'this CPU: avx(2|512)' "$tmp/version.txt"; then
+  if grep -qE "^BLAS: OpenBLAS.*, $generic" "$tmp/version.txt"; then bad "generic OpenBLAS kernels: $(grep '^BLAS' "$tmp/version.txt")"; else ok; fi
+  theirs=$(env -u NMT_THREAD_POOLS_SET OPENBLAS_CORETYPE=Prescott "$nmt" --version | grep '^BLAS')
+  if grep -qE "$generic \(generic kernels on a CPU that runs its (Haswell|SkylakeX) kernels" <<<"$theirs"; then ok
+  else bad "OPENBLAS_CORETYPE=Prescott: '$theirs'"; fi
+fi
+
 summary cli

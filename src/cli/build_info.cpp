@@ -7,6 +7,7 @@
 
 #include "nmt_build_paths.h"
 #include "util/cpu_features.h"
+#include "util/thread_env.h"
 
 namespace nmt::cli {
 
@@ -29,6 +30,7 @@ std::string build_info() {
 #endif
   s << "CPU kernels: up to avx512vnni; this CPU: " << isa_name(best_cpu_isa())
     << (cpu_has_fast_bf16() ? ", fast bf16" : ", no fast bf16") << "\n";
+  if (const std::string blas = blas_kernels(); !blas.empty()) s << "BLAS: " << blas << "\n";
   return s.str();
 }
 

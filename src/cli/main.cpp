@@ -16,7 +16,7 @@
 #include "util/thread_env.h"
 
 int main(int argc, char** argv) {
-  nmt::ensure_quiet_thread_pools(argv);
+  nmt::ensure_library_settings(argv);
   // Logs go to stderr so that stdout carries only results (translations).
   spdlog::set_default_logger(spdlog::stderr_color_mt("nmt"));
   spdlog::set_pattern("[%H:%M:%S] %v");

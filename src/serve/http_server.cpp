@@ -589,7 +589,7 @@ MHD_Result HttpServer::request(MHD_Connection* c, const char* url, const char* m
       // or one whose client asked "Expect: 100-continue" (it waits for the
       // answer before it sends), is refused at once.
       const bool expects_continue = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT) != nullptr;
-      if (early->status == 413 && length && *length <= linger_bytes() && !expects_continue) {
+      if (early->status == 413 && length && *length <= static_cast<uint64_t>(linger_bytes()) && !expects_continue) {
         ex->too_large = true;  // its pieces are dropped as they come (below)
         ex->refusal = std::move(early);
         return MHD_YES;

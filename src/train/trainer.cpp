@@ -18,6 +18,7 @@
 #include "train/train_step.h"
 #include "train/validators.h"
 #include "util/cpu_features.h"
+#include "util/thread_env.h"
 #include "util/device.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
@@ -98,11 +99,12 @@ struct TrainingSession {
     source.seek(state.position);
     batches = std::make_unique<PrefetchingSource>(source);
     model->train();
-    spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {} (kernels: {})",
+    const std::string blas = device.is_cpu() ? blas_kernels() : std::string();
+    spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {} (kernels: {}{})",
                  device.str(), threads,
                  env.active() ? fmt::format(" per rank, {} ranks", env.world_size) : "",
                  cfg.attention.backend, precision == at::kBFloat16 ? "bf16" : "float32",
-                 isa_name(kernel_isa()));
+                 isa_name(kernel_isa()), blas.empty() ? "" : "; " + blas);
     spdlog::info("data: {} training pairs in {} shard(s) of {}, {} validation pairs; vocab {} / {}; model: {} "
                  "parameters",
                  train_data.size(), train_data.shards(), train_data.dir(), valid_data.src.size(),

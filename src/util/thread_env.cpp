@@ -3,12 +3,54 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <sstream>
 #include <utility>
+
+#include "util/cpu_features.h"
 
 namespace nmt {
 
-void ensure_quiet_thread_pools(char** argv) {
+namespace {
+
+// What OpenBLAS chose by itself, when nmt named other kernels (for the log).
+constexpr const char* kOpenBlasChose = "NMT_OPENBLAS_CHOSE";
+
+// OpenBLAS's name of the kernel set in use, or null when the BLAS is not
+// OpenBLAS (looked up at run time: LibTorch may come with another BLAS).
+const char* openblas_core() {
+  using GetName = char* (*)();
+  auto* f = reinterpret_cast<GetName>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return f ? f() : nullptr;
+}
+
+// The OpenBLAS kernels this CPU runs best, as OPENBLAS_CORETYPE names them;
+// null below AVX2. (Asked of the CPU, not of NMT_CPU_ISA: that variable
+// lowers our kernels, not the libraries'.)
+const char* fitting_openblas_core() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return "SkylakeX";
+  if (f.avx2 && f.fma) return "Haswell";
+  return nullptr;
+}
+
+}  // namespace
+
+bool is_generic_openblas_core(const std::string& core) {
+  std::string c = core;
+  std::transform(c.begin(), c.end(), c.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  // OpenBLAS's x86-64 kernel sets older than AVX2 (driver/others/dynamic.c).
+  static const char* const kGeneric[] = {"unknown", "katmai",   "coppermine", "northwood",    "prescott",
+                                         "banias",  "atom",     "core2",      "penryn",       "dunnington",
+                                         "nehalem", "athlon",   "opteron",    "opteron_sse3", "barcelona",
+                                         "nano",    "bobcat",   "sandybridge", "bulldozer",   "piledriver",
+                                         "steamroller"};
+  return std::find(std::begin(kGeneric), std::end(kGeneric), c) != std::end(kGeneric);
+}
+
+void ensure_library_settings(char** argv) {
   constexpr const char* kMarker = "NMT_THREAD_POOLS_SET";
   if (std::getenv(kMarker)) return;  // this is the re-executed process (or the user opted out)
   ::setenv(kMarker, "1", 1);
@@ -19,6 +61,15 @@ void ensure_quiet_thread_pools(char** argv) {
     ::setenv(name, value, 1);
     changed = true;
   }
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const char* core = openblas_core();
+    const char* fit = fitting_openblas_core();
+    if (core && fit && is_generic_openblas_core(core)) {
+      ::setenv(kOpenBlasChose, core, 1);
+      ::setenv("OPENBLAS_CORETYPE", fit, 1);
+      changed = true;
+    }
+  }
   if (changed) ::execv("/proc/self/exe", argv);
 }
 
@@ -26,6 +77,28 @@ void set_blas_threads(int threads) {
   using SetThreads = void (*)(int);
   if (auto* f = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     f(threads);
+}
+
+std::string blas_kernels() {
+  const char* core = openblas_core();
+  if (!core) return "";
+  using GetConfig = char* (*)();
+  std::string version;
+  if (auto* f = reinterpret_cast<GetConfig>(::dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+    std::istringstream words(f());  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Prescott MAX_THREADS=64"
+    std::string name;
+    words >> name >> version;
+  }
+  std::string s = "OpenBLAS" + (version.empty() ? std::string() : " " + version) + ", " + core + " kernels";
+  const char* chose = std::getenv(kOpenBlasChose);
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  if (chose && set && !is_generic_openblas_core(core))
+    s += std::string(" (set by nmt: OpenBLAS chose its generic ") + chose + " kernels for this CPU model)";
+  else if (is_generic_openblas_core(core) && fitting_openblas_core())
+    s += std::string(" (generic kernels on a CPU that runs its ") + fitting_openblas_core() +
+         " kernels: float32 matrix multiplies several times slower; OPENBLAS_CORETYPE=" + fitting_openblas_core() +
+         " selects them)";
+  return s;
 }
 
 }  // namespace nmt
