@@ -1,0 +1,156 @@
+// float32 GEMM libraries side by side at a training step's shapes: OpenBLAS
+// (the kernels it picks, or those OPENBLAS_CORETYPE names) against oneDNN's
+// sgemm (the library LibTorch's bf16 products run on), both looked up at
+// run time so that neither is a build dependency. Prints one row per shape:
+// GFLOP/s of each (median of interleaved samples) and their ratio, and the
+// largest difference between their results.
+//
+// Usage: gemm_libraries [--threads N] [--samples S]
+//   OPENBLAS_CORETYPE, DNNL_MAX_CPU_ISA (e.g. AVX2) choose the kernels.
+// Exit 2 on a bad argument, 1 when neither library is found.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+// cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), row-major = 101.
+using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
+                            int);
+// dnnl_sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc): row-major.
+using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float, float*, int64_t);
+using SetThreads = void (*)(int);
+using GetName = char* (*)();
+
+void* open_first(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (void* h = ::dlopen(n, RTLD_NOW | RTLD_GLOBAL)) return h;
+  return nullptr;
+}
+
+// C[m, n] = op(A)[m, k] · op(B)[k, n]; 'T' reads the operand transposed, as
+// a layer's backward pass does (dX = dY Wᵀ: NT; dW = Xᵀ dY: TN).
+struct Shape {
+  char ta, tb;
+  int64_t m, k, n;
+  const char* what;
+};
+
+// configs/real.yaml's step (d_model 256, ff 1024, 6,000 target pieces, about
+// 2,100 target rows a batch; the output projection in 128-row chunks).
+const Shape kShapes[] = {
+    {'N', 'N', 128, 256, 6000, "output projection, forward (a chunk)"},
+    {'N', 'T', 128, 6000, 256, "output projection, dX"},
+    {'T', 'N', 6000, 128, 256, "output projection, dW"},
+    {'N', 'N', 2100, 256, 768, "QKV projection, forward"},
+    {'N', 'N', 2100, 256, 256, "attention output, forward"},
+    {'N', 'N', 2100, 256, 1024, "feed-forward in, forward"},
+    {'N', 'T', 2100, 1024, 256, "feed-forward in, dX"},
+    {'T', 'N', 256, 2100, 1024, "feed-forward in, dW"},
+    {'N', 'N', 2100, 1024, 256, "feed-forward out, forward"},
+};
+
+template <typename Fn>
+double seconds_per_call(Fn&& fn) {
+  int64_t calls = 0;
+  double elapsed = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  do {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (elapsed < 0.05);
+  return elapsed / static_cast<double>(calls);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, samples = 7;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if ((a == "--threads" || a == "--samples") && has_value) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 256) {
+        std::fprintf(stderr, "gemm_libraries: %s: '%s' is not a whole number in [1, 256]\n", a.c_str(), argv[i]);
+        return 2;
+      }
+      (a == "--threads" ? threads : samples) = static_cast<int>(v);
+    } else {
+      std::fprintf(stderr, "gemm_libraries: unknown argument %s (usage: gemm_libraries [--threads N] [--samples S])\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  // oneDNN threads with OpenMP: set before it loads.
+  ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  void* blas = open_first({"libopenblas.so.0", "libopenblas.so"});
+  void* dnnl = open_first({"libdnnl.so.2", "libdnnl.so.3", "libdnnl.so"});
+  auto* sgemm = blas ? reinterpret_cast<CblasSgemm>(::dlsym(blas, "cblas_sgemm")) : nullptr;
+  auto* dsgemm = dnnl ? reinterpret_cast<DnnlSgemm>(::dlsym(dnnl, "dnnl_sgemm")) : nullptr;
+  if (!sgemm && !dsgemm) {
+    std::fprintf(stderr, "gemm_libraries: neither OpenBLAS (libopenblas.so.0) nor oneDNN (libdnnl.so.2) found\n");
+    return 1;
+  }
+  std::string core = "-";
+  if (sgemm) {
+    if (auto* f = reinterpret_cast<SetThreads>(::dlsym(blas, "openblas_set_num_threads"))) f(threads);
+    if (auto* f = reinterpret_cast<GetName>(::dlsym(blas, "openblas_get_corename"))) core = f();
+  }
+  std::printf("threads %d; OpenBLAS: %s kernels; oneDNN: %s\n", threads, sgemm ? core.c_str() : "absent",
+              dsgemm ? (std::getenv("DNNL_MAX_CPU_ISA") ? std::getenv("DNNL_MAX_CPU_ISA") : "its best ISA") : "absent");
+  std::printf("%-38s %-26s %12s %12s %8s %9s\n", "shape", "op(A)[m,k] . op(B)[k,n]", "OpenBLAS", "oneDNN",
+              "oneDNN/", "max diff");
+  std::printf("%-38s %-26s %12s %12s %8s %9s\n", "", "", "GFLOP/s", "GFLOP/s", "OpenBLAS", "");
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (const Shape& s : kShapes) {
+    std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n), d(s.m * s.n);
+    for (float& x : a) x = normal(rng);
+    for (float& x : b) x = normal(rng);
+    const int64_t lda = s.ta == 'N' ? s.k : s.m, ldb = s.tb == 'N' ? s.n : s.k;
+    const auto run_blas = [&] {
+      sgemm(101, s.ta == 'N' ? 111 : 112, s.tb == 'N' ? 111 : 112, static_cast<int>(s.m), static_cast<int>(s.n),
+            static_cast<int>(s.k), 1.f, a.data(), static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.f,
+            c.data(), static_cast<int>(s.n));
+    };
+    const auto run_dnnl = [&] {
+      dsgemm(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, d.data(), s.n);
+    };
+    // Interleaved samples, after a warm-up call each (packing buffers, JIT).
+    std::vector<double> tb, td;
+    if (sgemm) run_blas();
+    if (dsgemm) run_dnnl();
+    for (int i = 0; i < samples; ++i) {
+      if (sgemm) tb.push_back(seconds_per_call(run_blas));
+      if (dsgemm) td.push_back(seconds_per_call(run_dnnl));
+    }
+    const double flop = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
+    const double gb = sgemm ? flop / median(tb) / 1e9 : NAN, gd = dsgemm ? flop / median(td) / 1e9 : NAN;
+    double diff = 0;
+    if (sgemm && dsgemm)
+      for (size_t i = 0; i < c.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(c[i] - d[i])));
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "%c%c %ldx%ld . %ldx%ld", s.ta, s.tb, static_cast<long>(s.m),
+                  static_cast<long>(s.k), static_cast<long>(s.k), static_cast<long>(s.n));
+    std::printf("%-38s %-26s %12.1f %12.1f %8.2f %9.1e\n", s.what, shape, gb, gd, gd / gb, diff);
+  }
+  return 0;
+}
