@@ -21,6 +21,7 @@
 #   PyTorch 1.13 (Debian's python3-torch) eager float32, tuned.
 # "Tuned" is what a competent user sets on a CPU: OMP_WAIT_POLICY=PASSIVE
 # (no spinning threads between ops), jemalloc (LD_PRELOAD) when installed,
+# the OPENBLAS_CORETYPE nmt names where OpenBLAS picks generic kernels,
 # and the fused Adam the script picks on PyTorch >= 2.4. Compiled runs leave
 # out their first 10 steps (compilation) instead of 3. bf16 rows are skipped
 # on CPUs without AVX512-BF16/AMX.
@@ -52,6 +53,10 @@ jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 
 scripts/setup.sh >/dev/null
 nmt=${NMT_BUILD_DIR:-build}/nmt
+# Where OpenBLAS falls back to generic kernels on this CPU and nmt names the
+# fitting ones (docs/training.md, "Training speed"), the tuned runs of
+# Debian's PyTorch (on the same OpenBLAS) get the same kernels.
+blas_core=$("$nmt" --version | sed -n 's/^BLAS: OpenBLAS [^,]*, \([A-Za-z0-9_]*\) kernels (set by nmt.*/\1/p')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
@@ -83,7 +88,7 @@ PY
 run_torch() {  # config precision env(default|tuned) repeat models_dir python compile(yes|no)
   local log=$work/torch_$(basename "$1" .yaml)_$2_$3_$4_$(basename "$(dirname "$(dirname "$6")")")_$7.log
   local envs=(env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT -u LD_PRELOAD)
-  [ "$3" = tuned ] && envs=(env OMP_WAIT_POLICY=PASSIVE ${jemalloc:+LD_PRELOAD=$jemalloc})
+  [ "$3" = tuned ] && envs=(env OMP_WAIT_POLICY=PASSIVE ${jemalloc:+LD_PRELOAD=$jemalloc} ${blas_core:+OPENBLAS_CORETYPE=$blas_core})
   local t=() c=(--warmup-steps-excluded 3)
   [ -n "$threads" ] && t=(--threads "$threads")
   [ "$7" = yes ] && c=(--compile --warmup-steps-excluded 10)
@@ -128,7 +133,7 @@ cp "$csv" "$out/train.csv"
   $python bench/bench_train_summary.py "$out/train.csv" --minutes "$minutes"
   echo
   echo "Peers: $("$peer_python" -c 'import torch; print("PyTorch", torch.__version__)') (bench/peers-requirements.txt) and"
-  echo "$($python -c 'import torch; print("PyTorch", torch.__version__)') (Debian python3-torch); tuned: OMP_WAIT_POLICY=PASSIVE${jemalloc:+, LD_PRELOAD=$jemalloc},"
+  echo "$($python -c 'import torch; print("PyTorch", torch.__version__)') (Debian python3-torch); tuned: OMP_WAIT_POLICY=PASSIVE${jemalloc:+, LD_PRELOAD=$jemalloc}${blas_core:+, OPENBLAS_CORETYPE=$blas_core},"
   echo "fused Adam on 2.15; threads ${threads:-from train.threads}. CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores."
   echo "Command: bench/bench_train.sh --minutes $minutes --repeats $repeats${threads:+ --threads $threads} ${configs[*]}"
 } | tee "$out/train.md"
