@@ -90,14 +90,13 @@ std::string blas_kernels() {
     words >> name >> version;
   }
   std::string s = "OpenBLAS" + (version.empty() ? std::string() : " " + version) + ", " + core + " kernels";
+  const bool generic = is_generic_openblas_core(core);
   const char* chose = std::getenv(kOpenBlasChose);
-  const char* set = std::getenv("OPENBLAS_CORETYPE");
-  if (chose && set && !is_generic_openblas_core(core))
-    s += std::string(" (set by nmt: OpenBLAS chose its generic ") + chose + " kernels for this CPU model)";
-  else if (is_generic_openblas_core(core) && fitting_openblas_core())
-    s += std::string(" (generic kernels on a CPU that runs its ") + fitting_openblas_core() +
-         " kernels: float32 matrix multiplies several times slower; OPENBLAS_CORETYPE=" + fitting_openblas_core() +
-         " selects them)";
+  if (chose && std::getenv("OPENBLAS_CORETYPE") && !generic)
+    return s + " (set by nmt: OpenBLAS chose its generic " + chose + " kernels for this CPU model)";
+  if (const char* fit = fitting_openblas_core(); generic && fit)
+    return s + " (generic kernels on a CPU that runs its " + fit +
+           " kernels: float32 matrix multiplies several times slower; OPENBLAS_CORETYPE=" + fit + " selects them)";
   return s;
 }
 
