@@ -7,9 +7,13 @@
 # warm-up left out) and the ratios, and writes OUT/train.csv (every run) and
 # OUT/train.md (medians and ratios).
 #
-# Usage: bench/bench_train.sh [--minutes M] [--repeats R] [--threads N] [--out DIR] [CONFIG ...]
+# Usage: bench/bench_train.sh [--minutes M] [--repeats R] [--threads N] [--isa native|avx2] [--out DIR] [CONFIG ...]
 #   defaults: 2 minutes a run, 2 repeats, train.threads (0 = all cores),
 #   docs/bench, configs/toy.yaml configs/real.yaml
+#   --isa avx2: every trainer held to its AVX2 kernels on an AVX-512 CPU, as
+#   an AVX2-only machine runs them (nmt NMT_CPU_ISA=avx2; PyTorch
+#   ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2, DNNL_MAX_CPU_ISA=AVX2;
+#   OpenBLAS's Haswell kernels for both); no bf16 rows; writes train_avx2.*
 #
 # Each repeat runs, in this order:
 #   nmt float32, nmt bf16 (--attention flash);
@@ -28,14 +32,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-minutes=2 repeats=2 threads= out=docs/bench configs=()
+minutes=2 repeats=2 threads= isa=native out=docs/bench configs=()
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --isa) isa=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "bench_train: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) configs+=("$1"); shift ;;
   esac
@@ -44,6 +49,12 @@ done
 for c in "${configs[@]}"; do [ -f "$c" ] || { echo "bench_train: $c: no such config" >&2; exit 2; }; done
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "bench_train: --minutes: '$minutes' is not a number" >&2; exit 2; }
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: --repeats: '$repeats' is not a positive integer" >&2; exit 2; }
+case $isa in
+  native) report=train ;;
+  avx2) report=train_avx2
+    export NMT_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 DNNL_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell ;;
+  *) echo "bench_train: --isa: '$isa' is not one of: native | avx2" >&2; exit 2 ;;
+esac
 python=/usr/bin/python3
 $python -c 'import torch, sentencepiece, yaml' 2>/dev/null ||
   { echo "bench_train: $python needs python3-torch, python3-sentencepiece, python3-yaml (apt-get install ...)" >&2; exit 2; }
@@ -57,6 +68,7 @@ nmt=${NMT_BUILD_DIR:-build}/nmt
 # fitting ones (docs/training.md, "Training speed"), the tuned runs of
 # Debian's PyTorch (on the same OpenBLAS) get the same kernels.
 blas_core=$("$nmt" --version | sed -n 's/^BLAS: OpenBLAS [^,]*, \([A-Za-z0-9_]*\) kernels (set by nmt.*/\1/p')
+[ "$isa" = avx2 ] && blas_core=Haswell
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
@@ -66,20 +78,22 @@ thread_flag=()
 [ -n "$threads" ] && thread_flag=(--threads "$threads")
 bf16=yes
 $python -c 'import sys; f=open("/proc/cpuinfo").read(); sys.exit(0 if ("avx512_bf16" in f or "amx_bf16" in f) else 1)' || bf16=no
+[ "$isa" = avx2 ] && bf16=no
 
-# nmt: tokens/s over the logged windows after the first.
+# nmt: tokens/s over its steps after the first 3 (a window is logged every
+# step; PyTorch's script leaves out the same 3 warm-up steps).
 run_nmt() {  # config precision repeat
   local dir=$work/nmt_$(basename "$1" .yaml)_$2_$3
   "$nmt" train --config "$1" --attention flash "${thread_flag[@]}" --set train.precision="$2" \
     --set train.max_minutes="$minutes" --set train.max_steps=0 --set train.max_epochs=0 \
     --set train.eval_every=1000000000 --set train.valid_bleu_sentences=0 --set train.best_metric=loss --set train.valid_max_sentences=8 \
-    --set train.log_every=10 --set train.progress=false --set train.checkpoint_dir="$dir" \
+    --set train.log_every=1 --set train.progress=false --set train.checkpoint_dir="$dir" \
     >"$dir.log" 2>&1 || { echo "bench_train: nmt failed, see:" >&2; tail -5 "$dir.log" >&2; exit 1; }
   $python - "$dir/metrics.jsonl" <<'PY'
 import json, sys
-w = [json.loads(l) for l in open(sys.argv[1]) if '"window_tokens"' in l][1:]
+w = [r for r in (json.loads(l) for l in open(sys.argv[1]) if '"window_tokens"' in l) if r["step"] > 3]
 tokens, seconds = sum(r["window_tokens"] for r in w), sum(r["window_seconds"] for r in w)
-if not w: print("bench_train: nmt logged no window after its first (too short a run?)", file=sys.stderr)
+if not w: print("bench_train: nmt logged no step after its first 3 (too short a run?)", file=sys.stderr)
 print(f"{tokens / seconds:.1f},{w[-1]['step']},{seconds:.1f}" if w else "nan,0,0")
 PY
 }
@@ -128,14 +142,15 @@ for config in "${configs[@]}"; do
   done
 done
 
-cp "$csv" "$out/train.csv"
+cp "$csv" "$out/$report.csv"
 {
-  $python bench/bench_train_summary.py "$out/train.csv" --minutes "$minutes"
+  $python bench/bench_train_summary.py "$out/$report.csv" --minutes "$minutes"
   echo
   echo "Peers: $("$peer_python" -c 'import torch; print("PyTorch", torch.__version__)') (bench/peers-requirements.txt) and"
   echo "$($python -c 'import torch; print("PyTorch", torch.__version__)') (Debian python3-torch); tuned: OMP_WAIT_POLICY=PASSIVE${jemalloc:+, LD_PRELOAD=$jemalloc}${blas_core:+, OPENBLAS_CORETYPE=$blas_core},"
   echo "fused Adam on 2.15; threads ${threads:-from train.threads}. CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores."
-  echo "Command: bench/bench_train.sh --minutes $minutes --repeats $repeats${threads:+ --threads $threads} ${configs[*]}"
-} | tee "$out/train.md"
-[ $bf16 = no ] && echo "(this CPU has neither AVX512-BF16 nor AMX-BF16: bf16 rows skipped)"
+  [ "$isa" = avx2 ] && echo "Every trainer held to its AVX2 kernels (NMT_CPU_ISA=avx2; ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2, DNNL_MAX_CPU_ISA=AVX2; OPENBLAS_CORETYPE=Haswell): what an AVX2-only CPU runs, no bf16."
+  echo "Command: bench/bench_train.sh --minutes $minutes --repeats $repeats${threads:+ --threads $threads}$([ "$isa" = avx2 ] && echo " --isa avx2") ${configs[*]}"
+} | tee "$out/$report.md"
+[ $bf16 = no ] && [ "$isa" = native ] && echo "(this CPU has neither AVX512-BF16 nor AMX-BF16: bf16 rows skipped)"
 exit 0

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Summarizes bench/bench_train.sh's CSV: median tokens/s per trainer, mode
 and precision, and nmt's ratios over the PyTorch runs measured in the same
-run, with the goals (nmt bf16 >= 2.0x the best PyTorch 2.15 mode, nmt
-float32 >= 1.2x PyTorch 2.15 eager float32).
+run, with the goals (nmt bf16 >= 2.5x the best PyTorch 2.15 mode, nmt
+float32 >= 1.5x PyTorch 2.15 eager float32; on AVX2 and AVX-512 alike, at
+every size).
 
 Usage: bench_train_summary.py TRAIN.csv [--minutes M]   (Markdown on stdout)
 """
@@ -12,6 +13,9 @@ import csv
 import math
 import statistics
 import sys
+
+kBf16Goal = 2.5     # nmt bf16 over the best PyTorch 2.15 mode
+kFloat32Goal = 1.5  # nmt float32 over PyTorch 2.15 eager float32
 
 
 def main():
@@ -53,13 +57,17 @@ def main():
         out += ["", "| ratio | value | goal |", "|---|--:|--:|"]
         if n16 and best:
             (_, tr, prec, env), v = best
-            verdict = "met" if n16 / v >= 2.0 else f"MISSED by {100 * (1 - n16 / v / 2.0):.0f}%"
+            verdict = "met" if n16 / v >= kBf16Goal else f"MISSED by {100 * (1 - n16 / v / kBf16Goal):.0f}%"
             out.append(f"| nmt bf16 / best PyTorch 2.15 mode ({names[(tr, env)]}, {prec}) | {n16 / v:.2f}x | "
-                       f">= 2.0x ({verdict}) |")
+                       f">= {kBf16Goal}x ({verdict}) |")
+        ours_best = max((v for v in (n32, n16) if v), default=None)
+        if ours_best and best and n16:
+            out.append(f"| nmt's best mode ({'bf16' if ours_best == n16 else 'float32'}) / best PyTorch 2.15 mode | "
+                       f"{ours_best / best[1]:.2f}x | |")
         if n32 and eager32:
-            verdict = "met" if n32 / eager32 >= 1.2 else f"MISSED by {100 * (1 - n32 / eager32 / 1.2):.0f}%"
+            verdict = "met" if n32 / eager32 >= kFloat32Goal else f"MISSED by {100 * (1 - n32 / eager32 / kFloat32Goal):.0f}%"
             out.append(f"| nmt float32 / PyTorch 2.15 eager float32 (the better of as started and tuned) | "
-                       f"{n32 / eager32:.2f}x | >= 1.2x ({verdict}) |")
+                       f"{n32 / eager32:.2f}x | >= {kFloat32Goal}x ({verdict}) |")
         for k, v in sorted(peers.items()):
             ours = n16 if k[2] == "bf16" else n32
             if ours:

@@ -13,6 +13,11 @@ and the share of
 lines nmt float32 and CTranslate2 float32 translate identically, with every
 differing line listed in the report's appendix.
 
+--isa avx2 holds both to AVX2 on an AVX-512 machine, as on an AVX2-only
+CPU: nmt with NMT_CPU_ISA=avx2 and OpenBLAS's Haswell kernels (nmt bf16 is
+left out: it needs AVX-512), CTranslate2 with CT2_FORCE_CPU_ISA=AVX2,
+MKL_ENABLE_INSTRUCTIONS=AVX2 and DNNL_MAX_CPU_ISA=AVX2.
+
 Both stop at the same length: nmt with --max-len L --max-len-factor 0,
 CTranslate2 with max_decoding_length L; no length penalty on either side.
 CTranslate2 is tuned as its documentation suggests for a CPU: intra_threads =
@@ -23,7 +28,7 @@ thread; --parallel-batches).
 
 Usage: decode_peers.py NMT CHECKPOINT EXPORT_DIR SRC REF OUT_MD
        [--threads N] [--repeats R] [--max-len L] [--lines greedy32,greedy1,beam32,beam1]
-       [--beams K1,K2,...]
+       [--beams K1,K2,...] [--isa native|avx2]
 Run it through bench/bench_decode_peers.sh, which exports the model and
 picks the environment.
 """
@@ -34,10 +39,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-
-import ctranslate2
-import sacrebleu
-import sentencepiece as spm
 
 ap = argparse.ArgumentParser()
 ap.add_argument("nmt")
@@ -52,7 +53,17 @@ ap.add_argument("--max-len", type=int, default=160)
 ap.add_argument("--lines", default="2000,300,500,100",
                 help="lines for greedy b32, greedy b1, beam b32, beam b1 (0 skips a case)")
 ap.add_argument("--beams", default="4", help="beam widths of the beam cases (comma-separated)")
+ap.add_argument("--isa", choices=("native", "avx2"), default="native",
+                help="avx2: both systems held to AVX2 kernels (what an AVX2-only CPU runs)")
 args = ap.parse_args()
+if args.isa == "avx2":
+    # Set before CTranslate2 loads (it reads them once); nmt inherits them.
+    os.environ.update({"NMT_CPU_ISA": "avx2", "OPENBLAS_CORETYPE": "Haswell", "CT2_FORCE_CPU_ISA": "AVX2",
+                       "MKL_ENABLE_INSTRUCTIONS": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2"})
+
+import ctranslate2  # noqa: E402 (after the ISA settings above)
+import sacrebleu  # noqa: E402
+import sentencepiece as spm  # noqa: E402
 
 src_all = [l.rstrip("\n") for l in open(args.src, encoding="utf-8")]
 ref_all = [l.rstrip("\n") for l in open(args.ref, encoding="utf-8")]
@@ -117,7 +128,7 @@ def run_ct2(lines, beam, batch, compute_type, inter, intra):
 
 # The systems of a case, each (name, setting, run(lines, beam, batch)).
 systems = [(f"nmt {ct}", f"--threads {args.threads}", lambda l, b, n, ct=ct: run_nmt(l, b, n, ct))
-           for ct in ("float32", "bf16", "int8")]
+           for ct in (("float32", "int8") if args.isa == "avx2" else ("float32", "bf16", "int8"))]
 ct2_settings = [(1, args.threads)] + ([(args.threads, 1)] if args.threads > 1 else [])
 for ct in ("float32", "int8"):
     for inter, intra in ct2_settings:
@@ -162,9 +173,14 @@ for label, beam, batch, n in cases:
 
 with open(args.out_md, "w", encoding="utf-8") as f:
     f.write("# Decoding: nmt against CTranslate2 on the same model\n\n")
-    f.write(f"Command: `bench/bench_decode_peers.sh {args.checkpoint} --beams {args.beams} --lines {args.lines}` "
+    isa = " --isa avx2" if args.isa == "avx2" else ""
+    f.write(f"Command: `bench/bench_decode_peers.sh {args.checkpoint} --beams {args.beams} --lines {args.lines}{isa}` "
             f"(threads {args.threads}, median of {args.repeats} runs, max length {args.max_len}, "
             f"no length penalty; ctranslate2 {ctranslate2.__version__}, sacrebleu {sacrebleu.__version__}).\n")
+    if args.isa == "avx2":
+        f.write("Both held to AVX2 kernels (NMT_CPU_ISA=avx2 with OpenBLAS Haswell; CT2_FORCE_CPU_ISA=AVX2, "
+                "MKL_ENABLE_INSTRUCTIONS=AVX2, DNNL_MAX_CPU_ISA=AVX2), as an AVX2-only CPU runs them; "
+                "nmt bf16 needs AVX-512 and is left out.\n")
     f.write("Ratio: the sentences/s of nmt in the row's compute type over the row's; above 1 means nmt is faster.\n\n")
     f.write("| case | system | setting | sentences/s | tokens/s | BLEU | chrF2 | nmt ÷ this | lines identical to nmt float32 |\n")
     f.write("|---|---|---|--:|--:|--:|--:|--:|--:|\n")
