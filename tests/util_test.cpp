@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,8 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "util/atomic_file.h"
+#include "util/cpu_features.h"
+#include "util/device.h"
 #include "util/errors.h"
 #include "util/huge_page_allocator.h"
 #include "util/sha256.h"
@@ -239,3 +242,35 @@ TEST(HugePageAllocator, LargeArraysGetHugePagesSmallOnesOrdinaryMemory) {
 }
 
 }  // namespace
+
+namespace nmt {
+namespace {
+
+// train.precision: auto takes bf16 on a CPU only where a bf16 product runs
+// kBf16TrainingPays times as fast as a float32 one, measured.
+TEST(Precision, AutoTakesBf16WhereItsProductsPay) {
+  const c10::Device cpu(c10::kCPU);
+  int asked = 0;
+  const auto speedup = [&](double x) {
+    return [&asked, x] {
+      ++asked;
+      return x;
+    };
+  };
+  const c10::ScalarType fast_bf16 = cpu_has_fast_bf16() ? c10::kBFloat16 : c10::kFloat;
+  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(kBf16TrainingPays)), fast_bf16);
+  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(2.0)), fast_bf16);
+  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(kBf16TrainingPays - 0.01)), c10::kFloat);
+  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(0.6)), c10::kFloat);
+  EXPECT_EQ(asked, cpu_has_fast_bf16() ? 4 : 0) << "measured only where the CPU can run bf16 products";
+  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision"), fast_bf16) << "no measurement: bf16 where it runs";
+  EXPECT_EQ(resolve_precision("float32", cpu, "train.precision", speedup(9.0)), c10::kFloat);
+  EXPECT_EQ(resolve_precision("auto", c10::Device(c10::kCUDA), "train.precision", speedup(0.5)), c10::kBFloat16);
+  EXPECT_EQ(asked, cpu_has_fast_bf16() ? 4 : 0) << "float32 and a GPU need no measurement";
+  // The measurement itself: a ratio of two positive times.
+  const double measured = bf16_product_speedup(256, 64, 128);
+  EXPECT_TRUE(std::isfinite(measured) && measured > 0) << measured;
+}
+
+}  // namespace
+}  // namespace nmt

@@ -3,8 +3,9 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
+#include <functional>
 #include <iostream>
 
 #include "data/batch_source.h"
@@ -81,7 +82,7 @@ struct TrainingSession {
         env(distributed_env_from_environment()),
         threads(set_threads(cfg.train.threads)),
         device(resolve_device(cfg.attention.device, "attention.device")),
-        precision(resolve_precision(cfg.train.precision, device, "train.precision")),
+        precision(resolve_precision(cfg.train.precision, device, "train.precision", auto_precision_probe())),
         sync(make_sync(env, device)),
         checkpoints(cfg, with_restarts(start, env), *sync),
         src_tok(checkpoints.src_model()),
@@ -100,10 +101,16 @@ struct TrainingSession {
     batches = std::make_unique<PrefetchingSource>(source);
     model->train();
     const std::string blas = device.is_cpu() ? blas_kernels() : std::string();
-    spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {} (kernels: {}{})",
+    // precision auto's measurement, said with its outcome.
+    const std::string measured =
+        bf16_speedup > 0 ? fmt::format(" (precision auto: a bf16 product ran {:.2f}x as fast as float32 here; bf16 "
+                                       "from {:.2f}x)",
+                                       bf16_speedup, kBf16TrainingPays)
+                         : "";
+    spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {}{} (kernels: {}{})",
                  device.str(), threads,
                  env.active() ? fmt::format(" per rank, {} ranks", env.world_size) : "",
-                 cfg.attention.backend, precision == at::kBFloat16 ? "bf16" : "float32",
+                 cfg.attention.backend, precision == at::kBFloat16 ? "bf16" : "float32", measured,
                  isa_name(kernel_isa()), blas.empty() ? "" : "; " + blas);
     spdlog::info("data: {} training pairs in {} shard(s) of {}, {} validation pairs; vocab {} / {}; model: {} "
                  "parameters",
@@ -113,10 +120,21 @@ struct TrainingSession {
 
   bool leader() const { return env.rank == 0; }
 
+  // precision auto on a CPU: one product of the model's feed-forward shape
+  // timed in bf16 and float32. Ranks of a group take bf16 without measuring
+  // (their choices must agree, and a measurement may differ between hosts).
+  std::function<double()> auto_precision_probe() {
+    if (env.active()) return {};
+    return [this] {
+      return bf16_speedup = bf16_product_speedup(2048, cfg.model.d_model, cfg.model.ff_dim);
+    };
+  }
+
   Config cfg;
   DistributedEnv env;
   int64_t threads;
   c10::Device device;
+  double bf16_speedup = 0;  // measured for precision auto (0: not measured)
   at::ScalarType precision;
   std::shared_ptr<GradientSync> sync;
   CheckpointManager checkpoints;

@@ -1,9 +1,13 @@
 #include "util/device.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
+#include <chrono>
 #include <thread>
+#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -36,10 +40,14 @@ c10::Device resolve_device(const std::string& name, const std::string& what) {
 }
 
 c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
-                                  const std::string& what) {
+                                  const std::string& what, const std::function<double()>& bf16_speedup) {
   const Precision p = kPrecisionChoices.parse(precision, what);
   if (p == Precision::kFloat32) return c10::kFloat;
-  if (p == Precision::kAuto) return device.is_cpu() && !cpu_has_fast_bf16() ? c10::kFloat : c10::kBFloat16;
+  if (p == Precision::kAuto) {
+    if (!device.is_cpu()) return c10::kBFloat16;
+    if (!cpu_has_fast_bf16()) return c10::kFloat;
+    return !bf16_speedup || bf16_speedup() >= kBf16TrainingPays ? c10::kBFloat16 : c10::kFloat;
+  }
   if (device.is_cpu() && !cpu_has_fast_bf16()) {
     const CpuFeatures& f = cpu_features();
     if (f.avx512_bf16 || f.amx_bf16)  // the CPU has it; NMT_CPU_ISA lowered the kernels
@@ -49,6 +57,35 @@ c10::ScalarType resolve_precision(const std::string& precision, const c10::Devic
                             "neither; use float32");
   }
   return c10::kBFloat16;
+}
+
+double bf16_product_speedup(int64_t rows, int64_t inner, int64_t outer) {
+  at::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({rows, inner});   // x: [rows, inner], activations
+  const at::Tensor w = at::randn({outer, inner});  // w: [outer, inner], float32 master weights
+  at::Tensor y;
+  // Median seconds per call of 5 samples of at least 20 ms each, after a
+  // warm-up (packing buffers, thread pools).
+  const auto seconds = [&](const auto& product) {
+    for (int i = 0; i < 2; ++i) y = product();
+    std::vector<double> samples;
+    for (int s = 0; s < 5; ++s) {
+      int64_t calls = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      double elapsed = 0;
+      do {
+        y = product();
+        ++calls;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } while (elapsed < 0.02);
+      samples.push_back(elapsed / static_cast<double>(calls));
+    }
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+  };
+  const double f32 = seconds([&] { return at::mm(x, w.t()); });
+  const double bf16 = seconds([&] { return at::mm(x.to(at::kBFloat16), w.to(at::kBFloat16).t()); });
+  return f32 / bf16;
 }
 
 int64_t set_threads(int64_t threads) {
