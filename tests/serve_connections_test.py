@@ -12,6 +12,7 @@ request wait for an idle connection's timeout.) Exits 1 if any check failed.
 """
 import json
 import os
+import re
 import resource
 import selectors
 import signal
@@ -60,6 +61,36 @@ def translate(port, text, timeout=30):
     body = r.read()
     c.close()
     return r.status, dict(r.getheaders()), body, time.time() - t
+
+
+def read_response(s):
+    """One whole HTTP response (head and Content-Length body) from a blocking socket."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    m = re.search(rb"(?i)content-length: *(\d+)", head)
+    length = int(m.group(1)) if m else 0
+    while len(body) < length:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def served_again(port, deadline_s=10.0):
+    """The status of a translation once the server has let go of closed
+    connections: asked again until 200 or the deadline (an event, not a pause)."""
+    deadline = time.time() + deadline_s
+    status = translate(port, "打开文件")[0]
+    while status != 200 and time.time() < deadline:
+        time.sleep(0.05)
+        status = translate(port, "打开文件")[0]
+    return status
 
 
 def connect(port, source):
@@ -159,7 +190,11 @@ check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
 #    other connections and other addresses are served.
 proc, port = start("limit", "--max-connections-per-client", "5")
 mine = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
-time.sleep(0.2)
+# Each of the five answered (so the server holds all five) before the sixth.
+for s in mine:
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    s.settimeout(10)
+    check(read_response(s).startswith(b"HTTP/1.1 200"), "a connection within the limit is answered")
 status, headers, body, _ = translate(port, "打开文件")
 check(status == 503 and headers.get("Retry-After") == "1" and b"too many connections" in body,
       f"a 6th connection from one address: {status} {headers.get('Retry-After')!r} {body[:100]!r}")
@@ -172,8 +207,7 @@ mine[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\
 check(mine[0].recv(100).startswith(b"HTTP/1.1 200"), "a connection within the limit is served")
 for s in mine + [other]:
     s.close()
-time.sleep(0.3)
-check(translate(port, "打开文件")[0] == 200, "served again once the address's connections closed")
+check(served_again(port) == 200, "served again once the address's connections closed")
 proc.send_signal(signal.SIGTERM)
 check(proc.wait(timeout=60) == 0, "SIGTERM: exit 0")
 # 2b. Bodies being read at once are bounded (256 of --max-body-bytes): the
@@ -200,8 +234,7 @@ check(answer.startswith(b"HTTP/1.1 503") and b"too many request bodies" in answe
       f"a body beyond the service's budget: {answer[:60]!r}")
 for u in uploading[1:] + [last]:
     u.close()
-time.sleep(0.3)
-check(translate(port, "打开文件")[0] == 200, "served again once the uploads ended")
+check(served_again(port) == 200, "served again once the uploads ended")
 # SIGTERM while a body is still arriving: that request is not waited for.
 uploading[0].sendall(b'"text"')  # still uploading: its idle timeout starts again
 t = time.time()
