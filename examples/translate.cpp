@@ -8,8 +8,10 @@
 
 #include "decode/translator.h"
 #include "util/errors.h"
+#include "util/thread_env.h"
 
 int main(int argc, char** argv) {
+  nmt::ensure_library_settings(argv);  // thread pools and BLAS kernels, before LibTorch runs
   int beam = -1;  // -1: the checkpoint's decode.beam; 0: greedy
   if (argc > 3) try { beam = std::stoi(argv[3]); } catch (const std::logic_error&) {}
   if (argc < 2 || argc > 4 || (argc > 3 && (beam < 0 || beam > 64))) {
