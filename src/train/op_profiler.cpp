@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include "util/timing.h"
 
 namespace nmt {
 
@@ -154,45 +155,20 @@ std::string op_class(const std::string& name) {
   return "other";
 }
 
-namespace {
-
-// Median of `samples` timings of fn, each repeating it until 20 ms passed;
-// seconds per call.
-template <typename Fn>
-double time_per_call(Fn&& fn, int samples = 5) {
-  for (int i = 0; i < 3; ++i) fn();  // warm-up: packing buffers, thread pools
-  std::vector<double> per_call;
-  for (int s = 0; s < samples; ++s) {
-    int64_t calls = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double elapsed = 0;
-    do {
-      fn();
-      ++calls;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (elapsed < 0.02);
-    per_call.push_back(elapsed / static_cast<double>(calls));
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
-
-}  // namespace
-
 double gemm_peak_gflops(const GemmTime& g, bool bf16) {
   torch::NoGradGuard no_grad;
   const auto opts = at::TensorOptions().dtype(bf16 ? at::kBFloat16 : at::kFloat);
   const at::Tensor a = g.batch > 1 ? at::randn({g.batch, g.m, g.k}, opts) : at::randn({g.m, g.k}, opts);
   const at::Tensor b = g.batch > 1 ? at::randn({g.batch, g.k, g.n}, opts) : at::randn({g.k, g.n}, opts);
   at::Tensor c;
-  const double seconds = time_per_call([&] { c = g.batch > 1 ? at::bmm(a, b) : at::mm(a, b); });
+  const double seconds = median_seconds_per_call([&] { c = g.batch > 1 ? at::bmm(a, b) : at::mm(a, b); });
   return 2.0 * static_cast<double>(g.batch * g.m) * static_cast<double>(g.k * g.n) / seconds / 1e9;
 }
 
 double stream_gbps() {
   const size_t bytes = size_t{256} << 20;
   std::vector<char> from(bytes, 1), to(bytes, 0);
-  const double seconds = time_per_call([&] { std::memcpy(to.data(), from.data(), bytes); }, 3);
+  const double seconds = median_seconds_per_call([&] { std::memcpy(to.data(), from.data(), bytes); }, 3);
   return 2.0 * static_cast<double>(bytes) / seconds / 1e9;
 }
 

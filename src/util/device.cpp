@@ -4,10 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
-#include <algorithm>
-#include <chrono>
 #include <thread>
-#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -16,6 +13,7 @@
 #include "util/cpu_features.h"
 #include "util/errors.h"
 #include "util/thread_env.h"
+#include "util/timing.h"
 
 namespace nmt {
 
@@ -64,27 +62,8 @@ double bf16_product_speedup(int64_t rows, int64_t inner, int64_t outer) {
   const at::Tensor x = at::randn({rows, inner});   // x: [rows, inner], activations
   const at::Tensor w = at::randn({outer, inner});  // w: [outer, inner], float32 master weights
   at::Tensor y;
-  // Median seconds per call of 5 samples of at least 20 ms each, after a
-  // warm-up (packing buffers, thread pools).
-  const auto seconds = [&](const auto& product) {
-    for (int i = 0; i < 2; ++i) y = product();
-    std::vector<double> samples;
-    for (int s = 0; s < 5; ++s) {
-      int64_t calls = 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      double elapsed = 0;
-      do {
-        y = product();
-        ++calls;
-        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      } while (elapsed < 0.02);
-      samples.push_back(elapsed / static_cast<double>(calls));
-    }
-    std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
-  };
-  const double f32 = seconds([&] { return at::mm(x, w.t()); });
-  const double bf16 = seconds([&] { return at::mm(x.to(at::kBFloat16), w.to(at::kBFloat16).t()); });
+  const double f32 = median_seconds_per_call([&] { y = at::mm(x, w.t()); });
+  const double bf16 = median_seconds_per_call([&] { y = at::mm(x.to(at::kBFloat16), w.to(at::kBFloat16).t()); });
   return f32 / bf16;
 }
 
