@@ -6,7 +6,7 @@
 # says how each figure is taken). Writes docs/bench/decode_peers.md.
 # Needs the light peers environment (bench/peers_env.sh --light; made here
 # if missing). --isa avx2 holds both to their AVX2 kernels (as an AVX2-only
-# CPU runs them) and writes decode_peers_avx2.md instead.
+# CPU runs them: bench/avx2_env.sh) and writes decode_peers_avx2.md instead.
 # Usage: bench/bench_decode_peers.sh CHECKPOINT [--threads N] [--repeats R] [--lines G32,G1,B32,B1]
 #        [--beams 2,4,5] [--isa native|avx2] [--out DIR]
 set -euo pipefail
@@ -28,7 +28,7 @@ done
 [ -n "$checkpoint" ] || { echo "bench_decode_peers: no CHECKPOINT (see --help)" >&2; exit 2; }
 case $isa in
   native) report=decode_peers.md ;;
-  avx2) report=decode_peers_avx2.md ;;
+  avx2) report=decode_peers_avx2.md; source bench/avx2_env.sh ;;
   *) echo "bench_decode_peers: --isa: '$isa' is not one of: native | avx2" >&2; exit 2 ;;
 esac
 nmt=${NMT_BUILD_DIR:-build}/nmt

@@ -19,5 +19,5 @@ if [ "$fit" = SkylakeX ]; then
   echo; echo "## OpenBLAS with OPENBLAS_CORETYPE=SkylakeX"
   OPENBLAS_CORETYPE=SkylakeX "$prog" "$@"
 fi
-echo; echo "## AVX2: OPENBLAS_CORETYPE=Haswell, DNNL_MAX_CPU_ISA=AVX2"
-OPENBLAS_CORETYPE=Haswell DNNL_MAX_CPU_ISA=AVX2 "$prog" "$@"
+echo; echo "## AVX2 (bench/avx2_env.sh: OPENBLAS_CORETYPE=Haswell, DNNL_MAX_CPU_ISA=AVX2)"
+(source bench/avx2_env.sh; "$prog" "$@")

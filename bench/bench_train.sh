@@ -11,9 +11,8 @@
 #   defaults: 2 minutes a run, 2 repeats, train.threads (0 = all cores),
 #   docs/bench, configs/toy.yaml configs/real.yaml
 #   --isa avx2: every trainer held to its AVX2 kernels on an AVX-512 CPU, as
-#   an AVX2-only machine runs them (nmt NMT_CPU_ISA=avx2; PyTorch
-#   ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2, DNNL_MAX_CPU_ISA=AVX2;
-#   OpenBLAS's Haswell kernels for both); no bf16 rows; writes train_avx2.*
+#   an AVX2-only machine runs them (bench/avx2_env.sh); no bf16 rows; writes
+#   train_avx2.*
 #
 # Each repeat runs, in this order:
 #   nmt float32, nmt bf16 (--attention flash);
@@ -51,8 +50,7 @@ for c in "${configs[@]}"; do [ -f "$c" ] || { echo "bench_train: $c: no such con
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: --repeats: '$repeats' is not a positive integer" >&2; exit 2; }
 case $isa in
   native) report=train ;;
-  avx2) report=train_avx2
-    export NMT_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 DNNL_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell ;;
+  avx2) report=train_avx2; source bench/avx2_env.sh ;;
   *) echo "bench_train: --isa: '$isa' is not one of: native | avx2" >&2; exit 2 ;;
 esac
 python=/usr/bin/python3
@@ -68,7 +66,7 @@ nmt=${NMT_BUILD_DIR:-build}/nmt
 # fitting ones (docs/training.md, "Training speed"), the tuned runs of
 # Debian's PyTorch (on the same OpenBLAS) get the same kernels.
 blas_core=$("$nmt" --version | sed -n 's/^BLAS: OpenBLAS [^,]*, \([A-Za-z0-9_]*\) kernels (set by nmt.*/\1/p')
-[ "$isa" = avx2 ] && blas_core=Haswell
+[ "$isa" = avx2 ] && blas_core=$OPENBLAS_CORETYPE
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
@@ -149,7 +147,7 @@ cp "$csv" "$out/$report.csv"
   echo "Peers: $("$peer_python" -c 'import torch; print("PyTorch", torch.__version__)') (bench/peers-requirements.txt) and"
   echo "$($python -c 'import torch; print("PyTorch", torch.__version__)') (Debian python3-torch); tuned: OMP_WAIT_POLICY=PASSIVE${jemalloc:+, LD_PRELOAD=$jemalloc}${blas_core:+, OPENBLAS_CORETYPE=$blas_core},"
   echo "fused Adam on 2.15; threads ${threads:-from train.threads}. CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores."
-  [ "$isa" = avx2 ] && echo "Every trainer held to its AVX2 kernels (NMT_CPU_ISA=avx2; ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2, DNNL_MAX_CPU_ISA=AVX2; OPENBLAS_CORETYPE=Haswell): what an AVX2-only CPU runs, no bf16."
+  [ "$isa" = avx2 ] && echo "Every trainer held to its AVX2 kernels ($AVX2_SETTINGS): what an AVX2-only CPU runs, no bf16."
   echo "Command: bench/bench_train.sh --minutes $minutes --repeats $repeats${threads:+ --threads $threads}$([ "$isa" = avx2 ] && echo " --isa avx2") ${configs[*]}"
 } | tee "$out/$report.md"
 [ $bf16 = no ] && [ "$isa" = native ] && echo "(this CPU has neither AVX512-BF16 nor AMX-BF16: bf16 rows skipped)"

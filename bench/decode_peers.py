@@ -13,10 +13,9 @@ and the share of
 lines nmt float32 and CTranslate2 float32 translate identically, with every
 differing line listed in the report's appendix.
 
---isa avx2 holds both to AVX2 on an AVX-512 machine, as on an AVX2-only
-CPU: nmt with NMT_CPU_ISA=avx2 and OpenBLAS's Haswell kernels (nmt bf16 is
-left out: it needs AVX-512), CTranslate2 with CT2_FORCE_CPU_ISA=AVX2,
-MKL_ENABLE_INSTRUCTIONS=AVX2 and DNNL_MAX_CPU_ISA=AVX2.
+--isa avx2: both held to AVX2 on an AVX-512 machine, as on an AVX2-only CPU,
+by the settings bench/avx2_env.sh exports (bench_decode_peers.sh sources it
+before this script starts); nmt bf16 is left out (it needs AVX-512).
 
 Both stop at the same length: nmt with --max-len L --max-len-factor 0,
 CTranslate2 with max_decoding_length L; no length penalty on either side.
@@ -40,6 +39,10 @@ import subprocess
 import tempfile
 import time
 
+import ctranslate2
+import sacrebleu
+import sentencepiece as spm
+
 ap = argparse.ArgumentParser()
 ap.add_argument("nmt")
 ap.add_argument("checkpoint")
@@ -56,14 +59,8 @@ ap.add_argument("--beams", default="4", help="beam widths of the beam cases (com
 ap.add_argument("--isa", choices=("native", "avx2"), default="native",
                 help="avx2: both systems held to AVX2 kernels (what an AVX2-only CPU runs)")
 args = ap.parse_args()
-if args.isa == "avx2":
-    # Set before CTranslate2 loads (it reads them once); nmt inherits them.
-    os.environ.update({"NMT_CPU_ISA": "avx2", "OPENBLAS_CORETYPE": "Haswell", "CT2_FORCE_CPU_ISA": "AVX2",
-                       "MKL_ENABLE_INSTRUCTIONS": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2"})
-
-import ctranslate2  # noqa: E402 (after the ISA settings above)
-import sacrebleu  # noqa: E402
-import sentencepiece as spm  # noqa: E402
+if args.isa == "avx2" and "AVX2_SETTINGS" not in os.environ:
+    raise SystemExit("decode_peers.py: --isa avx2 needs bench/avx2_env.sh's settings (run bench/bench_decode_peers.sh)")
 
 src_all = [l.rstrip("\n") for l in open(args.src, encoding="utf-8")]
 ref_all = [l.rstrip("\n") for l in open(args.ref, encoding="utf-8")]
@@ -178,8 +175,7 @@ with open(args.out_md, "w", encoding="utf-8") as f:
             f"(threads {args.threads}, median of {args.repeats} runs, max length {args.max_len}, "
             f"no length penalty; ctranslate2 {ctranslate2.__version__}, sacrebleu {sacrebleu.__version__}).\n")
     if args.isa == "avx2":
-        f.write("Both held to AVX2 kernels (NMT_CPU_ISA=avx2 with OpenBLAS Haswell; CT2_FORCE_CPU_ISA=AVX2, "
-                "MKL_ENABLE_INSTRUCTIONS=AVX2, DNNL_MAX_CPU_ISA=AVX2), as an AVX2-only CPU runs them; "
+        f.write(f"Both held to AVX2 kernels ({os.environ['AVX2_SETTINGS']}), as an AVX2-only CPU runs them; "
                 "nmt bf16 needs AVX-512 and is left out.\n")
     f.write("Ratio: the sentences/s of nmt in the row's compute type over the row's; above 1 means nmt is faster.\n\n")
     f.write("| case | system | setting | sentences/s | tokens/s | BLEU | chrF2 | nmt ÷ this | lines identical to nmt float32 |\n")

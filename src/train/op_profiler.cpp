@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <tuple>
 
 #include <fmt/format.h>
+
 #include "util/timing.h"
 
 namespace nmt {
