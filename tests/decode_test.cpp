@@ -369,8 +369,9 @@ TEST(Decode, ArgmaxRowsAsTorch) {
   EXPECT_EQ(argmax_rows(torch::ones({2, 1})), (std::vector<int64_t>{0, 0}));
 }
 
-// Beam search's selection kernel: per row, the log-softmax normalizer as
-// LibTorch computes log_softmax on the row widened to double, and the K
+// Beam search's selection kernel: per row, the log-softmax normalizer
+// within 3e-7 of log_softmax computed on the row widened to double (its
+// exponentials are float's, their sum double's), and the K
 // largest entries, largest first, the lower index first among equals, -inf
 // (a forbidden token) never chosen.
 TEST(Decode, LogSoftmaxTopKAsTorch) {
@@ -406,7 +407,7 @@ TEST(Decode, LogSoftmaxTopKAsTorch) {
         EXPECT_EQ(index[i], order[i]) << "place " << i;
         EXPECT_EQ(value[i], v[order[i]]);
         const double got = (static_cast<double>(value[i]) - max) - log_sum;
-        EXPECT_NEAR(got, logp[r][order[i]].item<double>(), 1e-12);
+        EXPECT_NEAR(got, logp[r][order[i]].item<double>(), 3e-7);
       }
     }
   }
