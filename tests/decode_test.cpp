@@ -493,6 +493,7 @@ TEST(Decode, SentencesJoiningMidSearchGetTheirOwnTranslation) {
   std::map<uint64_t, std::vector<int64_t>> got;
   size_t next = 0;
   int steps = 0;
+  int64_t most_sentences = 0;
   // Three sentences join every third step, then the rest as the batch drains.
   while (got.size() < sources.size()) {
     if (next < sources.size() && (steps % 3 == 0 || search.rows() == 0)) {
@@ -502,12 +503,17 @@ TEST(Decode, SentencesJoiningMidSearchGetTheirOwnTranslation) {
       for (int j = 0; j < 3 && next < sources.size(); ++j, ++next)
         srcs.push_back(sources[next]), tickets.push_back(next), beams.push_back(widths[next % 5]);
       search.add(srcs, tickets, {}, beams);
+      most_sentences = std::max(most_sentences, search.sentences());
     }
     for (auto& [ticket, ids] : search.step()) got[ticket] = ids;
     ASSERT_LT(++steps, 10000);
   }
   for (size_t i = 0; i < sources.size(); ++i)
     EXPECT_EQ(got[i], alone[i]) << "sentence " << i << ", beam " << widths[i % 5];
+  // One copy of the encoder's keys/values per running sentence (not per
+  // hypothesis), and finished sentences' copies taken again by newcomers.
+  EXPECT_LT(most_sentences, static_cast<int64_t>(sources.size())) << "every sentence ran at once: nothing to reuse";
+  EXPECT_LE(ContinuousSearchTestSeam::cross_slots_taken(search), most_sentences);
   EXPECT_EQ(search.rows(), 0);
   EXPECT_EQ(search.sentences(), 0);
   EXPECT_EQ(search.source_tokens(), 0);

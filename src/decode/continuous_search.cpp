@@ -67,14 +67,31 @@ void ContinuousSearch::add(const std::vector<std::vector<int64_t>>& sources, con
     Sentence s{tickets[i], beam, decode_limit(options_, model_->options().max_positions(), len), len,
                constrained ? owed[i] : std::vector<int64_t>{}, constrained, {}};
     positions = std::max(positions, s.limit);
+    s.cross_slot = take_cross_slot();
     sentences_.emplace(next_sentence_, std::move(s));
     // Every sentence starts as one row; a beam grows to K rows at its first step.
     rows_.push_back({next_sentence_++, 0, kStartId, {}, 0.0, 0});
     source_tokens_ += len;
   }
   reserve(rows(), positions, width, first, added.layers[0].cross_kv.options());
+  // Each newcomer's encoder keys/values into its sentence's cross slot.
+  std::vector<int64_t> cross_slots(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) cross_slots[i] = sentences_.at(rows_[first + i].sentence).cross_slot;
+  const torch::Tensor index = torch::tensor(cross_slots, torch::kLong).to(device_);
   for (size_t l = 0; l < slots_.size(); ++l)
-    slots_[l].cross_kv.narrow(0, first, n).narrow(1, 0, width).copy_(added.layers[l].cross_kv);
+    slots_[l].cross_kv.narrow(1, 0, width).index_copy_(0, index, added.layers[l].cross_kv);
+}
+
+int64_t ContinuousSearch::take_cross_slot() {
+  if (free_cross_.empty()) return cross_slots_used_++;
+  const int64_t slot = free_cross_.back();
+  free_cross_.pop_back();
+  return slot;
+}
+
+void ContinuousSearch::drop_sentence(int64_t s) {
+  free_cross_.push_back(sentences_.at(s).cross_slot);
+  sentences_.erase(s);
 }
 
 std::vector<int64_t> argmax_rows(const torch::Tensor& logits) {
@@ -113,7 +130,12 @@ void ContinuousSearch::reserve(int64_t slots, int64_t positions, int64_t src, in
     LayerCache c{torch::zeros({new_slots, new_positions, width}, opts), torch::zeros({new_slots, new_src, width}, opts)};
     if (!slots_.empty() && in_use > 0) {
       c.self_kv.narrow(0, 0, in_use).narrow(1, 0, have_positions).copy_(slots_[l].self_kv.narrow(0, 0, in_use));
-      c.cross_kv.narrow(0, 0, in_use).narrow(1, 0, have_src).copy_(slots_[l].cross_kv.narrow(0, 0, in_use));
+    }
+    // Cross slots belong to sentences, not rows: every one taken so far
+    // (slots of finished sentences too: they are few, and free).
+    if (!slots_.empty() && cross_slots_used_ > 0) {
+      const int64_t used = std::min(cross_slots_used_, have_slots);
+      c.cross_kv.narrow(0, 0, used).narrow(1, 0, have_src).copy_(slots_[l].cross_kv.narrow(0, 0, used));
     }
     next.push_back(std::move(c));
   }
@@ -123,26 +145,24 @@ void ContinuousSearch::reserve(int64_t slots, int64_t positions, int64_t src, in
 void ContinuousSearch::release() {
   if (!rows_.empty()) return;
   slots_.clear();
+  free_cross_.clear(), cross_slots_used_ = 0;
   step_workspace_ = at::Tensor(), step_key_lengths_ = at::Tensor();
 }
 
-void ContinuousSearch::copy_row(int64_t to, int64_t from, bool cross) {
-  const Row& row = rows_[from];
-  const int64_t positions = row.position, src_len = sentences_.at(row.sentence).src_len;
+void ContinuousSearch::copy_row(int64_t to, int64_t from) {
+  const int64_t positions = rows_[from].position;
+  if (positions == 0) return;
   for (LayerCache& c : slots_) {
     if (c.self_kv.device().is_cpu()) {
       // A beam search copies a few rows every step: plain copies of the
       // slots' contiguous rows, not a LibTorch op each.
-      const auto copy = [&](const at::Tensor& t, int64_t n) {
-        const int64_t row_bytes = t.stride(0) * static_cast<int64_t>(t.element_size());
-        char* base = static_cast<char*>(t.data_ptr());
-        std::memcpy(base + to * row_bytes, base + from * row_bytes, static_cast<size_t>(n * t.stride(1) * t.element_size()));
-      };
-      if (positions > 0) copy(c.self_kv, positions);
-      if (cross) copy(c.cross_kv, src_len);
+      const at::Tensor& t = c.self_kv;
+      const int64_t row_bytes = t.stride(0) * static_cast<int64_t>(t.element_size());
+      char* base = static_cast<char*>(t.data_ptr());
+      std::memcpy(base + to * row_bytes, base + from * row_bytes,
+                  static_cast<size_t>(positions * t.stride(1) * t.element_size()));
     } else {
-      if (positions > 0) c.self_kv[to].narrow(0, 0, positions).copy_(c.self_kv[from].narrow(0, 0, positions));
-      if (cross) c.cross_kv[to].narrow(0, 0, src_len).copy_(c.cross_kv[from].narrow(0, 0, src_len));
+      c.self_kv[to].narrow(0, 0, positions).copy_(c.self_kv[from].narrow(0, 0, positions));
     }
   }
 }
@@ -150,7 +170,7 @@ void ContinuousSearch::copy_row(int64_t to, int64_t from, bool cross) {
 void ContinuousSearch::remove(int64_t r) {
   const int64_t last = rows() - 1;
   if (r != last) {
-    copy_row(r, last, /*cross=*/true);
+    copy_row(r, last);
     rows_[r] = std::move(rows_[last]);
   }
   rows_.pop_back();
@@ -219,7 +239,7 @@ void ContinuousSearch::select_beam(int64_t s, const std::vector<int64_t>& rows, 
     finished.emplace_back(sentence.ticket, best != nullptr ? best->out : std::vector<int64_t>{});
     dropped.insert(dropped.end(), rows.begin(), rows.end());
     source_tokens_ -= sentence.src_len;
-    sentences_.erase(s);
+    drop_sentence(s);
     return;
   }
   sentence.ended = std::move(ended);
@@ -247,15 +267,15 @@ void ContinuousSearch::select_beam(int64_t s, const std::vector<int64_t>& rows, 
   for (size_t i = 0; i < children.size(); ++i) {
     if (in_place[i] != SIZE_MAX) continue;
     if (next_free < free_rows.size()) {
-      copy_row(free_rows[next_free], children[i].parent, /*cross=*/false);  // the same source
+      copy_row(free_rows[next_free], children[i].parent);
       ++rows_copied_;
       rows_[free_rows[next_free++]] = std::move(next[i]);
     } else {
       const int64_t r = this->rows();
       reserve(r + 1, 1, 1, r, slots_[0].self_kv.options());
-      Row placeholder = rows_[children[i].parent];  // copy_row reads the parent's position and source
+      Row placeholder = rows_[children[i].parent];  // copy_row reads the parent's position
       rows_.push_back(std::move(placeholder));
-      copy_row(r, children[i].parent, /*cross=*/true);
+      copy_row(r, children[i].parent);
       ++rows_copied_;
       rows_[r] = std::move(next[i]);
     }
@@ -270,7 +290,7 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
   if (rows_.empty()) return finished;
   torch::NoGradGuard no_grad;
   const int64_t n = rows();
-  std::vector<int64_t> tokens(n), positions(n), src_lengths(n);
+  std::vector<int64_t> tokens(n), positions(n), src_lengths(n), cross_rows(n);
   // Each row's sentence, looked up once (a greedy one may be erased below,
   // so after that only width is read for every row).
   std::vector<Sentence*> sentence_of(static_cast<size_t>(n));
@@ -283,6 +303,7 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
     tokens[r] = rows_[r].next;
     positions[r] = rows_[r].position;
     src_lengths[r] = s.src_len;
+    cross_rows[r] = s.cross_slot;
     max_position = std::max(max_position, positions[r]);
     max_src = std::max(max_src, src_lengths[r]);
     widest = std::max(widest, s.beam);
@@ -290,8 +311,9 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
   }
   // The rows in use, as views of the slots (writes land in the slots).
   DecoderCache cache;
-  for (LayerCache& c : slots_) cache.layers.push_back({c.self_kv.narrow(0, 0, n), c.cross_kv.narrow(0, 0, n).narrow(1, 0, max_src)});
+  for (LayerCache& c : slots_) cache.layers.push_back({c.self_kv.narrow(0, 0, n), c.cross_kv.narrow(1, 0, max_src)});
   cache.src_lengths = torch::tensor(src_lengths, torch::kLong).to(device_);
+  cache.cross_rows = torch::tensor(cross_rows, torch::kLong);
   cache.output_weight_t = output_table_;
   cache.step_workspace = step_workspace_, cache.step_key_lengths = step_key_lengths_;
   torch::Tensor logits =  // [n, V]
@@ -354,7 +376,7 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> ContinuousSearch::step() 
       if (next[r] == kEndId || static_cast<int64_t>(row.out.size()) >= s.limit) {
         finished.emplace_back(s.ticket, std::move(row.out));
         source_tokens_ -= s.src_len;
-        sentences_.erase(row.sentence);  // s dangles from here on; its only row was this one
+        drop_sentence(row.sentence);  // s dangles from here on; its only row was this one
         dropped.push_back(r);
       }
     }

@@ -10,10 +10,12 @@
 // (tested against that).
 //
 // A row's cache stays in its slot: joining copies only the newcomers'
-// encoder keys/values; a beam hypothesis continues in its parent's slot (its
-// first continuation) or in a slot its parent's keys/values are copied to
-// (the others, into the slots of hypotheses that had none); a finished row
-// is replaced by the last one (one row copied, not the batch).
+// encoder keys/values, once per sentence (its hypotheses all read them from
+// their sentence's cross slot); a beam hypothesis continues in its parent's
+// slot (its first continuation) or in a slot its parent's self-attention
+// keys/values are copied to (the others, into the slots of hypotheses that
+// had none); a finished row is replaced by the last one (one row copied,
+// not the batch).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -120,6 +122,7 @@ class ContinuousSearch {
     std::vector<int64_t> owed;  // the sentinel ids its translation must carry
     bool constrained = false;
     std::vector<Ended> ended;   // beam: by rank
+    int64_t cross_slot = -1;    // where its encoder keys/values are (cross_kv's first index)
   };
   // A continuation a beam sentence may pick: its score, and where it comes from.
   struct Candidate {
@@ -132,9 +135,12 @@ class ContinuousSearch {
   // Grows the slot tensors to hold `slots` rows, `positions` fed tokens and
   // `src` source tokens per row (doubling), copying the first `in_use` rows.
   void reserve(int64_t slots, int64_t positions, int64_t src, int64_t in_use, const c10::TensorOptions& opts);
-  // Copies row `from`'s cached keys/values to row `to`: its fed positions,
-  // and its source's when `cross`.
-  void copy_row(int64_t to, int64_t from, bool cross);
+  // Copies row `from`'s self-attention keys/values (its fed positions) to row `to`.
+  void copy_row(int64_t to, int64_t from);
+  // A free cross slot (slots_ hold room for as many as there are rows, and a
+  // sentence has at least one row), and a finished sentence's given back.
+  int64_t take_cross_slot();
+  void drop_sentence(int64_t s);
   // Moves the last row into slot r and drops the last.
   void remove(int64_t r);
   // The K best continuations of beam sentence `s` (rows `rows`, rank order)
@@ -150,8 +156,10 @@ class ContinuousSearch {
   PlaceholderConstraint constraint_;
   c10::Device device_;
   int64_t capacity_;  // positions a row may feed at most
-  // Row r of the batch lives in slot r of every layer's tensors: self_kv
-  // [slots, positions, 2C], cross_kv [slots, src, 2C]. Rows sit at different
+  // Row r of the batch lives in slot r of every layer's self_kv [slots,
+  // positions, 2C]; sentence s's encoder keys/values in slot s.cross_slot of
+  // cross_kv [slots, src, 2C] (the step reads them through
+  // DecoderCache::cross_rows). Rows sit at different
   // positions, so a row's keys/values past its own position are read (and
   // masked, probability 0): slots start as zeros and only ever hold finite
   // values.
@@ -159,6 +167,8 @@ class ContinuousSearch {
   std::map<int64_t, Sentence> sentences_;
   int64_t next_sentence_ = 0;
   std::vector<LayerCache> slots_;
+  std::vector<int64_t> free_cross_;  // cross slots of finished sentences
+  int64_t cross_slots_used_ = 0;     // cross slots [0, this) were taken at some point
   // Kept across steps: the output table laid out for a step's few rows, and
   // the fused step's scratch (DecoderCache).
   at::Tensor output_table_, step_workspace_, step_key_lengths_;

@@ -48,14 +48,15 @@ void residual(float* x, const float* y, const float* g, const float* b, const De
 
 // One query row per batch row against its keys.
 //   q: [B, H, 1, D] at q with batch stride q_stride_b, heads D apart
-//   kv: [B, Tk, 2C] (keys in columns [0, C), values in [C, 2C)), batch stride kv_stride_b
+//   kv: [B, Tk, 2C] (keys in columns [0, C), values in [C, 2C)), batch stride kv_stride_b;
+//       with kv_rows ([B]), row b reads kv's batch row kv_rows[b]
 //   key_lengths: [B], each <= k_len; o: [B, C]
-void attend(const float* q, int64_t q_stride_b, const float* kv, int64_t kv_stride_b, int64_t k_len,
-            const int64_t* key_lengths, const DecoderStepParams& p, const StepBuffers& buf) {
+void attend(const float* q, int64_t q_stride_b, const float* kv, int64_t kv_stride_b, const int64_t* kv_rows,
+            int64_t k_len, const int64_t* key_lengths, const DecoderStepParams& p, const StepBuffers& buf) {
   const int64_t C = p.channels, D = C / p.heads;
   ops::AttentionForwardParams<float> a{};
   a.q = q, a.k = kv, a.v = kv + C, a.o = buf.attn, a.lse = buf.lse, a.probs = buf.probs;
-  a.key_lengths = key_lengths;
+  a.key_lengths = key_lengths, a.kv_rows = kv_rows;
   a.q_stride_b = q_stride_b, a.q_stride_h = D, a.q_stride_t = q_stride_b;
   a.k_stride_b = a.v_stride_b = kv_stride_b, a.k_stride_h = a.v_stride_h = D, a.k_stride_t = a.v_stride_t = 2 * C;
   a.o_stride_b = C, a.o_stride_h = D, a.o_stride_t = C;
@@ -103,13 +104,13 @@ void decoder_step_cpu(const DecoderStepParams& p) {
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(l.self_kv + b * l.self_kv_stride_b + p.positions[b] * 2 * C, buf.qkv + b * 3 * C + C,
                   sizeof(float) * 2 * C);
-    attend(buf.qkv, 3 * C, l.self_kv, l.self_kv_stride_b, k_len, p.key_lengths, p, buf);
+    attend(buf.qkv, 3 * C, l.self_kv, l.self_kv_stride_b, nullptr, k_len, p.key_lengths, p, buf);
     matmul(buf.attn, B, *l.self_out, buf.tmp);
     residual(buf.x, buf.tmp, l.norm2_w, l.norm2_b, p, buf);
     // pass 3: cross-attention to the encoder output (keys/values projected
     // once per decode).
     matmul(buf.h, B, *l.q, buf.q);
-    attend(buf.q, C, l.cross_kv, l.cross_kv_stride_b, p.src_len, p.src_lengths, p, buf);
+    attend(buf.q, C, l.cross_kv, l.cross_kv_stride_b, p.cross_rows, p.src_len, p.src_lengths, p, buf);
     matmul(buf.attn, B, *l.cross_out, buf.tmp);
     residual(buf.x, buf.tmp, l.norm3_w, l.norm3_b, p, buf);
     // pass 4: feed-forward, bias and ReLU fused after the first product

@@ -34,7 +34,7 @@ struct DecoderStepLayer {
   const float *norm3_w, *norm3_b;        // before the feed-forward block
   const float *next_w, *next_b;          // the next layer's norm1, or the decoder's final norm
   float* self_kv;                        // self_kv: [B, max_len, 2C], rows [0, position) filled
-  const float* cross_kv;                 // cross_kv: [B, S, 2C]
+  const float* cross_kv;                 // cross_kv: [B, S, 2C], or [slots, S, 2C] read through cross_rows
   int64_t self_kv_stride_b, cross_kv_stride_b;  // their batch strides (rows are 2C apart)
 };
 
@@ -53,6 +53,9 @@ struct DecoderStepParams {
   const int64_t* tokens;       // tokens: [B], the newest token of each row
   const int64_t* positions;    // positions: [B], tokens each row has fed so far (< max_len)
   const int64_t* src_lengths;  // src_lengths: [B]
+  // cross_rows: [B] or null: row b's encoder keys/values are cross_kv's
+  // batch row cross_rows[b] (a beam sentence's hypotheses share one), else b.
+  const int64_t* cross_rows = nullptr;
   const float* embedding;      // embedding: [V, C] target table
   const float* position_table; // position_table: [P, C], P > every position
   float embed_scale;           // sqrt(C)

@@ -692,12 +692,16 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   for (int64_t b = 0; b < rows; ++b)
     TORCH_CHECK(id[b] >= 0 && id[b] < vocab, "decode_step: token ", id[b], " is outside the vocabulary of ", vocab);
   const at::Tensor src_lengths = cache.src_lengths.to(at::kLong).contiguous();
+  const at::Tensor cross_rows = cache.cross_rows.defined() ? cache.cross_rows.to(at::kLong).contiguous() : at::Tensor();
+  TORCH_CHECK(!cross_rows.defined() || cross_rows.numel() == rows, "decode_step: ", cross_rows.numel(),
+              " cross rows for ", rows, " rows");
   const at::Tensor table = positions_.to(at::kFloat).contiguous();
   DecoderStepParams p;
   p.rows = rows, p.channels = c, p.heads = options_.heads(), p.ff_dim = options_.ff_dim(), p.vocab = vocab;
   p.max_len = cache.layers.front().self_kv.size(1);
   p.src_len = cache.layers.front().cross_kv.size(1);
   p.tokens = id, p.positions = positions, p.src_lengths = src_lengths.data_ptr<int64_t>();
+  p.cross_rows = cross_rows.defined() ? cross_rows.data_ptr<int64_t>() : nullptr;
   p.embedding = tgt_embed->weight.data_ptr<float>();
   p.position_table = table.data_ptr<float>();
   p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
@@ -791,10 +795,16 @@ at::Tensor TransformerImpl::step(const at::Tensor& tokens, const at::Tensor& pos
           : ops::embed_tokens(tokens.unsqueeze(1), tgt_embed->weight, table, max_position,
                               std::sqrt(static_cast<double>(c)), kPadId, {});
   Stream s = enter(x, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);
-  for (size_t i = 0; i < decoder_layers->size(); ++i)
+  for (size_t i = 0; i < decoder_layers->size(); ++i) {
+    // Shared encoder keys/values (cross_rows) gathered per row for LibTorch's
+    // ops; the self-attention cache stays the one written.
+    LayerCache layer = cache.layers[i];
+    if (cache.cross_rows.defined())
+      layer.cross_kv = layer.cross_kv.index_select(0, cache.cross_rows.to(layer.cross_kv.device()));
     s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step(
-        s, cache.layers[i], positions, max_position, cache.src_lengths,
+        s, layer, positions, max_position, cache.src_lengths,
         next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);
+  }
   return step_logits(s.h, cache);  // [B, V]
 }
 

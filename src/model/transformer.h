@@ -191,6 +191,10 @@ struct LayerCache {
 struct DecoderCache {
   std::vector<LayerCache> layers;
   at::Tensor src_lengths;  // [B]
+  // [B] long, or undefined (row b reads cross_kv row b): row b's encoder
+  // keys/values are cross_kv[cross_rows[b]], so that a running batch keeps
+  // one copy per sentence, which its beam hypotheses share.
+  at::Tensor cross_rows;
   int64_t position = 0;    // tokens fed so far
   // The output projection as [C, V] contiguous, made once per decode: the
   // step's few rows then run on ops::rows_matmul instead of a GEMM that

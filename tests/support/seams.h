@@ -38,6 +38,8 @@ struct TransformerTestSeam {
 struct ContinuousSearchTestSeam {
   // Rows the slot tensors have room for (0 before the first add and after release()).
   static int64_t slot_rows(const ContinuousSearch& s) { return s.slots_.empty() ? 0 : s.slots_[0].self_kv.size(0); }
+  // Cross slots (one per sentence, given back when it finishes) taken so far.
+  static int64_t cross_slots_taken(const ContinuousSearch& s) { return s.cross_slots_used_; }
 };
 
 namespace testing {

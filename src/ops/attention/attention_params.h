@@ -55,7 +55,20 @@ struct AttentionForwardParams {
   Stat scale;        // usually 1/sqrt(D)
   bool causal;
   philox::DropoutStream dropout;  // p = 0: none (see the header comment)
+  // kv_rows: [B] or null (row b reads k and v at batch index b). Set, query
+  // row b attends to the keys and values at batch index kv_rows[b]: the
+  // hypotheses of one beam sentence read their sentence's encoder keys and
+  // values from one place instead of a copy each. Read by the CPU forward
+  // kernels (the decoder's fused step sets it); the backward and the CUDA
+  // kernels are never given one.
+  const int64_t* kv_rows = nullptr;
 };
+
+// The batch index query row b reads keys and values from.
+template <typename T, typename Stat>
+inline int64_t kv_row(const AttentionForwardParams<T, Stat>& p, int64_t b) {
+  return p.kv_rows != nullptr ? p.kv_rows[b] : b;
+}
 
 // Stat as in the forward: lse and scale stay float32 for bf16 elements.
 template <typename T, typename Stat = T>

@@ -239,8 +239,9 @@ void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64
   const int64_t rows = std::min(kBlockQ, Tq - i0);
 
   const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i0 * p.q_stride_t;  // q: [rows, D]
-  const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
-  const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  const int64_t kb = kv_row(p, b);
+  const T* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const T* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
   T* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i0 * p.o_stride_t;  // o: [rows, D], row stride o_stride_t
   T* lse = p.lse + (b * p.heads + h) * Tq + i0;            // lse: [rows]
   T* qt = scratch.qt.data();
@@ -401,8 +402,9 @@ void forward_query_row(const AttentionForwardParams<T>& p, int64_t b, int64_t h,
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int64_t D = p.head_dim, Dv = D / L * L;
   const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i * p.q_stride_t;  // q: [D]
-  const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
-  const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  const int64_t kb = kv_row(p, b);
+  const T* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const T* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
   T* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i * p.o_stride_t;  // o: [D]
   T* lse = p.lse + (b * p.heads + h) * p.q_len + i;
   T* s = scratch.s.data();
@@ -745,15 +747,16 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
 
   // Every query block streams all of K and V of its head, so long strided
   // K/V get contiguous copies (see kPackSpanBytes).
+  // (With kv_rows, K and V are read in place: their batch is not B.)
   AttentionForwardParams<T> p = params;
   AlignedBuffer<T> k_copy, v_copy;
-  if (worth_packing<T>(p.k_stride_t, Tk, D)) {
+  if (p.kv_rows == nullptr && worth_packing<T>(p.k_stride_t, Tk, D)) {
     k_copy.reset(B * H * Tk * D);
     copy_contiguous(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t, B, H, Tk, D, k_copy.data());
     p.k = k_copy.data();
     p.k_stride_b = H * Tk * D, p.k_stride_h = Tk * D, p.k_stride_t = D;
   }
-  if (worth_packing<T>(p.v_stride_t, Tk, D)) {
+  if (p.kv_rows == nullptr && worth_packing<T>(p.v_stride_t, Tk, D)) {
     v_copy.reset(B * H * Tk * D);
     copy_contiguous(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t, B, H, Tk, D, v_copy.data());
     p.v = v_copy.data();
