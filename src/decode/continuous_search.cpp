@@ -58,9 +58,11 @@ void ContinuousSearch::add(const std::vector<std::vector<int64_t>>& sources, con
   // Only the cross-attention keys/values are taken from it (the output
   // table is output_table_, made once).
   const DecoderCache added = model_->start_decoding(memory, src_len, 1, /*output_table=*/false);
-  const int64_t first = rows(), n = static_cast<int64_t>(sources.size()), width = src.size(1);
+  const int64_t first = rows(), width = src.size(1);
   int64_t positions = 1;
   const bool constrained = constraint_.active() && !owed.empty();
+  std::vector<int64_t> cross_slots;  // each newcomer's
+  cross_slots.reserve(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) {
     const int64_t len = static_cast<int64_t>(sources[i].size());
     const int64_t beam = std::max<int64_t>(0, beams.empty() ? options_.beam : beams[i]);
@@ -68,6 +70,7 @@ void ContinuousSearch::add(const std::vector<std::vector<int64_t>>& sources, con
                constrained ? owed[i] : std::vector<int64_t>{}, constrained, {}};
     positions = std::max(positions, s.limit);
     s.cross_slot = take_cross_slot();
+    cross_slots.push_back(s.cross_slot);
     sentences_.emplace(next_sentence_, std::move(s));
     // Every sentence starts as one row; a beam grows to K rows at its first step.
     rows_.push_back({next_sentence_++, 0, kStartId, {}, 0.0, 0});
@@ -75,8 +78,6 @@ void ContinuousSearch::add(const std::vector<std::vector<int64_t>>& sources, con
   }
   reserve(rows(), positions, width, first, added.layers[0].cross_kv.options());
   // Each newcomer's encoder keys/values into its sentence's cross slot.
-  std::vector<int64_t> cross_slots(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) cross_slots[i] = sentences_.at(rows_[first + i].sentence).cross_slot;
   const torch::Tensor index = torch::tensor(cross_slots, torch::kLong).to(device_);
   for (size_t l = 0; l < slots_.size(); ++l)
     slots_[l].cross_kv.narrow(1, 0, width).index_copy_(0, index, added.layers[l].cross_kv);
@@ -194,7 +195,7 @@ void ContinuousSearch::select_beam(int64_t s, const std::vector<int64_t>& rows, 
     for (int64_t i = 0; i < k; ++i) {
       const int64_t token = top_index_[r * top_stride_ + i];
       if (token < 0) break;
-      // log_softmax(x)[t] as LibTorch's computes it on the row widened to double.
+      // log_softmax(x)[t], the normalizer within 3e-7 of the double one (ops/top_k).
       const double logp = (static_cast<double>(top_value_[r * top_stride_ + i]) - row_max_[r]) - row_log_sum_[r];
       cands.push_back({row.score + logp, r, token, k + row.rank * vocab + token});
     }

@@ -695,6 +695,12 @@ at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* 
   const at::Tensor cross_rows = cache.cross_rows.defined() ? cache.cross_rows.to(at::kLong).contiguous() : at::Tensor();
   TORCH_CHECK(!cross_rows.defined() || cross_rows.numel() == rows, "decode_step: ", cross_rows.numel(),
               " cross rows for ", rows, " rows");
+  const int64_t cross_slots = cache.layers.front().cross_kv.size(0);
+  for (int64_t b = 0; b < rows && cross_rows.defined(); ++b) {
+    const int64_t slot = cross_rows.data_ptr<int64_t>()[b];
+    TORCH_CHECK(slot >= 0 && slot < cross_slots, "decode_step: cross row ", slot, " is outside the ", cross_slots,
+                " slots of the encoder keys/values");
+  }
   const at::Tensor table = positions_.to(at::kFloat).contiguous();
   DecoderStepParams p;
   p.rows = rows, p.channels = c, p.heads = options_.heads(), p.ff_dim = options_.ff_dim(), p.vocab = vocab;
@@ -795,12 +801,13 @@ at::Tensor TransformerImpl::step(const at::Tensor& tokens, const at::Tensor& pos
           : ops::embed_tokens(tokens.unsqueeze(1), tgt_embed->weight, table, max_position,
                               std::sqrt(static_cast<double>(c)), kPadId, {});
   Stream s = enter(x, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);
+  // Shared encoder keys/values (cross_rows) gathered per row for LibTorch's
+  // ops; the self-attention cache stays the one written.
+  const at::Tensor cross_rows =
+      cache.cross_rows.defined() ? cache.cross_rows.to(cache.layers.front().cross_kv.device()) : at::Tensor();
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
-    // Shared encoder keys/values (cross_rows) gathered per row for LibTorch's
-    // ops; the self-attention cache stays the one written.
     LayerCache layer = cache.layers[i];
-    if (cache.cross_rows.defined())
-      layer.cross_kv = layer.cross_kv.index_select(0, cache.cross_rows.to(layer.cross_kv.device()));
+    if (cross_rows.defined()) layer.cross_kv = layer.cross_kv.index_select(0, cross_rows);
     s = decoder_layers->ptr<DecoderLayerImpl>(i)->forward_step(
         s, layer, positions, max_position, cache.src_lengths,
         next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_);

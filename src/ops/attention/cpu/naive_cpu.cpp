@@ -59,8 +59,9 @@ void naive_attention_forward(const AttentionForwardParams<T>& p) {
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
-      const T* k = p.k + kv_row(p, b) * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
-      const T* v = p.v + kv_row(p, b) * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+      const int64_t kb = kv_row(p, b);
+      const T* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+      const T* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
       const int64_t valid = visible_keys(p.key_lengths, b, Tk);
 
       // The caller normally provides probs; without it we still need the

@@ -20,18 +20,14 @@ using detail::vec_set1;
 using detail::vec_sum;
 using FloatMask = typename detail::Simd<float>::Mask;
 
-// The low and the high half of a float vector's lanes, each widened to a
-// double vector (exact).
-typedef float HalfFloats __attribute__((vector_size(detail::kVecBytes / 2)));
-Vec<double> widen_low(const Vec<float>& v) {
-  HalfFloats h;
-  std::memcpy(&h, &v, sizeof h);
-  return __builtin_convertvector(h, Vec<double>);
-}
-Vec<double> widen_high(const Vec<float>& v) {
-  HalfFloats h;
-  std::memcpy(&h, reinterpret_cast<const char*>(&v) + sizeof h, sizeof h);
-  return __builtin_convertvector(h, Vec<double>);
+// A float vector's low and high halves, each widened to a double vector
+// (exactly), added lane by lane.
+Vec<double> widened_halves_sum(const Vec<float>& v) {
+  typedef float HalfFloats __attribute__((vector_size(detail::kVecBytes / 2)));
+  HalfFloats lo, hi;
+  std::memcpy(&lo, &v, sizeof lo);
+  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+  return __builtin_convertvector(lo, Vec<double>) + __builtin_convertvector(hi, Vec<double>);
 }
 
 // The k best so far, largest first; an entry equal to the k-th does not
@@ -90,7 +86,7 @@ void log_softmax_top_k(const TopKParams& p) {
   j = 0;
   for (; j + L <= n; j += L) {
     const Vec<float> e = vec_exp2((vec_loadu(x + j) - mv) * kLog2e);
-    acc += widen_low(e) + widen_high(e);
+    acc += widened_halves_sum(e);
   }
   double sum = vec_sum(acc);
   for (; j < n; ++j) sum += std::exp(static_cast<double>(x[j]) - m);
