@@ -18,6 +18,7 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
+#include "ops/linear/cpu/onednn_gemm.h"
 #include "ops/linear/dense.h"
 #include "ops/linear/rows_matmul.h"
 #include "ops/op_glue.h"
@@ -707,13 +708,21 @@ void check_dense(c10::DeviceType device, const SideCase& sc) {
       std::vector<at::Tensor> g = recast(in, {sc.side, at::kFloat, at::kFloat}, device);
       at::Tensor buffer;
       if (with_buffer) {
-        // Inside a larger buffer with something already in it, as gradients accumulate.
-        buffer = at::randn({in_dim * out_dim + 64}, on);
+        // Inside a larger buffer with something already in it, as gradients
+        // accumulate; the bias's after the weight's.
+        buffer = at::randn({in_dim * out_dim + 64 + out_dim}, on);
         g[1].mutable_grad() = buffer.narrow(0, 64, in_dim * out_dim).view({in_dim, out_dim});
+        g[2].mutable_grad() = buffer.narrow(0, 64 + in_dim * out_dim, out_dim);
       }
       const at::Tensor before = with_buffer ? g[1].grad().clone() : at::Tensor();
-      if (device == c10::kCUDA) {
+      const at::Tensor before_b = with_buffer ? g[2].grad().clone() : at::Tensor();
+      // A GPU, and bf16 on a CPU whose LibTorch carries oneDNN (Debian's does),
+      // take dense(); the CPU's float32 keeps LibTorch's addmm.
+      const bool cpu_bf16 = device == c10::kCPU && sc.side == at::kBFloat16 && cpu::onednn_gemm_bf16_available();
+      if (device == c10::kCUDA || cpu_bf16) {
         ASSERT_TRUE(dense_applies(g[0], g[1])) << what;
+      } else {
+        EXPECT_FALSE(dense_applies(g[0], g[1])) << what;
       }
       const auto side = [&](const at::Tensor& t) { return t.detach().to(sc.side); };
       const at::Tensor y = dense(g[0], g[1], sc.side == at::kFloat ? g[1] : side(g[1]),
@@ -738,7 +747,16 @@ void check_dense(c10::DeviceType device, const SideCase& sc) {
       if (with_buffer) {
         EXPECT_EQ(g[1].grad().data_ptr(), buffer.data_ptr<float>() + 64) << what << ": the buffer was replaced";
       }
-      if (with_bias) expect_close(g[2].grad(), s[2].grad(), r[2].grad(), sc.side, what + " db");
+      if (with_bias) {
+        const at::Tensor db = with_buffer ? g[2].grad() - before_b : g[2].grad();
+        expect_close(db, s[2].grad(), r[2].grad(), sc.side, what + " db");
+      }
+      if (with_buffer) {
+        EXPECT_EQ(g[2].grad().data_ptr(), buffer.data_ptr<float>() + 64 + in_dim * out_dim) << what;
+        if (!with_bias) {
+          EXPECT_TRUE(torch::equal(g[2].grad(), before_b)) << what << ": no bias, yet its buffer changed";
+        }
+      }
     }
 }
 

@@ -82,11 +82,6 @@ void xavier_(at::Tensor w) {
 
 // ---------------------------------------------------------------- Dense
 
-at::Tensor pad_rows(const at::Tensor& x, int64_t quantum) {
-  const int64_t n = x.size(0), padded = (n + quantum - 1) / quantum * quantum;
-  return padded == n ? x : at::constant_pad_nd(x, {0, 0, 0, padded - n});
-}
-
 at::Tensor dense_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   // For the few rows of a decoding step, OpenBLAS's GEMM first copies
   // (packs) the whole weight matrix, which costs as much as the product:
@@ -129,7 +124,7 @@ at::Tensor DenseImpl::forward(const at::Tensor& x, bool with_bias) {
   // oneDNN compiles a bf16 kernel per matrix shape (about 1 ms each), and
   // batch shapes vary from step to step: rows padded to a multiple of
   // kMatmulRowQuantum keep the set of shapes small.
-  if (t == at::kBFloat16) x2 = pad_rows(x2, kMatmulRowQuantum);
+  if (t == at::kBFloat16) x2 = ops::pad_rows(x2, kMatmulRowQuantum);
   const at::Tensor y = dense_matmul(
       x2, w, use_bias ? (bias.scalar_type() == t ? bias : bias.to(t)) : at::Tensor());  // [N', out]
   // (a narrow of all the rows would still be recorded for autograd, whose

@@ -58,8 +58,6 @@ struct Stream {
 
 // bf16 matrix multiplies run on row counts rounded up to this (see Dense).
 constexpr int64_t kMatmulRowQuantum = ops::kBf16RowQuantum;
-// x: [N, ...] -> [N', ...] with N' = N rounded up to a multiple of quantum, zero rows appended.
-at::Tensor pad_rows(const at::Tensor& x, int64_t quantum);
 // x: [N, in] times w: [in, out] (+ bias: [out], or undefined) -> [N, out]: a dense
 // layer's product, through ops::rows_matmul for a few rows, else LibTorch's GEMM.
 at::Tensor dense_matmul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);

@@ -61,11 +61,9 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     const int64_t rows_in = h_in.size(0);
     const bool gpu = h_in.is_cuda();
     const bool pad = !gpu && h_in.scalar_type() == at::kBFloat16 && rows_in % kBf16RowQuantum != 0;
-    const int64_t pad_rows = pad ? kBf16RowQuantum - rows_in % kBf16RowQuantum : 0;
-    const at::Tensor h = pad ? at::constant_pad_nd(h_in, {0, 0, 0, pad_rows}) : h_in.contiguous();
+    const at::Tensor h = pad ? ops::pad_rows(h_in, kBf16RowQuantum) : h_in.contiguous();
     const at::Tensor labels =
-        pad ? at::constant_pad_nd(labels_in, {0, pad_rows}, static_cast<double>(ignore_index))
-            : labels_in.contiguous();
+        pad ? ops::pad_rows(labels_in, kBf16RowQuantum, static_cast<double>(ignore_index)) : labels_in.contiguous();
     const bool has_bias = bias.numel() > 0;
     const at::ScalarType stream = weight.scalar_type(), side = h.scalar_type();
     // The product runs in h's dtype; dW and db are summed in weight's.
@@ -95,15 +93,12 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       if (!need_grad) continue;
       at::Tensor dh_c = dh.narrow(0, r0, rows);
       at::mm_out(dh_c, g, w);  // dh = G W
-      if (gpu) {
-        add_at_b(dw, g, hc);  // dW += Gᵀ h, accumulated in float32
-        if (has_bias) db.add_(at::sum(g, {0}, /*keepdim=*/false, stream));
-      } else if (side == stream) {
+      if (side == stream && !gpu) {
         dw.addmm_(g.t(), hc);  // dW += Gᵀ h
         if (has_bias) db.add_(g.sum(0));
       } else {
-        dw.add_(at::mm(g.t(), hc).to(stream));
-        if (has_bias) db.add_(g.to(stream).sum(0));
+        add_at_b(dw, g, hc);  // dW += Gᵀ h, into float32 (in one product where the device has one)
+        if (has_bias) db.add_(at::sum(g, {0}, /*keepdim=*/false, stream));
       }
     }
     if (need_grad)

@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "ops/linear/cpu/onednn_gemm.h"
 #include "ops/op_glue.h"
 
 namespace nmt::ops {
@@ -23,8 +24,13 @@ bool addable(const at::Tensor& grad, const at::Tensor& x) {
 // save (configs/real.yaml on an H100: bf16 252,261 tokens/s without them,
 // 221,326 with them and the packed attention, docs/bench/gpu_h100.md).
 at::Tensor padded(const at::Tensor& x) {
-  const int64_t n = x.size(0), extra = (kBf16RowQuantum - n % kBf16RowQuantum) % kBf16RowQuantum;
-  return x.scalar_type() != at::kBFloat16 || extra == 0 || x.is_cuda() ? x : at::constant_pad_nd(x, {0, 0, 0, extra});
+  return x.scalar_type() != at::kBFloat16 || x.is_cuda() ? x : pad_rows(x, kBf16RowQuantum);
+}
+
+// Where a bf16 product's gradients go straight into float32 buffers
+// through oneDNN (add_at_b): bf16 on the CPU.
+bool adds_on_cpu(const at::Tensor& x) {
+  return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_bf16_available();
 }
 
 struct DenseFunction : public torch::autograd::Function<DenseFunction> {
@@ -41,6 +47,11 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
     // The flat gradient buffer's view (the same tensor every step).
     const at::Tensor wgrad = w.grad();
     if (addable(wgrad, x) && wgrad.sizes() == w.sizes()) ctx->saved_data["wgrad"] = wgrad;
+    // On the CPU the bias gradient too (on a GPU LibTorch's column sum is one kernel already).
+    if (has_bias && adds_on_cpu(x)) {
+      const at::Tensor bgrad = b.grad();
+      if (addable(bgrad, x) && bgrad.sizes() == b.sizes()) ctx->saved_data["bgrad"] = bgrad;
+    }
     return {y.narrow(0, 0, x.size(0))};
   }
 
@@ -59,17 +70,42 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
         dw = at::mm(x.t(), dy).to(at::kFloat);
       }
     }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3))
-      db = at::sum(dy.narrow(0, 0, rows), {0}, /*keepdim=*/false, at::kFloat);
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3)) {
+      if (ctx->saved_data.count("bgrad") != 0) {
+        // db += 1ᵀ dy as a product into the float32 buffer: LibTorch's sum of
+        // bf16 columns into float32 first widened all of dy into a copy.
+        at::Tensor bgrad = ctx->saved_data["bgrad"].toTensor().view({1, -1});
+        add_at_b(bgrad, at::ones({rows, 1}, dy.options()), dy.narrow(0, 0, rows));
+      } else {
+        db = at::sum(dy.narrow(0, 0, rows), {0}, /*keepdim=*/false, at::kFloat);
+      }
+    }
     return {dx, dw, at::Tensor(), db, at::Tensor()};
   }
 };
 
 }  // namespace
 
+at::Tensor pad_rows(const at::Tensor& x, int64_t quantum, double fill) {
+  const int64_t n = x.size(0), extra = (quantum - n % quantum) % quantum;
+  if (extra == 0) return x;
+  // The rows copied and only the appended ones filled: constant_pad_nd
+  // filled the whole result first, a second pass over every row.
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] = n + extra;
+  at::Tensor out = at::empty(shape, x.options());
+  out.narrow(0, 0, n).copy_(x);
+  out.narrow(0, n, extra).fill_(fill);
+  return out;
+}
+
 bool dense_applies(const at::Tensor& x, const at::Tensor& w) {
-  return glue::fused_on_cuda(x) && at::GradMode::is_enabled() && w.scalar_type() == at::kFloat &&
-         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16) && x.device() == w.device();
+  if (!at::GradMode::is_enabled() || w.scalar_type() != at::kFloat || x.device() != w.device()) return false;
+  // On the CPU only bf16 products: their weight gradients go straight into
+  // the float32 buffer through oneDNN (add_at_b). float32 keeps LibTorch's
+  // addmm and its autograd, whose arithmetic the loss curves were measured with.
+  if (x.device().is_cpu()) return x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_bf16_available();
+  return glue::fused_on_cuda(x) && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
 }
 
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_side, const at::Tensor& b,
@@ -96,6 +132,17 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c) {
   if (g.is_cuda() && g.scalar_type() == at::kFloat && a.scalar_type() == at::kBFloat16)
     return add_at_b_bf16_cuda(g, a, c);
 #endif
+  if (g.is_cpu() && g.scalar_type() == at::kFloat && a.scalar_type() == at::kBFloat16 && g.is_contiguous() &&
+      a.stride(1) == 1 && c.stride(1) == 1 && cpu::onednn_gemm_bf16_available()) {
+    // One product added into g, summed in float32 (cpu/onednn_gemm.h).
+    cpu::GemmBf16Params p;
+    p.trans_a = true;
+    p.m = a.size(1), p.n = c.size(1), p.k = a.size(0);
+    p.a = static_cast<const ops::bf16*>(a.data_ptr()), p.lda = a.stride(0);
+    p.b = static_cast<const ops::bf16*>(c.data_ptr()), p.ldb = c.stride(0);
+    p.c = g.data_ptr<float>(), p.ldc = g.stride(0);
+    return cpu::onednn_gemm_bf16(p);
+  }
   g.add_(at::mm(a.t(), c).to(g.scalar_type()));
 }
 

@@ -1,5 +1,5 @@
-// A dense layer's product for training on a GPU, with its weight gradient
-// added where the optimizer reads it:
+// A dense layer's product for training (on a GPU, and in bf16 on a CPU),
+// with its weight gradient added where the optimizer reads it:
 //   y = x w + b
 // x: [N, in] in the matrix side's dtype (float32, or bf16 when matrix
 // multiplies run in bf16), w: [in, out] and b: [out] float32 parameters,
@@ -9,7 +9,9 @@
 // views of the first N rows). The backward
 // adds xᵀ dy into w's gradient buffer itself when w has one (FlatAdam's flat
 // gradients): one product with float32 accumulation, no bf16 weight gradient
-// to widen and add. Otherwise it returns the gradient as autograd expects.
+// to widen and add (cuBLAS on a GPU, oneDNN's gemm on a CPU); on a CPU the
+// bias's column sums too, as a product of dy with a column of ones.
+// Otherwise it returns the gradients as autograd expects.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -25,9 +27,14 @@ namespace nmt::ops {
 // they are.)
 inline constexpr int64_t kBf16RowQuantum = 64;
 
-// Whether a model's dense layer takes dense() for x and its weight w: a
-// GPU with the fused ops on (op_glue.h), float32 w, float32 or bf16 x, and
-// gradients wanted (inference keeps LibTorch's products).
+// x: [N, ...] -> [N', ...] with N' = N rounded up to a multiple of quantum,
+// rows of `fill` appended (x itself when N is a multiple already).
+at::Tensor pad_rows(const at::Tensor& x, int64_t quantum, double fill = 0);
+
+// Whether a model's dense layer takes dense() for x and its weight w:
+// float32 w, gradients wanted (inference keeps LibTorch's products), and
+// either a GPU with the fused ops on (op_glue.h) and float32 or bf16 x, or
+// a CPU with bf16 x and oneDNN's gemm in the process (cpu/onednn_gemm.h).
 bool dense_applies(const at::Tensor& x, const at::Tensor& w);
 // b and b_side may be undefined (no bias).
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_side, const at::Tensor& b,
@@ -35,8 +42,9 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_s
 
 // g += aᵀ · c for a: [N, M], c: [N, K] of one dtype into g: [M, K]. With
 // a and c in g's dtype, LibTorch's addmm_; bf16 into a float32 g on a GPU
-// (all contiguous), one cuBLAS product accumulated in float32; otherwise a
-// product in a's dtype, widened and added.
+// (all contiguous), one cuBLAS product accumulated in float32; on a CPU
+// (rows of unit stride, g contiguous), one oneDNN product accumulated in
+// float32; otherwise a product in a's dtype, widened and added.
 void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c);
 
 #ifdef NMT_WITH_CUDA
