@@ -27,7 +27,10 @@ void OpProfiler::start() {
 namespace {
 
 bool is_gemm(const std::string& name) {
-  static const char* const kNames[] = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm"};
+  // nmt::add_at_b: a bf16 weight gradient added into its float32 buffer by
+  // oneDNN (ops/linear/dense.h), recorded with the buffer first, as addmm_.
+  static const char* const kNames[] = {"aten::mm",  "aten::addmm",   "aten::addmm_",
+                                       "aten::bmm", "aten::baddbmm", "nmt::add_at_b"};
   for (const char* n : kNames)
     if (name == n) return true;
   return false;

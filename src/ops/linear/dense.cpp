@@ -135,6 +135,9 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c) {
   if (g.is_cpu() && g.scalar_type() == at::kFloat && a.scalar_type() == at::kBFloat16 && g.is_contiguous() &&
       a.stride(1) == 1 && c.stride(1) == 1 && cpu::onednn_gemm_bf16_available()) {
     // One product added into g, summed in float32 (cpu/onednn_gemm.h).
+    // Recorded as a product of aᵀ and c, so that `nmt train --profile`
+    // counts it with the matrix multiplies (after the g it adds into).
+    RECORD_FUNCTION("nmt::add_at_b", std::vector<c10::IValue>({g, a.t(), c}));
     cpu::GemmBf16Params p;
     p.trans_a = true;
     p.m = a.size(1), p.n = c.size(1), p.k = a.size(0);
