@@ -93,13 +93,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       if (!need_grad) continue;
       at::Tensor dh_c = dh.narrow(0, r0, rows);
       at::mm_out(dh_c, g, w);  // dh = G W
-      if (side == stream && !gpu) {
-        dw.addmm_(g.t(), hc);  // dW += Gᵀ h
-        if (has_bias) db.add_(g.sum(0));
-      } else {
-        add_at_b(dw, g, hc);  // dW += Gᵀ h, into float32 (in one product where the device has one)
-        if (has_bias) db.add_(at::sum(g, {0}, /*keepdim=*/false, stream));
-      }
+      add_at_b(dw, g, hc);  // dW += Gᵀ h, summed in weight's dtype (one product where the device has one)
+      if (has_bias) db.add_(at::sum(g, {0}, /*keepdim=*/false, stream));
     }
     if (need_grad)
       ctx->save_for_backward({dh.narrow(0, 0, rows_in), dw, has_bias ? db : at::empty({0}, weight.options())});

@@ -104,7 +104,7 @@ bool dense_applies(const at::Tensor& x, const at::Tensor& w) {
   // On the CPU only bf16 products: their weight gradients go straight into
   // the float32 buffer through oneDNN (add_at_b). float32 keeps LibTorch's
   // addmm and its autograd, whose arithmetic the loss curves were measured with.
-  if (x.device().is_cpu()) return x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_bf16_available();
+  if (x.device().is_cpu()) return adds_on_cpu(x);
   return glue::fused_on_cuda(x) && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
 }
 
@@ -132,8 +132,8 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c) {
   if (g.is_cuda() && g.scalar_type() == at::kFloat && a.scalar_type() == at::kBFloat16)
     return add_at_b_bf16_cuda(g, a, c);
 #endif
-  if (g.is_cpu() && g.scalar_type() == at::kFloat && a.scalar_type() == at::kBFloat16 && g.is_contiguous() &&
-      a.stride(1) == 1 && c.stride(1) == 1 && cpu::onednn_gemm_bf16_available()) {
+  if (adds_on_cpu(a) && g.is_cpu() && g.scalar_type() == at::kFloat && g.is_contiguous() && a.stride(1) == 1 &&
+      c.stride(1) == 1) {
     // One product added into g, summed in float32 (cpu/onednn_gemm.h).
     // Recorded as a product of aᵀ and c, so that `nmt train --profile`
     // counts it with the matrix multiplies (after the g it adds into).
