@@ -19,18 +19,35 @@ bool addable(const at::Tensor& grad, const at::Tensor& x) {
   return grad.defined() && grad.scalar_type() == at::kFloat && grad.is_contiguous() && grad.device() == x.device();
 }
 
-// bf16 rows on the CPU rounded up to kBf16RowQuantum (zero rows appended).
-// Not on a GPU: there the copies cost more host time than the shapes they
-// save (configs/real.yaml on an H100: bf16 252,261 tokens/s without them,
-// 221,326 with them and the packed attention, docs/bench/gpu_h100.md).
-at::Tensor padded(const at::Tensor& x) {
-  return x.scalar_type() != at::kBFloat16 || x.is_cuda() ? x : pad_rows(x, kBf16RowQuantum);
-}
-
 // Where a bf16 product's gradients go straight into float32 buffers
 // through oneDNN (add_at_b): bf16 on the CPU.
 bool adds_on_cpu(const at::Tensor& x) {
   return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_bf16_available();
+}
+
+// x · w (+ b) for x: [N, in]. bf16 on the CPU runs in shapes oneDNN has
+// seen before (it compiles a kernel per new shape, about 1 ms, and N, a
+// batch's token count, is new almost every step): the rows up to the last
+// multiple of kBf16RowQuantum in one product, the rest (fewer than the
+// quantum) copied into a block of quantum rows. Padding all of x instead
+// copied every row, forward and backward: 13.5 ms of a 250 ms step
+// (configs/real.yaml in bf16). Elsewhere one product as it is.
+at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const auto mm = [&](const at::Tensor& rows) { return b.defined() ? at::addmm(b, rows, w) : at::mm(rows, w); };
+  if (!adds_on_cpu(x)) return mm(x);
+  const int64_t n = x.size(0), body = n - n % kBf16RowQuantum;
+  if (body == n) return mm(x);
+  at::Tensor y = at::empty({n, w.size(1)}, x.options());  // [N, out]
+  if (body > 0) {
+    at::Tensor head = y.narrow(0, 0, body);  // contiguous rows: the product writes them in place
+    if (b.defined()) {
+      at::addmm_out(head, b, x.narrow(0, 0, body), w);
+    } else {
+      at::mm_out(head, x.narrow(0, 0, body), w);
+    }
+  }
+  y.narrow(0, body, n - body).copy_(mm(pad_rows(x.narrow(0, body, n - body), kBf16RowQuantum)).narrow(0, 0, n - body));
+  return y;
 }
 
 struct DenseFunction : public torch::autograd::Function<DenseFunction> {
@@ -39,11 +56,9 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
                                const at::Tensor& w_side, const at::Tensor& b, const at::Tensor& b_side) {
     RECORD_FUNCTION("nmt::dense", std::vector<c10::IValue>());
     const bool has_bias = b.numel() > 0;
-    const at::Tensor xp = padded(x);  // [N', in]
-    const at::Tensor y = has_bias ? at::addmm(b_side, xp, w_side) : at::mm(xp, w_side);  // [N', out]
-    ctx->save_for_backward({xp, w_side});
+    const at::Tensor y = product(x, w_side, has_bias ? b_side : at::Tensor());  // [N, out]
+    ctx->save_for_backward({x, w_side});
     ctx->saved_data["has_bias"] = has_bias;
-    ctx->saved_data["rows"] = x.size(0);
     // The flat gradient buffer's view (the same tensor every step).
     const at::Tensor wgrad = w.grad();
     if (addable(wgrad, x) && wgrad.sizes() == w.sizes()) ctx->saved_data["wgrad"] = wgrad;
@@ -52,16 +67,15 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
       const at::Tensor bgrad = b.grad();
       if (addable(bgrad, x) && bgrad.sizes() == b.sizes()) ctx->saved_data["bgrad"] = bgrad;
     }
-    return {y.narrow(0, 0, x.size(0))};
+    return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w_side = saved[1];  // x: [N', in]
-    const int64_t rows = ctx->saved_data["rows"].toInt();
-    const at::Tensor dy = padded(grads[0].contiguous());  // [N', out], zero rows below N
+    const at::Tensor &x = saved[0], &w_side = saved[1];  // x: [N, in]
+    const at::Tensor dy = grads[0].contiguous();            // [N, out]
     at::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = at::mm(dy, w_side.t()).narrow(0, 0, rows);  // [N, in]
+    if (ctx->needs_input_grad(0)) dx = product(dy, w_side.t(), at::Tensor());  // [N, in]
     if (ctx->needs_input_grad(1)) {
       if (ctx->saved_data.count("wgrad") != 0) {
         at::Tensor wgrad = ctx->saved_data["wgrad"].toTensor();
@@ -75,9 +89,9 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
         // db += 1ᵀ dy as a product into the float32 buffer: LibTorch's sum of
         // bf16 columns into float32 first widened all of dy into a copy.
         at::Tensor bgrad = ctx->saved_data["bgrad"].toTensor().view({1, -1});
-        add_at_b(bgrad, at::ones({rows, 1}, dy.options()), dy.narrow(0, 0, rows));
+        add_at_b(bgrad, at::ones({dy.size(0), 1}, dy.options()), dy);
       } else {
-        db = at::sum(dy.narrow(0, 0, rows), {0}, /*keepdim=*/false, at::kFloat);
+        db = at::sum(dy, {0}, /*keepdim=*/false, at::kFloat);
       }
     }
     return {dx, dw, at::Tensor(), db, at::Tensor()};

@@ -4,9 +4,10 @@
 // x: [N, in] in the matrix side's dtype (float32, or bf16 when matrix
 // multiplies run in bf16), w: [in, out] and b: [out] float32 parameters,
 // w_side and b_side the copies the product reads (w and b themselves for
-// float32; bf16 copies of them, kept by the trainer, for bf16). bf16 rows
-// on the CPU are padded to kBf16RowQuantum inside (the output and dx are
-// views of the first N rows). The backward
+// float32; bf16 copies of them, kept by the trainer, for bf16). bf16
+// products on the CPU run in row blocks of shapes oneDNN has seen (the rows
+// up to a multiple of kBf16RowQuantum, then the rest in a block of that
+// many). The backward
 // adds xᵀ dy into w's gradient buffer itself when w has one (FlatAdam's flat
 // gradients): one product with float32 accumulation, no bf16 weight gradient
 // to widen and add (cuBLAS on a GPU, oneDNN's gemm on a CPU); on a CPU the
@@ -18,13 +19,13 @@
 
 namespace nmt::ops {
 
-// bf16 products on the CPU run on row counts rounded up to a multiple of
-// this (zero rows appended): the row count is a batch's token count, new
-// almost every step, and oneDNN compiles a kernel for each new shape (about
-// 1 ms); rounded, a run sees few shapes. (cuBLAS on an H100 also spent about
-// 0.3 ms of host time per new bf16 shape in a run's first steps, but the
-// padding copies cost more than that over a run: dense() leaves GPU rows as
-// they are.)
+// bf16 products on the CPU run on row counts that are multiples of this
+// (dense(): in two blocks; the output projection's chunks: padded): the
+// row count is a batch's token count, new almost every step, and oneDNN
+// compiles a kernel for each new shape (about 1 ms); so a run sees few
+// shapes. (cuBLAS on an H100 also spent about 0.3 ms of host time per new
+// bf16 shape in a run's first steps, but the padding copies cost more than
+// that over a run: dense() leaves GPU rows as they are.)
 inline constexpr int64_t kBf16RowQuantum = 64;
 
 // x: [N, ...] -> [N', ...] with N' = N rounded up to a multiple of quantum,
