@@ -707,7 +707,8 @@ namespace {
 // The model's packed form (heads in the channels of the projections) against
 // attention() on [B, H, T, D] views of the same tensors: outputs and
 // gradients with respect to the packed inputs, every CPU backend, with
-// padding and causal masks; bf16 projections against the float32 result.
+// padding and causal masks; bf16 projections against the float32 result
+// (and flash's bf16 output against its float32 output rounded).
 TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
   const int64_t B = 3, Tq = 17, Tk = 9, H = 4, D = 8, C = H * D;
   const auto split = [&](const at::Tensor& t, int64_t col) {
@@ -750,6 +751,16 @@ TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
         EXPECT_LT((out_self.to(at::kDouble) - ref_self.to(at::kDouble)).abs().max().item<double>(), tol) << what;
         EXPECT_LT((out_cross.to(at::kDouble) - ref_cross.to(at::kDouble)).abs().max().item<double>(), tol) << what;
         EXPECT_EQ(out_cross[1].abs().max().item<double>(), 0.0) << what;  // no visible key: zeros
+        if (dt == at::kBFloat16 && info.value == AttentionBackend::kFlash) {
+          // flash reads and writes bf16 itself, computing in float32: the
+          // float32 kernels' output on the widened inputs, rounded, bit for bit.
+          at::NoGradGuard no_grad;
+          const at::Tensor self32 = self_attention(qkv.detach().to(at::kFloat), H, self_opts, info.value);
+          const at::Tensor cross32 =
+              cross_attention(q.detach().to(at::kFloat), kv.detach().to(at::kFloat), H, cross_opts, info.value);
+          EXPECT_TRUE(at::equal(out_self, self32.to(at::kBFloat16))) << what;
+          EXPECT_TRUE(at::equal(out_cross, cross32.to(at::kBFloat16))) << what;
+        }
         const at::Tensor up1 = at::randn({B, Tq, C}, at::kDouble), up2 = at::randn({B, Tq, C}, at::kDouble);
         ((out_self.to(at::kDouble) * up1).sum() + (out_cross.to(at::kDouble) * up2).sum()).backward();
         ((ref_self.to(at::kDouble) * up1).sum() + (ref_cross.to(at::kDouble) * up2).sum()).backward();

@@ -14,10 +14,10 @@ namespace nmt::ops::cpu {
   void naive_attention_forward(const AttentionForwardParams<T>& p);          \
   template <typename T>                                                       \
   void naive_attention_backward(const AttentionBackwardParams<T>& p);        \
-  template <typename T>                                                       \
-  void flash_attention_forward(const AttentionForwardParams<T>& p);          \
-  template <typename T>                                                       \
-  void flash_attention_backward(const AttentionBackwardParams<T>& p);        \
+  template <typename S, typename T>                                           \
+  void flash_attention_forward(const AttentionForwardParams<S, T>& p);       \
+  template <typename S, typename T>                                           \
+  void flash_attention_backward(const AttentionBackwardParams<S, T>& p);     \
   }
 NMT_FOR_EACH_KERNEL_ISA(NMT_DECLARE_ATTENTION_KERNELS)
 #undef NMT_DECLARE_ATTENTION_KERNELS
@@ -35,14 +35,16 @@ void naive_attention_backward(const AttentionBackwardParams<T>& p) {
 }
 
 // Flash (FlashAttention-2 tiling, online softmax). Writes o and lse
-// (required); never allocates a [Tq, Tk] buffer.
-template <typename T>
-void flash_attention_forward(const AttentionForwardParams<T>& p) {
+// (required); never allocates a [Tq, Tk] buffer. Tensors of S = float or
+// double computed in themselves, or of S = bf16 computed in T = float
+// (widened as read, rounded as written; lse stays float).
+template <typename S, typename T>
+void flash_attention_forward(const AttentionForwardParams<S, T>& p) {
   NMT_CPU_DISPATCH(flash_attention_forward, p);
 }
 // Recomputes probabilities from q, k and lse.
-template <typename T>
-void flash_attention_backward(const AttentionBackwardParams<T>& p) {
+template <typename S, typename T>
+void flash_attention_backward(const AttentionBackwardParams<S, T>& p) {
   NMT_CPU_DISPATCH(flash_attention_backward, p);
 }
 

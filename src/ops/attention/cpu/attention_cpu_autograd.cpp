@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_glue.h"
@@ -28,60 +29,85 @@ using glue::strides_of;
 
 enum class CpuKernel { kNaive, kFlash };
 
-// Forward into o (a [B, H, Tq, D] view of any strides), lse [B, H, Tq] and,
-// for naive, probs [B, H, Tq, Tk].
-template <typename T>
-void forward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                    const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
-                    const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs) {
-  AttentionForwardParams<T> p{};
-  fill_common(p, q, k, v, lengths, scale, causal);
-  p.dropout = glue::attention_stream(dropout, p.heads);
-  p.q = q.data_ptr<T>(), p.k = k.data_ptr<T>(), p.v = v.data_ptr<T>();
-  p.o = o.data_ptr<T>(), p.lse = lse.data_ptr<T>();
-  strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
-  if (kernel == CpuKernel::kNaive) {
-    p.probs = probs.data_ptr<T>();
-    cpu::naive_attention_forward<T>(p);
+// A tensor's data as the kernels' storage type S (float, double or bf16).
+template <typename S>
+S* data_as(const at::Tensor& t) {
+  if constexpr (std::is_same_v<S, bf16>) {
+    TORCH_INTERNAL_ASSERT(t.scalar_type() == at::kBFloat16);
+    return static_cast<S*>(t.data_ptr());
   } else {
-    cpu::flash_attention_forward<T>(p);
+    return t.data_ptr<S>();
   }
 }
 
+// Forward into o (a [B, H, Tq, D] view of any strides), lse [B, H, Tq] and,
+// for naive, probs [B, H, Tq, Tk]. S: the tensors' element type, T: the
+// kernels' compute type (and lse's).
+template <typename S, typename T>
+void forward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
+                    const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs) {
+  AttentionForwardParams<S, T> p{};
+  fill_common(p, q, k, v, lengths, scale, causal);
+  p.dropout = glue::attention_stream(dropout, p.heads);
+  p.q = data_as<S>(q), p.k = data_as<S>(k), p.v = data_as<S>(v);
+  p.o = data_as<S>(o), p.lse = lse.data_ptr<T>();
+  strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
+  if constexpr (std::is_same_v<S, T>) {
+    if (kernel == CpuKernel::kNaive) {
+      p.probs = probs.data_ptr<T>();
+      return cpu::naive_attention_forward<T>(p);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(kernel == CpuKernel::kFlash);
+  cpu::flash_attention_forward(p);
+}
+
 // Backward into dq, dk, dv ([B, H, T, D] views of any strides).
-template <typename T>
+template <typename S, typename T>
 void backward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs,
                      const at::Tensor& d_o, const at::Tensor& lengths, double scale, bool causal,
                      const Dropout& dropout, const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv) {
-  AttentionBackwardParams<T> p{};
+  AttentionBackwardParams<S, T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
   p.dropout = glue::attention_stream(dropout, p.heads);
-  p.q = q.data_ptr<T>(), p.k = k.data_ptr<T>(), p.v = v.data_ptr<T>();
-  p.d_o = d_o.data_ptr<T>();
-  p.dq = dq.data_ptr<T>(), p.dk = dk.data_ptr<T>(), p.dv = dv.data_ptr<T>();
+  p.q = data_as<S>(q), p.k = data_as<S>(k), p.v = data_as<S>(v);
+  p.d_o = data_as<S>(d_o);
+  p.dq = data_as<S>(dq), p.dk = data_as<S>(dk), p.dv = data_as<S>(dv);
   strides_of(d_o, p.do_stride_b, p.do_stride_h, p.do_stride_t);
   strides_of(dq, p.dq_stride_b, p.dq_stride_h, p.dq_stride_t);
   strides_of(dk, p.dk_stride_b, p.dk_stride_h, p.dk_stride_t);
   strides_of(dv, p.dv_stride_b, p.dv_stride_h, p.dv_stride_t);
-  if (kernel == CpuKernel::kNaive) {
-    p.probs = probs.data_ptr<T>();
-    cpu::naive_attention_backward<T>(p);
-  } else {
-    p.o = o.data_ptr<T>(), p.lse = lse.data_ptr<T>();
-    strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
-    cpu::flash_attention_backward<T>(p);
+  if constexpr (std::is_same_v<S, T>) {
+    if (kernel == CpuKernel::kNaive) {
+      p.probs = probs.data_ptr<T>();
+      return cpu::naive_attention_backward<T>(p);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(kernel == CpuKernel::kFlash);
+  p.o = data_as<S>(o), p.lse = lse.data_ptr<T>();
+  strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
+  cpu::flash_attention_backward(p);
+}
+
+// fn(S{}, T{}) for the tensors' element type: float and double compute in
+// themselves; bf16 (flash only: the packed projections of a bf16 model) in float.
+template <typename Fn>
+void dispatch_storage(at::ScalarType type, CpuKernel kernel, const char* who, Fn&& fn) {
+  switch (type) {
+    case at::kFloat: return fn(float{}, float{});
+    case at::kDouble: return fn(double{}, double{});
+    case at::kBFloat16:
+      if (kernel == CpuKernel::kFlash) return fn(bf16{}, float{});
+      [[fallthrough]];
+    default:
+      TORCH_CHECK(false, who, ": CPU kernels take float32 or float64 (and bf16 for flash), got ", type);
   }
 }
 
-template <typename Fn>
-void dispatch_float_double(at::ScalarType type, const char* who, Fn&& fn) {
-  switch (type) {
-    case at::kFloat: return fn(float{});
-    case at::kDouble: return fn(double{});
-    default: TORCH_CHECK(false, who, ": CPU kernels compute in float32 or float64, got ", type);
-  }
-}
+// The kernels' compute type for tensors of `type` (lse's dtype).
+at::ScalarType compute_type(at::ScalarType type) { return type == at::kBFloat16 ? at::kFloat : type; }
 
 // The state a forward leaves for the backward: naive keeps P [B,H,Tq,Tk],
 // flash only O and the logsumexp.
@@ -94,10 +120,11 @@ Saved run_forward(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, co
                   const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
                   const at::Tensor& o) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
-  Saved s{o, at::empty({B, H, Tq}, q.options()),
+  Saved s{o, at::empty({B, H, Tq}, q.options().dtype(compute_type(q.scalar_type()))),
           kernel == CpuKernel::kNaive ? at::empty({B, H, Tq, Tk}, q.options()) : at::Tensor()};
-  dispatch_float_double(q.scalar_type(), "attention", [&](auto zero) {
-    forward_kernel<decltype(zero)>(kernel, q, k, v, lengths, scale, causal, dropout, o, s.lse, s.probs);
+  dispatch_storage(q.scalar_type(), kernel, "attention", [&](auto s_zero, auto t_zero) {
+    forward_kernel<decltype(s_zero), decltype(t_zero)>(kernel, q, k, v, lengths, scale, causal, dropout, o, s.lse,
+                                                       s.probs);
   });
   return s;
 }
@@ -138,9 +165,9 @@ void run_backward(AutogradContext* ctx, CpuKernel kernel, const at::Tensor& q, c
   }
   const bool causal = ctx->saved_data["causal"].toBool();
   const double scale = ctx->saved_data["scale"].toDouble();
-  dispatch_float_double(q.scalar_type(), "attention backward", [&](auto zero) {
-    backward_kernel<decltype(zero)>(kernel, q, k, v, s.o, s.lse, s.probs, d_o, lengths, scale,
-                                    causal, glue::saved_dropout(ctx->saved_data), dq, dk, dv);
+  dispatch_storage(q.scalar_type(), kernel, "attention backward", [&](auto s_zero, auto t_zero) {
+    backward_kernel<decltype(s_zero), decltype(t_zero)>(kernel, q, k, v, s.o, s.lse, s.probs, d_o, lengths, scale,
+                                                        causal, glue::saved_dropout(ctx->saved_data), dq, dk, dv);
   });
 }
 
@@ -183,8 +210,9 @@ at::Tensor heads_of(const at::Tensor& src, int64_t col, int64_t heads, int64_t h
 // The packed projections of the model. Self-attention: q_src = qkv [B, T, 3C]
 // (per token q | k | v) and kv_src empty. Cross-attention: q_src [B, Tq, C],
 // kv_src [B, Tk, 2C] (per token k | v). Returns o [B, Tq, C]. The kernels
-// compute in float32 or float64; bf16 projections are widened on the way in
-// and the output narrowed on the way out.
+// compute in float32 or float64; bf16 projections go to flash's kernels as
+// they are (read and written in bf16, computed in float32), and are widened
+// on the way in and the output narrowed on the way out for naive.
 template <CpuKernel kKernel>
 struct PackedAttentionFunction
     : public torch::autograd::Function<PackedAttentionFunction<kKernel>> {
@@ -195,7 +223,7 @@ struct PackedAttentionFunction
                     std::vector<c10::IValue>());
     const bool self = kv_src.numel() == 0;
     const at::ScalarType io = q_src.scalar_type();
-    const at::ScalarType compute = io == at::kBFloat16 ? at::kFloat : io;
+    const at::ScalarType compute = io == at::kBFloat16 && kKernel == CpuKernel::kNaive ? at::kFloat : io;
     q_src = q_src.to(compute).contiguous();
     kv_src = self ? q_src : kv_src.to(compute).contiguous();
     const int64_t C = self ? q_src.size(2) / 3 : q_src.size(2), D = C / heads;

@@ -17,6 +17,14 @@
 //             dimension, one task per query row (forward_query_row).
 // Scores are computed in base 2 (scale * log2(e) folded into the packed
 // operand), so each probability costs one exp2 polynomial and no multiply.
+//
+// Storage and compute types: S is the element type of the tensors the
+// kernels read and write (q, k, v, o, dO, dQ, dK, dV), T the one they
+// compute in. float and double compute in themselves; bf16 tensors (a bf16
+// model's projections) are widened as they are read (exactly) and the
+// results rounded as they are written, with every product, softmax and
+// accumulator in float: the same numbers as widening the tensors first and
+// rounding the outputs after, without those two passes over memory.
 #include "ops/attention/cpu/attention_cpu.h"
 
 #include <omp.h>
@@ -28,6 +36,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/bf16.h"
 #include "ops/cpu_parallel.h"
 #include "ops/cpu_simd.h"
 
@@ -107,11 +116,12 @@ typename detail::Simd<T>::Mask lane_iota() {
 // tensor in either orientation; w is a packed, vector-aligned tile. The
 // accumulators stay in registers for the whole depth loop, and the
 // epilogue is where softmax, masking and dS are fused in.
-//   x: [MR, depth] with element (i, k) at x[i * x_si + k * x_sk]
+//   x: [MR, depth] with element (i, k) at x[i * x_si + k * x_sk], of type
+//      T or a storage type widened to T as it is read (bf16)
 //   w: [depth, NR * L], row stride ldw, rows 64-byte aligned
-template <typename T, int MR, int NR, typename Init, typename Epilogue>
+template <typename T, int MR, int NR, typename X, typename Init, typename Epilogue>
 inline __attribute__((always_inline)) void micro_kernel(
-    int64_t depth, const T* x, int64_t x_si, int64_t x_sk, const T* w, int64_t ldw,
+    int64_t depth, const X* x, int64_t x_si, int64_t x_sk, const T* w, int64_t ldw,
     const Init& init, const Epilogue& epilogue) {
   constexpr int L = kLanes<T>;
   Vec<T> acc[MR][NR];
@@ -122,13 +132,13 @@ inline __attribute__((always_inline)) void micro_kernel(
   }
   for (int64_t k = 0; k < depth; ++k) {
     const T* w_k = w + k * ldw;
-    const T* x_k = x + k * x_sk;
+    const X* x_k = x + k * x_sk;
     Vec<T> w_vec[NR];
 #pragma GCC unroll 16
     for (int v = 0; v < NR; ++v) w_vec[v] = vec_load(w_k + v * L);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const T x_ik = x_k[i * x_si];
+      const T x_ik = load_as<T>(x_k[i * x_si]);
 #pragma GCC unroll 16
       for (int v = 0; v < NR; ++v) acc[i][v] += x_ik * w_vec[v];
     }
@@ -143,8 +153,8 @@ inline __attribute__((always_inline)) void micro_kernel(
 // Dispatches a leftover strip of `rows` < kStripRows rows to the matching
 // instantiation, so row counts need not be multiples of the strip.
 //   x: [rows, depth] starting at row row0, w: [depth, NR * L] (as in tile_gemm)
-template <typename T, int NR, int MR, typename Init, typename Epilogue>
-inline void remainder_strip(int64_t rows, int64_t row0, int64_t depth, const T* x, int64_t x_si,
+template <typename T, int NR, int MR, typename X, typename Init, typename Epilogue>
+inline void remainder_strip(int64_t rows, int64_t row0, int64_t depth, const X* x, int64_t x_si,
                             int64_t x_sk, const T* w, int64_t ldw, const Init& init,
                             const Epilogue& epilogue) {
   if constexpr (MR >= 1) {
@@ -163,8 +173,8 @@ inline void remainder_strip(int64_t rows, int64_t row0, int64_t depth, const T* 
 // get the absolute row index.
 //   x: [rows, depth] read as x[row * x_si + k * x_sk]
 //   w: [depth, NR * L] packed, row stride ldw
-template <typename T, int NR, typename Init, typename Epilogue>
-void tile_gemm(int64_t rows, int64_t depth, const T* x, int64_t x_si, int64_t x_sk, const T* w,
+template <typename T, int NR, typename X, typename Init, typename Epilogue>
+void tile_gemm(int64_t rows, int64_t depth, const X* x, int64_t x_si, int64_t x_sk, const T* w,
                int64_t ldw, const Init& init, const Epilogue& epilogue) {
   constexpr int kMr = kStripRows<NR>;
   int64_t row0 = 0;
@@ -211,6 +221,13 @@ void copy_contiguous(const T* src, int64_t sb, int64_t sh, int64_t st, int64_t b
   }
 }
 
+// Zeros into n elements of a tensor row (of any storage type).
+template <typename S>
+void store_zeros(S* row, int64_t n) {
+  using Compute = std::conditional_t<std::is_same_v<S, bf16>, float, S>;
+  for (int64_t i = 0; i < n; ++i) store_as(row + i, Compute(0));
+}
+
 // ---------------------------------------------------------------------------
 // Forward
 // ---------------------------------------------------------------------------
@@ -228,8 +245,8 @@ struct ForwardScratch {
 // One query block: rows [i0, i0 + kBlockQ) of head (b, h). NR: query
 // vectors the tile products run over, enough for the block's rows (lanes
 // from NR * L to kBlockQ are neither computed nor read).
-template <typename T, int NR>
-void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i0,
+template <typename S, typename T, int NR>
+void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, int64_t h, int64_t i0,
                             ForwardScratch<T>& scratch) {
   using V = Vec<T>;
   constexpr int L = kLanes<T>;
@@ -238,11 +255,11 @@ void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64
   const int64_t D = p.head_dim, Tq = p.q_len;
   const int64_t rows = std::min(kBlockQ, Tq - i0);
 
-  const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i0 * p.q_stride_t;  // q: [rows, D]
+  const S* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i0 * p.q_stride_t;  // q: [rows, D]
   const int64_t kb = kv_row(p, b);
-  const T* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
-  const T* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
-  T* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i0 * p.o_stride_t;  // o: [rows, D], row stride o_stride_t
+  const S* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const S* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  S* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i0 * p.o_stride_t;  // o: [rows, D], row stride o_stride_t
   T* lse = p.lse + (b * p.heads + h) * Tq + i0;            // lse: [rows]
   T* qt = scratch.qt.data();
   T* st = scratch.st.data();
@@ -252,7 +269,7 @@ void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64
   int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
   if (p.causal) key_end = std::min(key_end, i0 + rows);
   if (key_end == 0) {
-    for (int64_t r = 0; r < rows; ++r) std::fill(o + r * p.o_stride_t, o + r * p.o_stride_t + D, T(0));
+    for (int64_t r = 0; r < rows; ++r) store_zeros(o + r * p.o_stride_t, D);
     std::fill(lse, lse + rows, neg_inf);
     return;
   }
@@ -261,8 +278,8 @@ void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64
   // produce harmless finite scores.
   const T q_scale = p.scale * static_cast<T>(kLog2e);
   for (int64_t r = 0; r < rows; ++r) {
-    const T* q_r = q + r * p.q_stride_t;
-    for (int64_t d = 0; d < D; ++d) qt[d * kBlockQ + r] = q_r[d] * q_scale;
+    const S* q_r = q + r * p.q_stride_t;
+    for (int64_t d = 0; d < D; ++d) qt[d * kBlockQ + r] = load_as<T>(q_r[d]) * q_scale;
   }
   for (int64_t d = 0; d < D; ++d) std::fill(qt + d * kBlockQ + rows, qt + (d + 1) * kBlockQ, T(0));
 
@@ -345,17 +362,17 @@ void forward_query_block_nr(const AttentionForwardParams<T>& p, int64_t b, int64
     const T l_r = l[r / L][r % L];
     const T m_r = m[r / L][r % L];
     const T inv_l = l_r > T(0) ? T(1) / l_r : T(0);
-    T* o_r = o + r * p.o_stride_t;
-    for (int64_t d = 0; d < D; ++d) o_r[d] = ot[d * kBlockQ + r] * inv_l;
+    S* o_r = o + r * p.o_stride_t;
+    for (int64_t d = 0; d < D; ++d) store_as(o_r + d, ot[d * kBlockQ + r] * inv_l);
     lse[r] = l_r > T(0) ? (m_r + std::log2(l_r)) * static_cast<T>(kLn2) : neg_inf;
   }
 }
 
-template <typename T>
-void forward_query_block(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i0,
+template <typename S, typename T>
+void forward_query_block(const AttentionForwardParams<S, T>& p, int64_t b, int64_t h, int64_t i0,
                          ForwardScratch<T>& scratch) {
   with_lane_vectors<T, kBlockQ>(std::min(kBlockQ, p.q_len - i0), [&](auto nr) {
-    forward_query_block_nr<T, decltype(nr)::value>(p, b, h, i0, scratch);
+    forward_query_block_nr<S, T, decltype(nr)::value>(p, b, h, i0, scratch);
   });
 }
 
@@ -375,13 +392,13 @@ constexpr int kRowKernelVecs = 4;
 
 // acc[0 .. NV*L) = sum_{j < n} p[j] * v[j][d0 + ...], then stored to out.
 //   p: [n] probabilities, v: [n, D] rows v_stride apart, out: [NV * L]
-template <typename T, int NV>
-void weighted_rows(int64_t n, const T* p, const T* v, int64_t v_stride, T* out) {
+template <typename T, int NV, typename S>
+void weighted_rows(int64_t n, const T* p, const S* v, int64_t v_stride, T* out) {
   constexpr int L = kLanes<T>;
   Vec<T> acc[NV] = {};
   for (int64_t j = 0; j < n; ++j) {
     const Vec<T> pj = vec_set1(p[j]);
-    const T* v_j = v + j * v_stride;
+    const S* v_j = v + j * v_stride;
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) acc[u] += pj * vec_loadu(v_j + u * L);
   }
@@ -390,29 +407,31 @@ void weighted_rows(int64_t n, const T* p, const T* v, int64_t v_stride, T* out) 
 
 template <typename T>
 struct RowScratch {
-  explicit RowScratch(int64_t k_len) : s(round_up(k_len, kLanes<T>)) {}
+  RowScratch(int64_t k_len, int64_t head_dim) : s(round_up(k_len, kLanes<T>)), o(head_dim) {}
   AlignedBuffer<T> s;  // s: [Tk rounded up to lanes], base-2 scores, then probabilities
+  AlignedBuffer<T> o;  // o: [D], the unnormalized output row
 };
 
-template <typename T>
-void forward_query_row(const AttentionForwardParams<T>& p, int64_t b, int64_t h, int64_t i,
+template <typename S, typename T>
+void forward_query_row(const AttentionForwardParams<S, T>& p, int64_t b, int64_t h, int64_t i,
                        RowScratch<T>& scratch) {
   using V = Vec<T>;
   constexpr int L = kLanes<T>;
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int64_t D = p.head_dim, Dv = D / L * L;
-  const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i * p.q_stride_t;  // q: [D]
+  const S* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i * p.q_stride_t;  // q: [D]
   const int64_t kb = kv_row(p, b);
-  const T* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
-  const T* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
-  T* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i * p.o_stride_t;  // o: [D]
+  const S* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const S* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  S* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i * p.o_stride_t;  // o: [D]
   T* lse = p.lse + (b * p.heads + h) * p.q_len + i;
   T* s = scratch.s.data();
+  T* ob = scratch.o.data();  // ob: [D]
 
   int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
   if (p.causal) key_end = std::min(key_end, i + 1);
   if (key_end == 0) {  // sees no key: attends to nothing
-    std::fill(o, o + D, T(0));
+    store_zeros(o, D);
     *lse = neg_inf;
     return;
   }
@@ -422,7 +441,7 @@ void forward_query_row(const AttentionForwardParams<T>& p, int64_t b, int64_t h,
   const T q_scale = p.scale * static_cast<T>(kLog2e);
   T m = neg_inf;
   for (int64_t j = 0; j < key_end; ++j) {
-    const T* k_j = k + j * p.k_stride_t;
+    const S* k_j = k + j * p.k_stride_t;
     V acc0{}, acc1{};
     int64_t d = 0;
     for (; d + 2 * L <= Dv; d += 2 * L) {
@@ -431,7 +450,7 @@ void forward_query_row(const AttentionForwardParams<T>& p, int64_t b, int64_t h,
     }
     if (d < Dv) acc0 += vec_loadu(q + d) * vec_loadu(k_j + d), d += L;
     T dot = detail::vec_sum_tree(acc0 + acc1);
-    for (; d < D; ++d) dot += q[d] * k_j[d];
+    for (; d < D; ++d) dot += load_as<T>(q[d]) * load_as<T>(k_j[d]);
     s[j] = dot * q_scale;
     m = std::max(m, s[j]);
   }
@@ -451,21 +470,21 @@ void forward_query_row(const AttentionForwardParams<T>& p, int64_t b, int64_t h,
   // then the vectors left over, then the last D % L channels.
   int64_t d = 0;
   for (; d + kRowKernelVecs * L <= Dv; d += kRowKernelVecs * L)
-    weighted_rows<T, kRowKernelVecs>(key_end, s, v + d, p.v_stride_t, o + d);
+    weighted_rows<T, kRowKernelVecs>(key_end, s, v + d, p.v_stride_t, ob + d);
   switch ((Dv - d) / L) {
-    case 3: weighted_rows<T, 3>(key_end, s, v + d, p.v_stride_t, o + d), d += 3 * L; break;
-    case 2: weighted_rows<T, 2>(key_end, s, v + d, p.v_stride_t, o + d), d += 2 * L; break;
-    case 1: weighted_rows<T, 1>(key_end, s, v + d, p.v_stride_t, o + d), d += L; break;
+    case 3: weighted_rows<T, 3>(key_end, s, v + d, p.v_stride_t, ob + d), d += 3 * L; break;
+    case 2: weighted_rows<T, 2>(key_end, s, v + d, p.v_stride_t, ob + d), d += 2 * L; break;
+    case 1: weighted_rows<T, 1>(key_end, s, v + d, p.v_stride_t, ob + d), d += L; break;
     default: break;
   }
   static_assert(kRowKernelVecs == 4, "the switch above covers 1 .. kRowKernelVecs - 1 vectors");
   for (; d < D; ++d) {
     T acc = 0;
-    for (int64_t j = 0; j < key_end; ++j) acc += s[j] * v[j * p.v_stride_t + d];
-    o[d] = acc;
+    for (int64_t j = 0; j < key_end; ++j) acc += s[j] * load_as<T>(v[j * p.v_stride_t + d]);
+    ob[d] = acc;
   }
   const T inv_l = T(1) / l;
-  for (int64_t c = 0; c < D; ++c) o[c] *= inv_l;
+  for (int64_t c = 0; c < D; ++c) store_as(o + c, ob[c] * inv_l);
   *lse = (m + std::log2(l)) * static_cast<T>(kLn2);
 }
 
@@ -536,8 +555,8 @@ void dq_update(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded
 //   dq_acc: [Tq, Dp]
 // NR: key vectors the tile products run over, enough for the block's n keys
 // (lanes from NR * L to kBwdBlockK are neither computed nor read).
-template <typename T, int NR>
-void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64_t h, int64_t j0,
+template <typename S, typename T, int NR>
+void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, int64_t h, int64_t j0,
                            int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
                            BackwardScratch<T>& scratch) {
   using V = Vec<T>;
@@ -548,12 +567,12 @@ void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64
   const int64_t Dp = round_up(D, L);
   const int64_t n = std::min(Bk, key_end - j0);
 
-  const T* q = p.q + b * p.q_stride_b + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
-  const T* k = p.k + b * p.k_stride_b + h * p.k_stride_h + j0 * p.k_stride_t;  // k: [n, D]
-  const T* v = p.v + b * p.v_stride_b + h * p.v_stride_h + j0 * p.v_stride_t;  // v: [n, D]
-  const T* d_o = p.d_o + b * p.do_stride_b + h * p.do_stride_h;  // d_o: [Tq, D], row stride do_stride_t
-  T* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h + j0 * p.dk_stride_t;  // dk: [n, D], strided
-  T* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h + j0 * p.dv_stride_t;  // dv: [n, D], strided
+  const S* q = p.q + b * p.q_stride_b + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
+  const S* k = p.k + b * p.k_stride_b + h * p.k_stride_h + j0 * p.k_stride_t;  // k: [n, D]
+  const S* v = p.v + b * p.v_stride_b + h * p.v_stride_h + j0 * p.v_stride_t;  // v: [n, D]
+  const S* d_o = p.d_o + b * p.do_stride_b + h * p.do_stride_h;  // d_o: [Tq, D], row stride do_stride_t
+  S* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h + j0 * p.dk_stride_t;  // dk: [n, D], strided
+  S* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h + j0 * p.dv_stride_t;  // dv: [n, D], strided
   T* kt = scratch.kt.data();
   T* vt = scratch.vt.data();
   T* kp = scratch.kp.data();
@@ -568,13 +587,14 @@ void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64
   // in kt/vt and their probabilities are masked to 0 below.
   const T k_scale = p.scale * static_cast<T>(kLog2e);
   for (int64_t c = 0; c < n; ++c) {
-    const T* k_c = k + c * p.k_stride_t;
-    const T* v_c = v + c * p.v_stride_t;
+    const S* k_c = k + c * p.k_stride_t;
+    const S* v_c = v + c * p.v_stride_t;
     for (int64_t d = 0; d < D; ++d) {
-      kt[d * Bk + c] = k_c[d] * k_scale;
-      vt[d * Bk + c] = v_c[d];
+      const T k_cd = load_as<T>(k_c[d]);
+      kt[d * Bk + c] = k_cd * k_scale;
+      vt[d * Bk + c] = load_as<T>(v_c[d]);
+      kp[c * Dp + d] = k_cd;
     }
-    std::copy(k_c, k_c + D, kp + c * Dp);
     std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
   }
   for (int64_t d = 0; d < D; ++d) {
@@ -589,8 +609,8 @@ void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64
   const int64_t q_begin = p.causal ? j0 : 0;
   for (int64_t i0 = q_begin; i0 < Tq; i0 += kBwdBlockQ) {
     const int64_t rows = std::min(kBwdBlockQ, Tq - i0);
-    const T* q_i = q + i0 * p.q_stride_t;  // q_i: [rows, D]
-    const T* do_i = d_o + i0 * p.do_stride_t;  // do_i: [rows, D], row stride do_stride_t
+    const S* q_i = q + i0 * p.q_stride_t;  // q_i: [rows, D]
+    const S* do_i = d_o + i0 * p.do_stride_t;  // do_i: [rows, D], row stride do_stride_t
     const T* lse2_i = lse2 + i0;
     const T* delta_i = delta + i0;
     const bool causal_mask = p.causal && j0 + n - 1 > i0;
@@ -656,18 +676,18 @@ void backward_key_block_nr(const AttentionBackwardParams<T>& p, int64_t b, int64
   // Transpose the dK_j, dV_j accumulators back into [n, D] rows.
   for (int64_t c = 0; c < n; ++c) {
     for (int64_t d = 0; d < D; ++d) {
-      dk[c * p.dk_stride_t + d] = dkt[d * Bk + c] * p.scale;
-      dv[c * p.dv_stride_t + d] = dvt[d * Bk + c];
+      store_as(dk + c * p.dk_stride_t + d, dkt[d * Bk + c] * p.scale);
+      store_as(dv + c * p.dv_stride_t + d, dvt[d * Bk + c]);
     }
   }
 }
 
-template <typename T>
-void backward_key_block(const AttentionBackwardParams<T>& p, int64_t b, int64_t h, int64_t j0,
+template <typename S, typename T>
+void backward_key_block(const AttentionBackwardParams<S, T>& p, int64_t b, int64_t h, int64_t j0,
                         int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
                         BackwardScratch<T>& scratch) {
   with_lane_vectors<T, kBwdBlockK>(std::min(kBwdBlockK, key_end - j0), [&](auto nr) {
-    backward_key_block_nr<T, decltype(nr)::value>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
+    backward_key_block_nr<S, T, decltype(nr)::value>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
   });
 }
 
@@ -691,8 +711,8 @@ inline T kernel_mul_add(T a, T b, T c) {
 // there, several times LibTorch's float32 error on such rows. Eight rows at
 // a time keep eight independent chains in flight.
 //   d_o: [rows, D] (row stride do_stride), o: [rows, D] (row stride o_stride), delta: [rows]
-template <typename T>
-void row_dots(int64_t rows, int64_t head_dim, const T* d_o, int64_t do_stride, const T* o,
+template <typename S, typename T>
+void row_dots(int64_t rows, int64_t head_dim, const S* d_o, int64_t do_stride, const S* o,
               int64_t o_stride, T* delta) {
   constexpr int64_t kRows = 8;
   int64_t i0 = 0;
@@ -700,7 +720,8 @@ void row_dots(int64_t rows, int64_t head_dim, const T* d_o, int64_t do_stride, c
     T sum[kRows] = {};
     for (int64_t d = 0; d < head_dim; ++d) {
       for (int64_t r = 0; r < kRows; ++r) {
-        sum[r] = kernel_mul_add(d_o[(i0 + r) * do_stride + d], o[(i0 + r) * o_stride + d], sum[r]);
+        sum[r] = kernel_mul_add(load_as<T>(d_o[(i0 + r) * do_stride + d]), load_as<T>(o[(i0 + r) * o_stride + d]),
+                                sum[r]);
       }
     }
     std::copy(sum, sum + kRows, delta + i0);
@@ -708,15 +729,15 @@ void row_dots(int64_t rows, int64_t head_dim, const T* d_o, int64_t do_stride, c
   for (; i0 < rows; ++i0) {
     T sum = 0;
     for (int64_t d = 0; d < head_dim; ++d) {
-      sum = kernel_mul_add(d_o[i0 * do_stride + d], o[i0 * o_stride + d], sum);
+      sum = kernel_mul_add(load_as<T>(d_o[i0 * do_stride + d]), load_as<T>(o[i0 * o_stride + d]), sum);
     }
     delta[i0] = sum;
   }
 }
 
 // Keys at or beyond this index receive no gradient in batch row b.
-template <typename T>
-int64_t backward_key_end(const AttentionBackwardParams<T>& p, int64_t b) {
+template <typename S, typename T>
+int64_t backward_key_end(const AttentionBackwardParams<S, T>& p, int64_t b) {
   int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
   // Causal: key j is seen only by rows i >= j, and there are q_len rows.
   if (p.causal) key_end = std::min(key_end, p.q_len);
@@ -725,8 +746,8 @@ int64_t backward_key_end(const AttentionBackwardParams<T>& p, int64_t b) {
 
 }  // namespace
 
-template <typename T>
-void flash_attention_forward(const AttentionForwardParams<T>& params) {
+template <typename S, typename T>
+void flash_attention_forward(const AttentionForwardParams<S, T>& params) {
   const int64_t B = params.batch, H = params.heads, Tq = params.q_len, Tk = params.k_len;
   const int64_t D = params.head_dim;
   if (Tq <= kRowKernelMaxQ && !(params.dropout.p > 0)) {
@@ -735,7 +756,7 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
     const int max_threads = omp_get_max_threads();
     std::vector<RowScratch<T>> scratches;
     scratches.reserve(static_cast<size_t>(max_threads));
-    for (int t = 0; t < max_threads; ++t) scratches.emplace_back(Tk);
+    for (int t = 0; t < max_threads; ++t) scratches.emplace_back(Tk, D);
     const int64_t rows = B * H * Tq;
     detail::parallel_for(rows, rows > 1, [&](int64_t r) {
       forward_query_row(params, r / (H * Tq), r / Tq % H, r % Tq, scratches[static_cast<size_t>(omp_get_thread_num())]);
@@ -748,15 +769,15 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
   // Every query block streams all of K and V of its head, so long strided
   // K/V get contiguous copies (see kPackSpanBytes).
   // (With kv_rows, K and V are read in place: their batch is not B.)
-  AttentionForwardParams<T> p = params;
-  AlignedBuffer<T> k_copy, v_copy;
-  if (p.kv_rows == nullptr && worth_packing<T>(p.k_stride_t, Tk, D)) {
+  AttentionForwardParams<S, T> p = params;
+  AlignedBuffer<S> k_copy, v_copy;
+  if (p.kv_rows == nullptr && worth_packing<S>(p.k_stride_t, Tk, D)) {
     k_copy.reset(B * H * Tk * D);
     copy_contiguous(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t, B, H, Tk, D, k_copy.data());
     p.k = k_copy.data();
     p.k_stride_b = H * Tk * D, p.k_stride_h = Tk * D, p.k_stride_t = D;
   }
-  if (p.kv_rows == nullptr && worth_packing<T>(p.v_stride_t, Tk, D)) {
+  if (p.kv_rows == nullptr && worth_packing<S>(p.v_stride_t, Tk, D)) {
     v_copy.reset(B * H * Tk * D);
     copy_contiguous(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t, B, H, Tk, D, v_copy.data());
     p.v = v_copy.data();
@@ -783,8 +804,8 @@ void flash_attention_forward(const AttentionForwardParams<T>& params) {
   });
 }
 
-template <typename T>
-void flash_attention_backward(const AttentionBackwardParams<T>& params) {
+template <typename S, typename T>
+void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
   constexpr int L = kLanes<T>;
   const int64_t B = params.batch, H = params.heads, Tq = params.q_len, Tk = params.k_len;
   const int64_t D = params.head_dim;
@@ -794,9 +815,9 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
 
   // Every key block streams all of Q of its head (K_j and V_j are packed per
   // task anyway), so a long strided Q gets a contiguous copy.
-  AttentionBackwardParams<T> p = params;
-  AlignedBuffer<T> q_copy;
-  if (worth_packing<T>(p.q_stride_t, Tq, D)) {
+  AttentionBackwardParams<S, T> p = params;
+  AlignedBuffer<S> q_copy;
+  if (worth_packing<S>(p.q_stride_t, Tq, D)) {
     q_copy.reset(B * H * Tq * D);
     copy_contiguous(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t, B, H, Tq, D, q_copy.data());
     p.q = q_copy.data();
@@ -820,11 +841,11 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
     row_dots(Tq, D, p.d_o + b * p.do_stride_b + h * p.do_stride_h, p.do_stride_t,
              p.o + b * p.o_stride_b + h * p.o_stride_h, p.o_stride_t, delta.data() + bh * Tq);
     const int64_t key_end = backward_key_end(p, b);
-    T* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h;
-    T* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h;
+    S* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h;
+    S* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h;
     for (int64_t j = key_end; j < Tk; ++j) {
-      std::fill(dk + j * p.dk_stride_t, dk + j * p.dk_stride_t + D, T(0));
-      std::fill(dv + j * p.dv_stride_t, dv + j * p.dv_stride_t + D, T(0));
+      store_zeros(dk + j * p.dk_stride_t, D);
+      store_zeros(dv + j * p.dv_stride_t, D);
     }
   }
 
@@ -852,9 +873,9 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
         for (int64_t j0 = 0; j0 < key_end; j0 += kBwdBlockK) {
           backward_key_block(p, b, h, j0, key_end, lse2_bh, delta_bh, dq_acc, scratch);
         }
-        T* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
+        S* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
         for (int64_t i = 0; i < Tq; ++i) {
-          for (int64_t d = 0; d < D; ++d) dq[i * p.dq_stride_t + d] = dq_acc[i * Dp + d] * p.scale;
+          for (int64_t d = 0; d < D; ++d) store_as(dq + i * p.dq_stride_t + d, dq_acc[i * Dp + d] * p.scale);
         }
       }
     } else {
@@ -874,7 +895,7 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
         }
         // The implicit barriers of both loops separate this sum from the
         // accumulation above and from the clearing of the next head.
-        T* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
+        S* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < Tq; ++i) {
           for (int64_t d = 0; d < D; ++d) {
@@ -882,7 +903,7 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
             for (int t = 0; t < num_threads; ++t) {
               sum += scratches[static_cast<size_t>(t)].dq_acc[i * Dp + d];
             }
-            dq[i * p.dq_stride_t + d] = sum * p.scale;
+            store_as(dq + i * p.dq_stride_t + d, sum * p.scale);
           }
         }
       }
@@ -890,9 +911,11 @@ void flash_attention_backward(const AttentionBackwardParams<T>& params) {
   }
 }
 
-template void flash_attention_forward<float>(const AttentionForwardParams<float>&);
-template void flash_attention_forward<double>(const AttentionForwardParams<double>&);
-template void flash_attention_backward<float>(const AttentionBackwardParams<float>&);
-template void flash_attention_backward<double>(const AttentionBackwardParams<double>&);
+template void flash_attention_forward<float, float>(const AttentionForwardParams<float>&);
+template void flash_attention_forward<double, double>(const AttentionForwardParams<double>&);
+template void flash_attention_forward<bf16, float>(const AttentionForwardParams<bf16, float>&);
+template void flash_attention_backward<float, float>(const AttentionBackwardParams<float>&);
+template void flash_attention_backward<double, double>(const AttentionBackwardParams<double>&);
+template void flash_attention_backward<bf16, float>(const AttentionBackwardParams<bf16, float>&);
 
 }  // namespace nmt::ops::cpu::NMT_KERNEL_ISA
