@@ -773,6 +773,20 @@ TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
 }
 
 
+// bf16 reaches the CPU kernels only through the packed projections above:
+// q, k, v views in bf16 are refused by every CPU backend, with a message.
+TEST(PackedAttention, CpuViewsInBf16AreRefused) {
+  const at::Tensor x = at::randn({1, 2, 5, 8}).to(at::kBFloat16);
+  for (const AttentionBackend b : {AttentionBackend::kNaive, AttentionBackend::kFlash}) {
+    try {
+      attention(x, x, x, AttentionOptions{}, b);
+      ADD_FAILURE() << "bf16 views were taken";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("float32 or float64"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The packed form on a GPU in bf16 (flash's kernels reading the heads where
 // they lie in the projections and writing the gradients into one buffer per
 // input) against attention() on views in float64 on the CPU: self-attention

@@ -179,6 +179,10 @@ struct CpuAttentionFunction : public torch::autograd::Function<CpuAttentionFunct
                             at::Tensor key_lengths, bool causal, double scale, Dropout dropout) {
     RECORD_FUNCTION(kKernel == CpuKernel::kNaive ? "nmt::attention_naive" : "nmt::attention_flash",
                     std::vector<c10::IValue>());
+    // bf16 reaches the kernels only as a bf16 model's packed projections
+    // (PackedAttentionFunction, which tests it); views stay float32 or float64.
+    TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble,
+                "attention: CPU kernels compute in float32 or float64, got ", q.scalar_type());
     q = last_dim_contiguous(q), k = last_dim_contiguous(k), v = last_dim_contiguous(v);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
     const at::Tensor o =
