@@ -33,20 +33,18 @@ bool adds_on_cpu(const at::Tensor& x) {
 // copied every row, forward and backward: 13.5 ms of a 250 ms step
 // (configs/real.yaml in bf16). Elsewhere one product as it is.
 at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  const auto mm = [&](const at::Tensor& rows) { return b.defined() ? at::addmm(b, rows, w) : at::mm(rows, w); };
-  if (!adds_on_cpu(x)) return mm(x);
-  const int64_t n = x.size(0), body = n - n % kBf16RowQuantum;
-  if (body == n) return mm(x);
+  // out = rows · w (+ b), written into out
+  const auto into = [&](at::Tensor out, const at::Tensor& rows) {
+    return b.defined() ? at::addmm_out(out, b, rows, w) : at::mm_out(out, rows, w);
+  };
+  const int64_t n = x.size(0), body = adds_on_cpu(x) ? n - n % kBf16RowQuantum : n;
   at::Tensor y = at::empty({n, w.size(1)}, x.options());  // [N, out]
-  if (body > 0) {
-    at::Tensor head = y.narrow(0, 0, body);  // contiguous rows: the product writes them in place
-    if (b.defined()) {
-      at::addmm_out(head, b, x.narrow(0, 0, body), w);
-    } else {
-      at::mm_out(head, x.narrow(0, 0, body), w);
-    }
+  if (body > 0) into(y.narrow(0, 0, body), x.narrow(0, 0, body));  // contiguous rows, written in place
+  if (body < n) {
+    const at::Tensor tail = pad_rows(x.narrow(0, body, n - body), kBf16RowQuantum);  // [quantum, in]
+    const at::Tensor tail_y = into(at::empty({kBf16RowQuantum, w.size(1)}, x.options()), tail);
+    y.narrow(0, body, n - body).copy_(tail_y.narrow(0, 0, n - body));
   }
-  y.narrow(0, body, n - body).copy_(mm(pad_rows(x.narrow(0, body, n - body), kBf16RowQuantum)).narrow(0, 0, n - body));
   return y;
 }
 
@@ -155,8 +153,8 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c) {
     cpu::GemmBf16Params p;
     p.trans_a = true;
     p.m = a.size(1), p.n = c.size(1), p.k = a.size(0);
-    p.a = static_cast<const ops::bf16*>(a.data_ptr()), p.lda = a.stride(0);
-    p.b = static_cast<const ops::bf16*>(c.data_ptr()), p.ldb = c.stride(0);
+    p.a = glue::data<ops::bf16>(a), p.lda = a.stride(0);
+    p.b = glue::data<ops::bf16>(c), p.ldb = c.stride(0);
     p.c = g.data_ptr<float>(), p.ldc = g.stride(0);
     return cpu::onednn_gemm_bf16(p);
   }

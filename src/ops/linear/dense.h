@@ -7,11 +7,11 @@
 // float32; bf16 copies of them, kept by the trainer, for bf16). bf16
 // products on the CPU run in row blocks of shapes oneDNN has seen (the rows
 // up to a multiple of kBf16RowQuantum, then the rest in a block of that
-// many). The backward
-// adds xᵀ dy into w's gradient buffer itself when w has one (FlatAdam's flat
-// gradients): one product with float32 accumulation, no bf16 weight gradient
-// to widen and add (cuBLAS on a GPU, oneDNN's gemm on a CPU); on a CPU the
-// bias's column sums too, as a product of dy with a column of ones.
+// many). The backward adds xᵀ dy into w's gradient buffer itself when w has
+// one (FlatAdam's flat gradients): one product with float32 accumulation, no
+// bf16 weight gradient to widen and add (cuBLAS on a GPU, oneDNN's gemm on a
+// CPU); on a CPU the bias's column sums too, as a product of dy with a
+// column of ones.
 // Otherwise it returns the gradients as autograd expects.
 #pragma once
 

@@ -17,6 +17,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_glue.h"
 #include "ops/attention/cpu/attention_cpu.h"
+#include "ops/op_glue.h"
 
 namespace nmt::ops {
 namespace {
@@ -29,17 +30,6 @@ using glue::strides_of;
 
 enum class CpuKernel { kNaive, kFlash };
 
-// A tensor's data as the kernels' storage type S (float, double or bf16).
-template <typename S>
-S* data_as(const at::Tensor& t) {
-  if constexpr (std::is_same_v<S, bf16>) {
-    TORCH_INTERNAL_ASSERT(t.scalar_type() == at::kBFloat16);
-    return static_cast<S*>(t.data_ptr());
-  } else {
-    return t.data_ptr<S>();
-  }
-}
-
 // Forward into o (a [B, H, Tq, D] view of any strides), lse [B, H, Tq] and,
 // for naive, probs [B, H, Tq, Tk]. S: the tensors' element type, T: the
 // kernels' compute type (and lse's).
@@ -50,8 +40,8 @@ void forward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, 
   AttentionForwardParams<S, T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
   p.dropout = glue::attention_stream(dropout, p.heads);
-  p.q = data_as<S>(q), p.k = data_as<S>(k), p.v = data_as<S>(v);
-  p.o = data_as<S>(o), p.lse = lse.data_ptr<T>();
+  p.q = glue::data<S>(q), p.k = glue::data<S>(k), p.v = glue::data<S>(v);
+  p.o = glue::data<S>(o), p.lse = lse.data_ptr<T>();
   strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
   if constexpr (std::is_same_v<S, T>) {
     if (kernel == CpuKernel::kNaive) {
@@ -72,9 +62,9 @@ void backward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k,
   AttentionBackwardParams<S, T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
   p.dropout = glue::attention_stream(dropout, p.heads);
-  p.q = data_as<S>(q), p.k = data_as<S>(k), p.v = data_as<S>(v);
-  p.d_o = data_as<S>(d_o);
-  p.dq = data_as<S>(dq), p.dk = data_as<S>(dk), p.dv = data_as<S>(dv);
+  p.q = glue::data<S>(q), p.k = glue::data<S>(k), p.v = glue::data<S>(v);
+  p.d_o = glue::data<S>(d_o);
+  p.dq = glue::data<S>(dq), p.dk = glue::data<S>(dk), p.dv = glue::data<S>(dv);
   strides_of(d_o, p.do_stride_b, p.do_stride_h, p.do_stride_t);
   strides_of(dq, p.dq_stride_b, p.dq_stride_h, p.dq_stride_t);
   strides_of(dk, p.dk_stride_b, p.dk_stride_h, p.dk_stride_t);
@@ -86,7 +76,7 @@ void backward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k,
     }
   }
   TORCH_INTERNAL_ASSERT(kernel == CpuKernel::kFlash);
-  p.o = data_as<S>(o), p.lse = lse.data_ptr<T>();
+  p.o = glue::data<S>(o), p.lse = lse.data_ptr<T>();
   strides_of(o, p.o_stride_b, p.o_stride_h, p.o_stride_t);
   cpu::flash_attention_backward(p);
 }
