@@ -9,6 +9,10 @@
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
 
+// The loops read every array through a local pointer and hold no
+// `drop ? ... : ...`: either kept GCC on a scalar copy of the loop (see
+// add_layer_norm_cpu.cpp).
+
 template <typename T>
 void embedding_forward(const EmbeddingParams<T>& p) {
   const int64_t C = p.channels;
@@ -21,11 +25,14 @@ void embedding_forward(const EmbeddingParams<T>& p) {
       const T* e = p.table + p.ids[r] * C;
       const T* pos = p.positions + (p.position_offset + t) * C;
       T* out = p.out + r * C;
-      if (drop) philox::mask_row<T>(p.dropout, r / p.length, t, C, mask.data());
+      const T scale = p.scale, *m = mask.data();
+      if (drop) {
+        philox::mask_row<T>(p.dropout, r / p.length, t, C, mask.data());
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const T v = e[c] * p.scale + pos[c];
-        out[c] = drop ? v * mask[c] : v;
+        for (int64_t c = 0; c < C; ++c) out[c] = (e[c] * scale + pos[c]) * m[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) out[c] = e[c] * scale + pos[c];
       }
     }
   });
@@ -47,11 +54,17 @@ void embedding_backward(const EmbeddingBackwardParams<T>& p) {
     for (int64_t r = 0; r < rows && c0 < c1; ++r) {
       const int64_t id = p.ids[r];
       if (id == p.padding_id) continue;
-      if (drop) philox::mask_row<T>(p.dropout, r / p.length, r % p.length, C, mask.data());
       const T* d = p.dout + r * C;
       T* g = p.dtable + id * C;
+      const T scale = p.scale, *m = mask.data();
+      if (drop) {
+        philox::mask_row<T>(p.dropout, r / p.length, r % p.length, C, mask.data());
 #pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) g[c] += d[c] * p.scale * (drop ? mask[c] : T(1));
+        for (int64_t c = c0; c < c1; ++c) g[c] += d[c] * scale * m[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = c0; c < c1; ++c) g[c] += d[c] * scale;
+      }
     }
   }
 }
