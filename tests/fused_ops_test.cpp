@@ -449,6 +449,39 @@ TEST(LinearCrossEntropy, IgnoredRowsAndNoGradMode) {
             1e-12);
 }
 
+// A float32 weight whose gradient is a buffer of its own (the optimizer's
+// flat one, holding what earlier uses added) gets dW * scale added into that
+// buffer, in place; with the weight also used elsewhere (tied to an
+// embedding), both contributions end up there.
+TEST(LinearCrossEntropy, AddsItsWeightGradientIntoTheBuffer) {
+  at::manual_seed(27);
+  const int64_t V = 9000, C = 6, N = 150;  // several chunks, the last one partial
+  const at::Tensor labels = at::randint(1, V, {N}, at::kLong);
+  for (const at::ScalarType side : {at::kFloat, at::kBFloat16})
+    for (const bool tied : {false, true}) {
+      const std::string what = std::string(c10::toString(side)) + (tied ? " tied" : "");
+      const at::Tensor h0 = at::randn({N, C}, at::kDouble), w0 = at::randn({V, C}, at::kDouble) * 0.5;
+      const at::Tensor other_up = at::randn({V, C}, at::kDouble);
+      const auto run = [&](at::ScalarType h_dtype, at::ScalarType w_dtype, at::Tensor* buffer) {
+        at::Tensor h = h0.to(h_dtype).requires_grad_(true), w = w0.to(w_dtype).requires_grad_(true);
+        if (buffer) w.mutable_grad() = buffer->narrow(0, 16, V * C).view({V, C});
+        at::Tensor loss = linear_cross_entropy(h, w, at::Tensor(), labels, 0.1, 0) * 0.37;
+        if (tied) loss = loss + (w.to(at::kDouble) * other_up).sum();
+        loss.backward();
+        return w.grad();
+      };
+      at::Tensor buffer = at::randn({V * C + 16}, at::kFloat);
+      const at::Tensor before = buffer.clone();
+      const at::Tensor grad = run(side, at::kFloat, &buffer);
+      EXPECT_EQ(grad.data_ptr(), buffer.data_ptr<float>() + 16) << what << ": the buffer was replaced";
+      EXPECT_TRUE(buffer.narrow(0, 0, 16).equal(before.narrow(0, 0, 16))) << what << ": written outside the view";
+      const at::Tensor added = buffer.narrow(0, 16, V * C).view({V, C}) - before.narrow(0, 16, V * C).view({V, C});
+      const at::Tensor same = run(side, at::kFloat, nullptr);  // handed to autograd
+      const at::Tensor ref64 = run(at::kDouble, at::kDouble, nullptr);
+      expect_close(added, same, ref64, side, what + " dW into the buffer");
+    }
+}
+
 // ----------------------------------------------------------------- Adam
 
 TEST(FlatAdam, MatchesTorchOptimAdamAndAutogradFillsTheFlatGradients) {

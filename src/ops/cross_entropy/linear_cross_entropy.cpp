@@ -78,26 +78,46 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     at::Tensor dh, dw, db;
     if (need_grad) {
       dh = at::empty_like(h);
-      dw = at::zeros(weight.sizes(), weight.options());
+      dw = at::empty(weight.sizes(), weight.options());  // the first chunk's product writes it
       if (has_bias) db = at::zeros({classes}, weight.options());
     }
+    // The logits and their gradient, one chunk at a time, in two buffers
+    // every chunk reuses (fresh ones cost page faults on every chunk).
+    const int64_t buffer_rows = std::min(chunk, n);
+    const at::Tensor z_buffer = at::empty({buffer_rows, classes}, h.options());          // [chunk, V]
+    const at::Tensor g_buffer = need_grad ? at::empty_like(z_buffer) : at::Tensor();  // [chunk, V]
     for (int64_t r0 = 0; r0 < n; r0 += chunk) {
       const int64_t rows = std::min(chunk, n - r0);
       const at::Tensor hc = h.narrow(0, r0, rows);
       // logits of this chunk: [rows, V]
-      const at::Tensor z = has_bias ? at::addmm(b, hc, w.t()) : at::mm(hc, w.t());
-      at::Tensor g = need_grad ? at::empty_like(z) : at::Tensor();
+      at::Tensor z = z_buffer.narrow(0, 0, rows);
+      if (has_bias) {
+        at::addmm_out(z, b, hc, w.t());
+      } else {
+        at::mm_out(z, hc, w.t());
+      }
+      at::Tensor g = need_grad ? g_buffer.narrow(0, 0, rows) : at::Tensor();
       at::Tensor loss_c = row_loss.narrow(0, r0, rows);
       at::Tensor nll_c = want_nll ? row_nll.narrow(0, r0, rows) : at::Tensor();
       chunk_loss(z, labels.narrow(0, r0, rows), loss_c, nll_c, g, smoothing, ignore_index);
       if (!need_grad) continue;
       at::Tensor dh_c = dh.narrow(0, r0, rows);
       at::mm_out(dh_c, g, w);  // dh = G W
-      add_at_b(dw, g, hc);  // dW += Gᵀ h, summed in weight's dtype (one product where the device has one)
+      // dW (+)= Gᵀ h, summed in weight's dtype (one product where the device has one)
+      add_at_b(dw, g, hc, r0 == 0 ? 0.0f : 1.0f);
       if (has_bias) db.add_(at::sum(g, {0}, /*keepdim=*/false, stream));
     }
-    if (need_grad)
+    if (need_grad) {
       ctx->save_for_backward({dh.narrow(0, 0, rows_in), dw, has_bias ? db : at::empty({0}, weight.options())});
+      // Where the weight's gradient is a float32 buffer of its own (the
+      // optimizer's flat one), the backward adds dW · scale into it in one
+      // pass: a product dW · scale handed to autograd was a pass to scale
+      // and one more to add (3 ms of a bf16 step of configs/real.yaml).
+      const at::Tensor wgrad = weight.grad();
+      if (!gpu && wgrad.defined() && wgrad.scalar_type() == at::kFloat && wgrad.is_contiguous() &&
+          wgrad.sizes() == weight.sizes())
+        ctx->saved_data["wgrad"] = wgrad;
+    }
     at::Tensor nll = want_nll ? row_nll.sum() : at::empty({0}, row_loss.options());
     ctx->mark_non_differentiable({nll});
     return {row_loss.sum(), nll};
@@ -110,8 +130,14 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     const auto scaled = [&](const at::Tensor& t) {
       return t.numel() == 0 ? at::Tensor() : t * g.to(t.scalar_type());
     };
-    return {scaled(saved[0]), scaled(saved[1]), scaled(saved[2]), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    at::Tensor dw;
+    if (ctx->saved_data.count("wgrad") != 0) {
+      ctx->saved_data["wgrad"].toTensor().addcmul_(saved[1], g.to(saved[1].scalar_type()));  // autograd adds nothing
+    } else {
+      dw = scaled(saved[1]);
+    }
+    return {scaled(saved[0]), dw, scaled(saved[2]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 

@@ -131,18 +131,18 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_s
                               b.defined() ? b_side : none.to(x.scalar_type()))[0];
 }
 
-void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c) {
+void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float beta) {
   TORCH_CHECK(a.dim() == 2 && c.dim() == 2 && a.size(0) == c.size(0) && g.size(0) == a.size(1) &&
                   g.size(1) == c.size(1) && a.scalar_type() == c.scalar_type(),
               "add_at_b: expected g [M, K], a [N, M], c [N, K] (a and c of one dtype); got ", g.sizes(), ", ",
               a.sizes(), ", ", c.sizes());
   if (a.scalar_type() == g.scalar_type()) {
-    g.addmm_(a.t(), c);
+    g.addmm_(a.t(), c, beta);
     return;
   }
 #ifdef NMT_WITH_CUDA
   if (g.is_cuda() && g.scalar_type() == at::kFloat && a.scalar_type() == at::kBFloat16)
-    return add_at_b_bf16_cuda(g, a, c);
+    return add_at_b_bf16_cuda(g, a, c, beta);
 #endif
   if (adds_on_cpu(a) && g.is_cpu() && g.scalar_type() == at::kFloat && g.is_contiguous() && a.stride(1) == 1 &&
       c.stride(1) == 1) {
@@ -156,9 +156,14 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c) {
     p.a = glue::data<ops::bf16>(a), p.lda = a.stride(0);
     p.b = glue::data<ops::bf16>(c), p.ldb = c.stride(0);
     p.c = g.data_ptr<float>(), p.ldc = g.stride(0);
+    p.beta = beta;
     return cpu::onednn_gemm_bf16(p);
   }
-  g.add_(at::mm(a.t(), c).to(g.scalar_type()));
+  if (beta == 0) {
+    g.copy_(at::mm(a.t(), c));
+  } else {
+    g.add_(at::mm(a.t(), c).to(g.scalar_type()));
+  }
 }
 
 }  // namespace nmt::ops

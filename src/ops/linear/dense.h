@@ -41,16 +41,17 @@ bool dense_applies(const at::Tensor& x, const at::Tensor& w);
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_side, const at::Tensor& b,
                  const at::Tensor& b_side);
 
-// g += aᵀ · c for a: [N, M], c: [N, K] of one dtype into g: [M, K]. With
+// g = beta · g + aᵀ · c for a: [N, M], c: [N, K] of one dtype into g: [M, K]
+// (beta 1: added into g; beta 0: g overwritten, its old values never read). With
 // a and c in g's dtype, LibTorch's addmm_; bf16 into a float32 g on a GPU
 // (all contiguous), one cuBLAS product accumulated in float32; on a CPU
 // (rows of unit stride, g contiguous), one oneDNN product accumulated in
 // float32; otherwise a product in a's dtype, widened and added.
-void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c);
+void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float beta = 1);
 
 #ifdef NMT_WITH_CUDA
 // add_at_b for bf16 a and c on a GPU (cuBLAS, float32 output), cuda/add_at_b_cuda.cpp.
-void add_at_b_bf16_cuda(at::Tensor& g, const at::Tensor& a, const at::Tensor& c);
+void add_at_b_bf16_cuda(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float beta);
 #endif
 
 }  // namespace nmt::ops
