@@ -41,6 +41,7 @@
 #include "util/cpu_features.h"
 #include "util/device.h"
 #include "util/interrupt.h"
+#include "util/thread_env.h"
 #include "util/utf8.h"
 #include "util/errors.h"
 #include "viz/svg.h"
@@ -228,6 +229,7 @@ int run_train(const TrainArgs& args) {
                                         : "train.precision";
   resolve_precision(cfg.train.precision, resolve_device(cfg.attention.device, "attention.device"), precision_key);
   spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
+  keep_freed_memory_for_reuse();
   if (args.profile > 0) {
     profile_training(cfg, args.profile, std::cout);
     return kExitOk;

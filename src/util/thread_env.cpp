@@ -1,10 +1,14 @@
 #include "util/thread_env.h"
 
 #include <dlfcn.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdlib>
 #include <sstream>
 #include <utility>
@@ -71,6 +75,16 @@ void ensure_library_settings(char** argv) {
     }
   }
   if (changed) ::execv("/proc/self/exe", argv);
+}
+
+void keep_freed_memory_for_reuse() {
+#ifdef __GLIBC__
+  // Arrays mapped from 32 MB up only (glibc's largest threshold), a heap
+  // trimmed only when 2 GB at its top are free, grown 64 MB at a time.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, INT_MAX);
+  ::mallopt(M_TOP_PAD, 64 << 20);
+#endif
 }
 
 void set_blas_threads(int threads) {
