@@ -343,6 +343,18 @@ TEST(Embedding, MatchesTheCompositeForwardAndBackward) {
         (ref * up).sum().backward();
         EXPECT_LT(error(table.grad(), rtable.grad()), tol);
         EXPECT_EQ(table.grad()[0].abs().max().item<double>(), 0.0);  // the padding row
+        // With a gradient buffer of its own holding something already (the
+        // optimizer's flat one, as gradients accumulate): the rows land in
+        // it, in place, and nowhere else.
+        at::Tensor buffer = at::randn({V * C + 8}, dt), btable = ref_leaf(table, dt);
+        const at::Tensor before = buffer.clone();
+        btable.mutable_grad() = buffer.narrow(0, 8, V * C).view({V, C});
+        (embed_tokens(ids, btable, pos, offset, 1.7, 0, d) * up).sum().backward();
+        EXPECT_EQ(btable.grad().data_ptr(), static_cast<char*>(buffer.data_ptr()) + 8 * buffer.element_size());
+        EXPECT_TRUE(buffer.narrow(0, 0, 8).equal(before.narrow(0, 0, 8)));
+        EXPECT_LT(error(buffer.narrow(0, 8, V * C).view({V, C}) - before.narrow(0, 8, V * C).view({V, C}),
+                        rtable.grad()),
+                  tol);
       }
 }
 

@@ -60,6 +60,14 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
       cpu::embedding_forward(p);
     });
     ctx->save_for_backward({ids});
+    // On the CPU, where the table's gradient is a float32 buffer of its own
+    // (the optimizer's flat one), the backward adds the rows into it: a
+    // table of gradients handed to autograd was zero-filled first and then
+    // added by AccumulateGrad, two more passes over the whole table.
+    const at::Tensor grad = table.grad();
+    if (table.is_cpu() && grad.defined() && grad.scalar_type() == table.scalar_type() && grad.is_contiguous() &&
+        grad.sizes() == table.sizes())
+      ctx->saved_data["grad"] = grad;
     ctx->saved_data["vocab"] = table.size(0);
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["padding_id"] = padding_id;
@@ -71,9 +79,12 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
     const at::Tensor ids = ctx->get_saved_variables()[0];
     const at::Tensor dout = grads[0].contiguous();
     const int64_t vocab = ctx->saved_data["vocab"].toInt();
-    // The GPU kernel adds into a zero-filled table; the CPU kernel fills it.
-    at::Tensor dtable = dout.is_cuda() ? at::zeros({vocab, dout.size(-1)}, dout.options())
-                                       : at::empty({vocab, dout.size(-1)}, dout.options());
+    // The GPU kernel adds into a zero-filled table; the CPU kernel fills it,
+    // or adds into the table's gradient buffer.
+    const bool into_grad = ctx->saved_data.count("grad") != 0;
+    at::Tensor dtable = into_grad        ? ctx->saved_data["grad"].toTensor()
+                        : dout.is_cuda() ? at::zeros({vocab, dout.size(-1)}, dout.options())
+                                         : at::empty({vocab, dout.size(-1)}, dout.options());
     dispatch_types(dout.scalar_type(), [&](auto t) {
       using T = decltype(t);
       cpu::EmbeddingBackwardParams<T> p{};
@@ -85,6 +96,7 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
       p.padding_id = ctx->saved_data["padding_id"].toInt();
       p.scale = static_cast<T>(ctx->saved_data["scale"].toDouble());
       p.dropout = glue::load_dropout(ctx).stream();
+      p.accumulate = into_grad;
 #ifdef NMT_WITH_CUDA
       if constexpr (std::is_same_v<T, float>) {
         if (dout.is_cuda())
@@ -94,7 +106,8 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
 #endif
       cpu::embedding_backward(p);
     });
-    return {at::Tensor(), dtable, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {at::Tensor(), into_grad ? at::Tensor() : dtable, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 

@@ -24,11 +24,12 @@ template <typename T>
 struct EmbeddingBackwardParams {
   const int64_t* ids;  // ids: [B, T]
   const T* dout;       // dout: [B, T, C]
-  T* dtable;           // dtable: [V, C] (written: zeros where no token points)
+  T* dtable;           // dtable: [V, C] (written: zeros where no token points; or added to)
   int64_t batch, length, channels, vocab;
   int64_t padding_id;  // gets no gradient
   T scale;
   philox::DropoutStream dropout;
+  bool accumulate = false;  // add into dtable as it is (the CPU kernel; the GPU's always adds)
 };
 
 }  // namespace nmt::ops

@@ -42,7 +42,7 @@ template <typename T>
 void embedding_backward(const EmbeddingBackwardParams<T>& p) {
   const int64_t C = p.channels, rows = p.batch * p.length;
   const bool drop = p.dropout.p > 0;
-  std::fill(p.dtable, p.dtable + p.vocab * C, T(0));
+  if (!p.accumulate) std::fill(p.dtable, p.dtable + p.vocab * C, T(0));
   // Each thread owns a slice of the channels for every token: no two
   // threads add into the same element, and tokens are added in order.
 #pragma omp parallel
