@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ops/activation/cpu/bias_relu_dropout_cpu.h"
+#include "ops/linear/dense.h"
 #include "ops/op_glue.h"
 #ifdef NMT_WITH_CUDA
 #include "ops/activation/cuda/bias_relu_dropout_kernel.h"
@@ -22,7 +23,7 @@ struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropou
                                Dropout dropout) {
     RECORD_FUNCTION("nmt::bias_relu_dropout", std::vector<c10::IValue>());
     const at::Tensor h = h_in.contiguous();
-    at::Tensor out = at::empty_like(h);
+    at::Tensor out = empty_like_with_row_room(h);  // dense() reads it
     glue::dispatch_stream_side("bias_relu_dropout", bias.scalar_type(), h.scalar_type(), [&](auto t, auto u) {
       using T = decltype(t);
       using U = decltype(u);
@@ -53,7 +54,7 @@ struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropou
     const at::Tensor out = ctx->get_saved_variables()[0];
     const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
     const at::Tensor dout = grads[0].contiguous();
-    at::Tensor dh = at::empty_like(out);
+    at::Tensor dh = empty_like_with_row_room(out);
     at::Tensor dbias = at::empty({out.size(-1)}, out.options().dtype(bias_dtype));
     glue::dispatch_stream_side("bias_relu_dropout", bias_dtype, out.scalar_type(), [&](auto t, auto u) {
       using T = decltype(t);

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ops/layer_norm/cpu/add_layer_norm_cpu.h"
+#include "ops/linear/dense.h"
 #include "ops/op_glue.h"
 #ifdef NMT_WITH_CUDA
 #include "ops/layer_norm/cuda/add_layer_norm_kernel.h"
@@ -91,7 +92,7 @@ struct AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunct
     const at::ScalarType side = has_y ? y.scalar_type() : norm_dtype;
     TORCH_CHECK(side == norm_dtype, "add_layer_norm: y and norm dtypes differ");
     at::Tensor sum = has_y ? at::empty_like(x) : at::Tensor();
-    at::Tensor norm = at::empty(x.sizes(), x.options().dtype(norm_dtype));
+    at::Tensor norm = empty_with_row_room(x.sizes(), x.options().dtype(norm_dtype));  // dense() reads it
     at::Tensor mean = at::empty({x.numel() / x.size(-1)}, x.options());
     at::Tensor rstd = at::empty_like(mean);
     glue::dispatch_stream_side("add_layer_norm", x.scalar_type(), side, [&](auto t, auto u) {
@@ -116,7 +117,7 @@ struct AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunct
     at::Tensor dn = grads[has_y ? 1 : 0];
     dn = dn.defined() ? dn.contiguous() : at::zeros(s.sizes(), s.options().dtype(side));
     at::Tensor dx = at::empty_like(s);
-    at::Tensor dy = has_y ? at::empty(s.sizes(), s.options().dtype(side)) : at::Tensor();
+    at::Tensor dy = has_y ? empty_with_row_room(s.sizes(), s.options().dtype(side)) : at::Tensor();
     at::Tensor dgamma = at::empty_like(gamma), dbeta = at::empty_like(gamma);
     glue::dispatch_stream_side("add_layer_norm", s.scalar_type(), side, [&](auto t, auto u) {
       run_backward<decltype(t), decltype(u)>(s, mean, rstd, gamma.contiguous(), dn, ds, dropout, dx,

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ops/linear/cpu/onednn_gemm.h"
@@ -48,6 +49,13 @@ void fill_rows(at::Tensor& out, const at::Tensor& b) {
 // quantum) copied into a block of quantum rows. Padding all of x instead
 // copied every row, forward and backward: 13.5 ms of a 250 ms step
 // (configs/real.yaml in bf16). Elsewhere one product as it is.
+// Whether x: [N, K] (contiguous) has storage for `rows` rows from where it starts.
+bool has_rows(const at::Tensor& x, int64_t rows) {
+  return x.is_contiguous() && x.has_storage() &&
+         (x.storage_offset() + rows * x.size(1)) * static_cast<int64_t>(x.element_size()) <=
+             static_cast<int64_t>(x.storage().nbytes());
+}
+
 at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   // out = rows · w (+ b), written into out. On the CPU the bias rows are
   // written first and the product added to them (addmm with out as its own
@@ -60,6 +68,15 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
     return at::addmm_out(out, out, rows, w);
   };
   const int64_t n = x.size(0), body = adds_on_cpu(x) ? n - n % kBf16RowQuantum : n;
+  if (body < n) {
+    // x made with row room (empty_with_row_room): one block of all its rows.
+    const int64_t full = body + kBf16RowQuantum;
+    if (has_rows(x, full)) {
+      at::Tensor y = at::empty({full, w.size(1)}, x.options());  // [N', out]
+      into(y, x.as_strided({full, x.size(1)}, {x.size(1), 1}));
+      return y.narrow(0, 0, n);
+    }
+  }
   at::Tensor y = at::empty({n, w.size(1)}, x.options());  // [N, out]
   if (body > 0) into(y.narrow(0, 0, body), x.narrow(0, 0, body));  // contiguous rows, written in place
   if (body < n) {
@@ -131,6 +148,16 @@ at::Tensor pad_rows(const at::Tensor& x, int64_t quantum, double fill) {
   out.narrow(0, 0, n).copy_(x);
   out.narrow(0, n, extra).fill_(fill);
   return out;
+}
+
+at::Tensor empty_with_row_room(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  if (sizes.empty() || !options.device().is_cpu() || options.dtype() != at::kBFloat16) return at::empty(sizes, options);
+  const int64_t last = sizes.back(), rows = last == 0 ? 0 : c10::multiply_integers(sizes) / last;
+  const int64_t room = (rows + kBf16RowQuantum - 1) / kBf16RowQuantum * kBf16RowQuantum;
+  if (room == rows) return at::empty(sizes, options);
+  at::Tensor storage = at::empty({room, last}, options);
+  storage.narrow(0, rows, room - rows).zero_();
+  return storage.narrow(0, 0, rows).view(sizes);
 }
 
 bool dense_applies(const at::Tensor& x, const at::Tensor& w) {

@@ -32,6 +32,20 @@ inline constexpr int64_t kBf16RowQuantum = 64;
 // rows of `fill` appended (x itself when N is a multiple already).
 at::Tensor pad_rows(const at::Tensor& x, int64_t quantum, double fill = 0);
 
+// An output of a fused op that dense() may read, as at::empty(sizes,
+// options); bf16 on the CPU with room behind it: its storage holds the rows
+// (the product of all sizes but the last) rounded up to kBf16RowQuantum,
+// the extra rows zeros. dense() runs its product on all of them in one
+// block (the extra output rows are the bias, or zeros, and never read)
+// instead of a block and a padded copy of the last rows; its own outputs
+// have that room too. The ops whose outputs feed dense() (the LayerNorm's
+// output and its side gradient, the ReLU's output and gradient, attention's
+// output and gradients) allocate theirs with it.
+at::Tensor empty_with_row_room(at::IntArrayRef sizes, const at::TensorOptions& options);
+inline at::Tensor empty_like_with_row_room(const at::Tensor& t) {
+  return empty_with_row_room(t.sizes(), t.options());
+}
+
 // Whether a model's dense layer takes dense() for x and its weight w:
 // float32 w, gradients wanted (inference keeps LibTorch's products), and
 // either a GPU with the fused ops on (op_glue.h) and float32 or bf16 x, or

@@ -17,6 +17,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_glue.h"
 #include "ops/attention/cpu/attention_cpu.h"
+#include "ops/linear/dense.h"
 #include "ops/op_glue.h"
 
 namespace nmt::ops {
@@ -225,7 +226,7 @@ struct PackedAttentionFunction
     const at::Tensor k = heads_of(kv_src, self ? C : 0, heads, D);
     const at::Tensor v = heads_of(kv_src, self ? 2 * C : C, heads, D);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
-    const at::Tensor o = at::empty({q_src.size(0), q_src.size(1), C}, q_src.options());  // [B, Tq, C]
+    const at::Tensor o = empty_with_row_room({q_src.size(0), q_src.size(1), C}, q_src.options());  // [B, Tq, C]
     const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, dropout, heads_of(o, 0, heads, D));
     save(ctx, {q_src, self ? at::Tensor() : kv_src}, kKernel, s, lengths, causal, scale, dropout);
     ctx->saved_data["heads"] = heads;
@@ -244,8 +245,8 @@ struct PackedAttentionFunction
     const int64_t k_col = self ? C : 0, v_col = self ? 2 * C : C;
     const at::Tensor d_o = grad_outputs[0].to(q_src.scalar_type()).contiguous();  // [B, Tq, C]
     // Gradients written straight into packed buffers shaped like the inputs.
-    const at::Tensor d_q_src = at::empty_like(q_src);
-    const at::Tensor d_kv_src = self ? d_q_src : at::empty_like(kv_src);
+    const at::Tensor d_q_src = empty_like_with_row_room(q_src);
+    const at::Tensor d_kv_src = self ? d_q_src : empty_like_with_row_room(kv_src);
     run_backward(ctx, kKernel, heads_of(q_src, 0, heads, D), heads_of(kv_src, k_col, heads, D),
                  heads_of(kv_src, v_col, heads, D), heads_of(d_o, 0, heads, D),
                  heads_of(d_q_src, 0, heads, D), heads_of(d_kv_src, k_col, heads, D),
