@@ -811,6 +811,36 @@ TEST(Dense, AddsItsWeightGradientIntoTheBuffer) {
     check_dense(c10::kCPU, sc);
 }
 
+// An input with row room (empty_with_row_room) takes one product over all
+// its rows: the same output and gradients as the block-and-padded-rows path
+// of an input without, and an output that has the room too.
+TEST(Dense, OneProductOverRowRoomGivesTheSameResults) {
+  if (!cpu::onednn_gemm_bf16_available()) GTEST_SKIP() << "no oneDNN bf16 gemm in this LibTorch";
+  at::manual_seed(28);
+  const int64_t N = 100, in_dim = 48, out_dim = 80;  // 100 rows: one block of 64 and 36 more
+  const at::Tensor x0 = at::randn({N, in_dim}).to(at::kBFloat16);
+  const at::Tensor room = empty_with_row_room({N, in_dim}, x0.options());
+  ASSERT_EQ(room.sizes(), x0.sizes());
+  ASSERT_GE(room.storage().nbytes(), static_cast<size_t>(128 * in_dim * 2));
+  EXPECT_EQ(at::from_blob(room.data_ptr(), {128, in_dim}, x0.options()).narrow(0, N, 28).abs().max().item<float>(),
+            0.0f)
+      << "the extra rows are zeros";
+  const at::Tensor w0 = at::randn({in_dim, out_dim}) * 0.2, b0 = at::randn({out_dim});
+  const at::Tensor up = at::randn({N, out_dim});
+  const auto run = [&](const at::Tensor& x_values, bool with_room) {
+    at::Tensor x = with_room ? empty_with_row_room(x_values.sizes(), x_values.options()) : at::empty_like(x_values);
+    x.copy_(x_values);
+    x.requires_grad_(true);
+    at::Tensor w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+    const at::Tensor y = dense(x, w, w.detach().to(at::kBFloat16), b, b.detach().to(at::kBFloat16));
+    (y.to(at::kFloat) * up).sum().backward();
+    return std::vector<at::Tensor>{y, x.grad(), w.grad(), b.grad()};
+  };
+  const auto with = run(x0, true), without = run(x0, false);
+  EXPECT_GE(with[0].storage().nbytes(), static_cast<size_t>(128 * out_dim * 2)) << "the output has room too";
+  for (size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].equal(without[i])) << "result " << i;
+}
+
 TEST_F(FusedOpsCuda, DenseAddsItsWeightGradientIntoTheBuffer) {
   for (const SideCase& sc : kCudaSides) check_dense(c10::kCUDA, sc);
 }
