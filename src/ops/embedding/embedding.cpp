@@ -64,7 +64,7 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
     // (the optimizer's flat one), the backward adds the rows into it: a
     // table of gradients handed to autograd was zero-filled first and then
     // added by AccumulateGrad, two more passes over the whole table.
-    const at::Tensor grad = table.grad();
+    const at::Tensor grad = table.is_leaf() ? table.grad() : at::Tensor();  // (a non-leaf's grad() warns)
     if (table.is_cpu() && grad.defined() && grad.scalar_type() == table.scalar_type() && grad.is_contiguous() &&
         grad.sizes() == table.sizes())
       ctx->saved_data["grad"] = grad;
