@@ -42,13 +42,9 @@ void fill_rows(at::Tensor& out, const at::Tensor& b) {
   });
 }
 
-// x · w (+ b) for x: [N, in]. bf16 on the CPU runs in shapes oneDNN has
-// seen before (it compiles a kernel per new shape, about 1 ms, and N, a
-// batch's token count, is new almost every step): the rows up to the last
-// multiple of kBf16RowQuantum in one product, the rest (fewer than the
-// quantum) copied into a block of quantum rows. Padding all of x instead
-// copied every row, forward and backward: 13.5 ms of a 250 ms step
-// (configs/real.yaml in bf16). Elsewhere one product as it is.
+// n rounded up to a multiple of quantum.
+int64_t round_up_rows(int64_t n, int64_t quantum) { return (n + quantum - 1) / quantum * quantum; }
+
 // Whether x: [N, K] (contiguous) has storage for `rows` rows from where it starts.
 bool has_rows(const at::Tensor& x, int64_t rows) {
   return x.is_contiguous() && x.has_storage() &&
@@ -56,6 +52,14 @@ bool has_rows(const at::Tensor& x, int64_t rows) {
              static_cast<int64_t>(x.storage().nbytes());
 }
 
+// x · w (+ b) for x: [N, in]. bf16 on the CPU runs in shapes oneDNN has
+// seen before (it compiles a kernel per new shape, about 1 ms, and N, a
+// batch's token count, is new almost every step): the rows up to the last
+// multiple of kBf16RowQuantum in one product, the rest (fewer than the
+// quantum) copied into a block of quantum rows. Padding all of x instead
+// copied every row, forward and backward: 13.5 ms of a 250 ms step
+// (configs/real.yaml in bf16). An x with row room (empty_with_row_room)
+// takes one product over whole blocks instead. Elsewhere one product as it is.
 at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   // out = rows · w (+ b), written into out. On the CPU the bias rows are
   // written first and the product added to them (addmm with out as its own
@@ -70,7 +74,7 @@ at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b
   const int64_t n = x.size(0), body = adds_on_cpu(x) ? n - n % kBf16RowQuantum : n;
   if (body < n) {
     // x made with row room (empty_with_row_room): one block of all its rows.
-    const int64_t full = body + kBf16RowQuantum;
+    const int64_t full = round_up_rows(n, kBf16RowQuantum);
     if (has_rows(x, full)) {
       at::Tensor y = at::empty({full, w.size(1)}, x.options());  // [N', out]
       into(y, x.as_strided({full, x.size(1)}, {x.size(1), 1}));
@@ -138,7 +142,7 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
 }  // namespace
 
 at::Tensor pad_rows(const at::Tensor& x, int64_t quantum, double fill) {
-  const int64_t n = x.size(0), extra = (quantum - n % quantum) % quantum;
+  const int64_t n = x.size(0), extra = round_up_rows(n, quantum) - n;
   if (extra == 0) return x;
   // The rows copied and only the appended ones filled: constant_pad_nd
   // filled the whole result first, a second pass over every row.
@@ -153,7 +157,7 @@ at::Tensor pad_rows(const at::Tensor& x, int64_t quantum, double fill) {
 at::Tensor empty_with_row_room(at::IntArrayRef sizes, const at::TensorOptions& options) {
   if (sizes.empty() || !options.device().is_cpu() || options.dtype() != at::kBFloat16) return at::empty(sizes, options);
   const int64_t last = sizes.back(), rows = last == 0 ? 0 : c10::multiply_integers(sizes) / last;
-  const int64_t room = (rows + kBf16RowQuantum - 1) / kBf16RowQuantum * kBf16RowQuantum;
+  const int64_t room = round_up_rows(rows, kBf16RowQuantum);
   if (room == rows) return at::empty(sizes, options);
   at::Tensor storage = at::empty({room, last}, options);
   storage.narrow(0, rows, room - rows).zero_();
