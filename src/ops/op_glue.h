@@ -21,6 +21,19 @@ struct CUstream_st;
 
 namespace nmt::ops::glue {
 
+// The gradient buffer of a parameter p that a backward may add into itself
+// (the optimizer's flat one): p's .grad when p is a leaf with a contiguous
+// gradient of its own dtype, sizes and device; otherwise undefined, and the
+// backward returns its gradient to autograd. Read in the forward.
+inline at::Tensor grad_buffer(const at::Tensor& p) {
+  if (!p.is_leaf()) return {};  // (a non-leaf's grad() warns)
+  const at::Tensor& g = p.grad();
+  if (!g.defined() || g.scalar_type() != p.scalar_type() || !g.is_contiguous() || g.sizes() != p.sizes() ||
+      g.device() != p.device())
+    return {};
+  return g;
+}
+
 template <typename U>
 U* data(const at::Tensor& t) {
   if constexpr (std::is_same_v<U, bf16>) {

@@ -113,10 +113,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       // optimizer's flat one), the backward adds dW · scale into it in one
       // pass: a product dW · scale handed to autograd was a pass to scale
       // and one more to add (3 ms of a bf16 step of configs/real.yaml).
-      const at::Tensor wgrad = weight.is_leaf() ? weight.grad() : at::Tensor();  // (a non-leaf's grad() warns)
-      if (!gpu && wgrad.defined() && wgrad.scalar_type() == at::kFloat && wgrad.is_contiguous() &&
-          wgrad.sizes() == weight.sizes())
-        ctx->saved_data["wgrad"] = wgrad;
+      const at::Tensor wgrad = glue::grad_buffer(weight);
+      if (!gpu && wgrad.defined() && wgrad.scalar_type() == at::kFloat) ctx->saved_data["wgrad"] = wgrad;
     }
     at::Tensor nll = want_nll ? row_nll.sum() : at::empty({0}, row_loss.options());
     ctx->mark_non_differentiable({nll});

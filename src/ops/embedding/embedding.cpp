@@ -64,10 +64,8 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
     // (the optimizer's flat one), the backward adds the rows into it: a
     // table of gradients handed to autograd was zero-filled first and then
     // added by AccumulateGrad, two more passes over the whole table.
-    const at::Tensor grad = table.is_leaf() ? table.grad() : at::Tensor();  // (a non-leaf's grad() warns)
-    if (table.is_cpu() && grad.defined() && grad.scalar_type() == table.scalar_type() && grad.is_contiguous() &&
-        grad.sizes() == table.sizes())
-      ctx->saved_data["grad"] = grad;
+    const at::Tensor grad = glue::grad_buffer(table);
+    if (table.is_cpu() && grad.defined()) ctx->saved_data["grad"] = grad;
     ctx->saved_data["vocab"] = table.size(0);
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["padding_id"] = padding_id;

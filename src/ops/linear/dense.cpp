@@ -17,11 +17,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// A gradient buffer the backward may add into: float32, contiguous, on x's device.
-bool addable(const at::Tensor& grad, const at::Tensor& x) {
-  return grad.defined() && grad.scalar_type() == at::kFloat && grad.is_contiguous() && grad.device() == x.device();
-}
-
 // Where a bf16 product's gradients go straight into float32 buffers
 // through oneDNN (add_at_b): bf16 on the CPU.
 bool adds_on_cpu(const at::Tensor& x) {
@@ -101,12 +96,12 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
     ctx->save_for_backward({x, w_side});
     ctx->saved_data["has_bias"] = has_bias;
     // The flat gradient buffer's view (the same tensor every step).
-    const at::Tensor wgrad = w.grad();
-    if (addable(wgrad, x) && wgrad.sizes() == w.sizes()) ctx->saved_data["wgrad"] = wgrad;
+    const at::Tensor wgrad = glue::grad_buffer(w);
+    if (wgrad.defined() && wgrad.scalar_type() == at::kFloat) ctx->saved_data["wgrad"] = wgrad;
     // On the CPU the bias gradient too (on a GPU LibTorch's column sum is one kernel already).
     if (has_bias && adds_on_cpu(x)) {
-      const at::Tensor bgrad = b.grad();
-      if (addable(bgrad, x) && bgrad.sizes() == b.sizes()) ctx->saved_data["bgrad"] = bgrad;
+      const at::Tensor bgrad = glue::grad_buffer(b);
+      if (bgrad.defined() && bgrad.scalar_type() == at::kFloat) ctx->saved_data["bgrad"] = bgrad;
     }
     return {y};
   }
