@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ops/activation/bias_relu_dropout.h"
@@ -762,10 +763,10 @@ void check_dense(c10::DeviceType device, const SideCase& sc) {
       }
       const at::Tensor before = with_buffer ? g[1].grad().clone() : at::Tensor();
       const at::Tensor before_b = with_buffer ? g[2].grad().clone() : at::Tensor();
-      // A GPU, and bf16 on a CPU whose LibTorch carries oneDNN (Debian's does),
-      // take dense(); the CPU's float32 keeps LibTorch's addmm.
-      const bool cpu_bf16 = device == c10::kCPU && sc.side == at::kBFloat16 && cpu::onednn_gemm_bf16_available();
-      if (device == c10::kCUDA || cpu_bf16) {
+      // A GPU, and a CPU whose LibTorch carries oneDNN (Debian's does), take dense().
+      const bool cpu_onednn = device == c10::kCPU && (sc.side == at::kBFloat16 ? cpu::onednn_gemm_available<bf16>()
+                                                                                 : cpu::onednn_gemm_available<float>());
+      if (device == c10::kCUDA || cpu_onednn) {
         ASSERT_TRUE(dense_applies(g[0], g[1])) << what;
       } else {
         EXPECT_FALSE(dense_applies(g[0], g[1])) << what;
@@ -811,11 +812,50 @@ TEST(Dense, AddsItsWeightGradientIntoTheBuffer) {
     check_dense(c10::kCPU, sc);
 }
 
+// product_into and add_at_b read their operands as they lie (row-major,
+// transposed views, rows with gaps, single rows and columns) and write or
+// add into an output whose rows have gaps: oneDNN's gemm in float32 where it
+// is loaded, against float64 products.
+TEST(Dense, ProductsTakeEveryOperandLayout) {
+  at::manual_seed(31);
+  // t: [rows, cols] as asked: contiguous, a transposed view of [cols, rows],
+  // or the first cols of rows that are 5 wider.
+  const auto make = [](int64_t rows, int64_t cols, int layout) {
+    if (layout == 1) return at::randn({cols, rows}).t();
+    if (layout == 2) return at::randn({rows, cols + 5}).narrow(1, 0, cols);
+    return at::randn({rows, cols});
+  };
+  for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 19, 23}, {1, 19, 23}, {37, 19, 1}, {37, 1, 23}})
+    for (int la = 0; la < 3; ++la)
+      for (int lb = 0; lb < 3; ++lb) {
+        const std::string what = "m " + std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n) +
+                                 ", layouts " + std::to_string(la) + " " + std::to_string(lb);
+        const at::Tensor a = make(m, k, la), b = make(k, n, lb), bias = at::randn({n});
+        const at::Tensor ref = at::mm(a.to(at::kDouble), b.to(at::kDouble));
+        // Into every other row of a wider buffer, with and without the bias.
+        at::Tensor room = at::full({2 * m, n + 3}, 7.0f);
+        at::Tensor out = room.slice(0, 0, 2 * m, 2).narrow(1, 0, n);
+        product_into(out, a, b, at::Tensor());
+        EXPECT_LT((out.to(at::kDouble) - ref).abs().max().item<double>(), 1e-4) << what;
+        EXPECT_EQ(room.slice(0, 1, 2 * m, 2).ne(7.0f).sum().item<int64_t>(), 0) << what << ": rows between written";
+        at::Tensor out_b = at::empty({m, n});
+        product_into(out_b, a, b, bias);
+        EXPECT_LT((out_b.to(at::kDouble) - ref - bias.to(at::kDouble)).abs().max().item<double>(), 1e-4) << what;
+        // g += aᵀ c with a = op(a)ᵀ: the same product, added to what g held.
+        at::Tensor g = at::randn({m, n});
+        const at::Tensor before = g.to(at::kDouble);
+        add_at_b(g, a.t(), b);
+        EXPECT_LT((g.to(at::kDouble) - before - ref).abs().max().item<double>(), 1e-4) << what << " add_at_b";
+        add_at_b(g, a.t(), b, 0.0f);
+        EXPECT_LT((g.to(at::kDouble) - ref).abs().max().item<double>(), 1e-4) << what << " add_at_b, beta 0";
+      }
+}
+
 // An input with row room (empty_with_row_room) takes one product over all
 // its rows: the same output and gradients as the block-and-padded-rows path
 // of an input without, and an output that has the room too.
 TEST(Dense, OneProductOverRowRoomGivesTheSameResults) {
-  if (!cpu::onednn_gemm_bf16_available()) GTEST_SKIP() << "no oneDNN bf16 gemm in this LibTorch";
+  if (!cpu::onednn_gemm_available<bf16>()) GTEST_SKIP() << "no oneDNN bf16 gemm in this LibTorch";
   at::manual_seed(28);
   const int64_t N = 100, in_dim = 48, out_dim = 80;  // 100 rows: one block of 64 and 36 more
   const at::Tensor x0 = at::randn({N, in_dim}).to(at::kBFloat16);

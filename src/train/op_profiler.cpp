@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/linear/dense.h"
 #include "util/timing.h"
 
 namespace nmt {
@@ -27,10 +28,10 @@ void OpProfiler::start() {
 namespace {
 
 bool is_gemm(const std::string& name) {
-  // nmt::add_at_b: a bf16 weight gradient added into its float32 buffer by
-  // oneDNN (ops/linear/dense.h), recorded with the buffer first, as addmm_.
+  // nmt::onednn_gemm: a product by oneDNN's gemm (ops/linear/dense.cpp),
+  // recorded with the float32 output it writes or adds into first, as addmm_.
   static const char* const kNames[] = {"aten::mm",  "aten::addmm",   "aten::addmm_",
-                                       "aten::bmm", "aten::baddbmm", "nmt::add_at_b"};
+                                       "aten::bmm", "aten::baddbmm", "nmt::onednn_gemm"};
   for (const char* n : kNames)
     if (name == n) return true;
   return false;
@@ -161,6 +162,21 @@ std::string op_class(const std::string& name) {
 double gemm_peak_gflops(const GemmTime& g, bool bf16) {
   torch::NoGradGuard no_grad;
   const auto opts = at::TensorOptions().dtype(bf16 ? at::kBFloat16 : at::kFloat);
+  if (g.op == "nmt::onednn_gemm" && g.batch == 1) {
+    // Timed as the step runs it: oneDNN's gemm into a float32 output (bf16
+    // inputs: a weight gradient, Aᵀ · B added into its buffer).
+    at::Tensor out = at::zeros({g.m, g.n});
+    const at::Tensor a = bf16 ? at::randn({g.k, g.m}, opts) : at::randn({g.m, g.k}, opts);
+    const at::Tensor b = at::randn({g.k, g.n}, opts);
+    const double seconds = median_seconds_per_call([&] {
+      if (bf16) {
+        ops::add_at_b(out, a, b);
+      } else {
+        ops::product_into(out, a, b, at::Tensor());
+      }
+    });
+    return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.k * g.n) / seconds / 1e9;
+  }
   const at::Tensor a = g.batch > 1 ? at::randn({g.batch, g.m, g.k}, opts) : at::randn({g.m, g.k}, opts);
   const at::Tensor b = g.batch > 1 ? at::randn({g.batch, g.k, g.n}, opts) : at::randn({g.k, g.n}, opts);
   at::Tensor c;

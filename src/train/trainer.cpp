@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 
@@ -12,6 +13,7 @@
 #include "data/shards.h"
 #include "decode/length_limit.h"
 #include "model/build.h"
+#include "ops/linear/cpu/onednn_gemm.h"
 #include "tokenizer/tokenizer.h"
 #include "train/distributed.h"
 #include "train/op_profiler.h"
@@ -100,7 +102,15 @@ struct TrainingSession {
     source.seek(state.position);
     batches = std::make_unique<PrefetchingSource>(source);
     model->train();
-    const std::string blas = device.is_cpu() ? blas_kernels() : std::string();
+    // Where the products run: oneDNN's gemm on OpenMP's threads (dense() and
+    // the cross-entropy), or LibTorch's BLAS.
+    const std::string blas =
+        !device.is_cpu() ? std::string()
+        : ops::cpu::onednn_gemm_available<float>()
+            ? fmt::format("products on oneDNN's gemm, OpenMP threads {}",
+                          std::getenv("OMP_WAIT_POLICY") ? fmt::format("OMP_WAIT_POLICY={}", std::getenv("OMP_WAIT_POLICY"))
+                                                         : std::string("spinning a while between ops"))
+            : blas_kernels();
     // precision auto's measurement, said with its outcome.
     const std::string measured =
         bf16_speedup > 0 ? fmt::format(" (precision auto: a bf16 product ran {:.2f}x as fast as float32 here; bf16 "

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -54,14 +55,22 @@ bool is_generic_openblas_core(const std::string& core) {
   return std::find(std::begin(kGeneric), std::end(kGeneric), c) != std::end(kGeneric);
 }
 
-void ensure_library_settings(char** argv) {
+void ensure_library_settings(char** argv, bool one_pool_training) {
   constexpr const char* kMarker = "NMT_THREAD_POOLS_SET";
   if (std::getenv(kMarker)) return;  // this is the re-executed process (or the user opted out)
   ::setenv(kMarker, "1", 1);
+  // The subcommand: the first argument that is not an option.
+  const char* command = "";
+  for (char** a = argv + 1; *a; ++a)
+    if ((*a)[0] != '-') {
+      command = *a;
+      break;
+    }
+  const bool one_pool = one_pool_training && std::strcmp(command, "train") == 0;
   bool changed = false;
   for (const auto& [name, value] : {std::pair{"OMP_WAIT_POLICY", "PASSIVE"},
                                     std::pair{"OPENBLAS_THREAD_TIMEOUT", "4"}}) {
-    if (std::getenv(name)) continue;
+    if (std::getenv(name) || (one_pool && std::strcmp(name, "OMP_WAIT_POLICY") == 0)) continue;
     ::setenv(name, value, 1);
     changed = true;
   }

@@ -7,7 +7,12 @@
 //   (OpenMP workers for a while, OpenBLAS workers with sched_yield), so each
 //   pool steals the cores the other is computing on; on 2 cores that costs a
 //   third to half of a step. OMP_WAIT_POLICY=PASSIVE and
-//   OPENBLAS_THREAD_TIMEOUT=4 make idle threads sleep at once.
+//   OPENBLAS_THREAD_TIMEOUT=4 make idle threads sleep at once. A training
+//   run whose products all run on OpenMP's pool (oneDNN's gemm, float32 and
+//   bf16: ops/linear/cpu/onednn_gemm.h) has one pool to share the cores,
+//   and there OpenMP keeps its default (its threads wait spinning for a
+//   while, then sleep): sleeping at once cost a wake-up between every two
+//   ops, 8-20% of a step of configs/real.yaml on 2 cores.
 // - OpenBLAS picks its kernels by CPU model, and for a model newer than it
 //   knows (Debian bookworm's 0.3.21 on Sapphire and Emerald Rapids Xeons) it
 //   falls back to its generic Prescott (SSE3) kernels: float32 matrix
@@ -26,7 +31,9 @@ namespace nmt {
 // is), sets them and re-executes this program with the same arguments;
 // returns normally once they are in place, or when the re-exec is
 // impossible (then the program runs as it is, only slower).
-void ensure_library_settings(char** argv);
+// one_pool_training: a `train` command here runs all its products on
+// OpenMP's pool (then OMP_WAIT_POLICY is left to OpenMP's default for it).
+void ensure_library_settings(char** argv, bool one_pool_training = false);
 
 // OpenBLAS's own thread count (LibTorch's set_num_threads does not reach it),
 // when the BLAS in use is OpenBLAS; otherwise nothing.

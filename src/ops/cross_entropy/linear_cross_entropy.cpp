@@ -91,18 +91,14 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       const at::Tensor hc = h.narrow(0, r0, rows);
       // logits of this chunk: [rows, V]
       at::Tensor z = z_buffer.narrow(0, 0, rows);
-      if (has_bias) {
-        at::addmm_out(z, b, hc, w.t());
-      } else {
-        at::mm_out(z, hc, w.t());
-      }
+      ops::product_into(z, hc, w.t(), has_bias ? b : at::Tensor());
       at::Tensor g = need_grad ? g_buffer.narrow(0, 0, rows) : at::Tensor();
       at::Tensor loss_c = row_loss.narrow(0, r0, rows);
       at::Tensor nll_c = want_nll ? row_nll.narrow(0, r0, rows) : at::Tensor();
       chunk_loss(z, labels.narrow(0, r0, rows), loss_c, nll_c, g, smoothing, ignore_index);
       if (!need_grad) continue;
       at::Tensor dh_c = dh.narrow(0, r0, rows);
-      at::mm_out(dh_c, g, w);  // dh = G W
+      ops::product_into(dh_c, g, w, at::Tensor());  // dh = G W
       // dW (+)= Gᵀ h, summed in weight's dtype (one product where the device has one)
       add_at_b(dw, g, hc, r0 == 0 ? 0.0f : 1.0f);
       if (has_bias) db.add_(at::sum(g, {0}, /*keepdim=*/false, stream));

@@ -17,10 +17,59 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Where a bf16 product's gradients go straight into float32 buffers
-// through oneDNN (add_at_b): bf16 on the CPU.
-bool adds_on_cpu(const at::Tensor& x) {
-  return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_bf16_available();
+// Whether x's products on the CPU run on oneDNN's gemm (cpu/onednn_gemm.h):
+// bf16 ones (their gradients added straight into float32 buffers) and
+// float32 ones (on OpenMP's thread pool, not on the BLAS's own).
+bool bf16_on_cpu(const at::Tensor& x) {
+  return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_available<bf16>();
+}
+bool float32_on_cpu(const at::Tensor& x) {
+  return x.is_cpu() && x.scalar_type() == at::kFloat && cpu::onednn_gemm_available<float>();
+}
+bool on_onednn(const at::Tensor& x) { return bf16_on_cpu(x) || float32_on_cpu(x); }
+
+// op(t) for a [rows, cols] tensor whose rows or columns have unit stride:
+// whether oneDNN reads it transposed, and its leading dimension.
+struct Operand {
+  at::Tensor t;  // t itself, or a contiguous copy
+  bool trans = false;
+  int64_t ld = 0;
+};
+Operand operand(const at::Tensor& t) {
+  const int64_t rows = t.size(0), cols = t.size(1);
+  if ((t.stride(1) == 1 || cols == 1) && (rows == 1 || t.stride(0) >= cols))
+    return {t, false, rows == 1 ? std::max<int64_t>(cols, 1) : t.stride(0)};
+  if ((t.stride(0) == 1 || rows == 1) && (cols == 1 || t.stride(1) >= rows))
+    return {t, true, cols == 1 ? std::max<int64_t>(rows, 1) : t.stride(1)};
+  const at::Tensor c = t.contiguous();
+  return {c, false, std::max<int64_t>(cols, 1)};
+}
+
+// c = beta · c + a · b through oneDNN's gemm for a: [m, k] and b: [k, n] of
+// one dtype (bf16 or float32, on_onednn), into c: [m, n] float32 with rows
+// of unit stride. Recorded as a product of a and b after the c it adds
+// into, so that `nmt train --profile` counts it with the matrix multiplies.
+void onednn_product(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta) {
+  RECORD_FUNCTION("nmt::onednn_gemm", std::vector<c10::IValue>({c, a, b}));
+  const Operand oa = operand(a), ob = operand(b);
+  const auto fill = [&](auto& p, auto tag) {
+    using T = decltype(tag);
+    p.trans_a = oa.trans, p.trans_b = ob.trans;
+    p.m = a.size(0), p.n = b.size(1), p.k = a.size(1);
+    p.a = glue::data<T>(oa.t), p.lda = oa.ld;
+    p.b = glue::data<T>(ob.t), p.ldb = ob.ld;
+    p.c = c.data_ptr<float>(), p.ldc = c.size(0) == 1 ? std::max<int64_t>(c.size(1), 1) : c.stride(0);
+    p.beta = beta;
+  };
+  if (a.scalar_type() == at::kBFloat16) {
+    cpu::GemmParams<bf16> p;
+    fill(p, bf16());
+    cpu::onednn_gemm(p);
+  } else {
+    cpu::GemmParams<float> p;
+    fill(p, float());
+    cpu::onednn_gemm(p);
+  }
 }
 
 // Every row of out: [N, K] (contiguous, on the CPU) set to b: [K].
@@ -56,17 +105,8 @@ bool has_rows(const at::Tensor& x, int64_t rows) {
 // (configs/real.yaml in bf16). An x with row room (empty_with_row_room)
 // takes one product over whole blocks instead. Elsewhere one product as it is.
 at::Tensor product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  // out = rows · w (+ b), written into out. On the CPU the bias rows are
-  // written first and the product added to them (addmm with out as its own
-  // input): addmm_out(out, b, ...) broadcast b into out with LibTorch's
-  // strided copy, 5.5 ms of a 213 ms bf16 step of configs/real.yaml.
-  const auto into = [&](at::Tensor out, const at::Tensor& rows) {
-    if (!b.defined()) return at::mm_out(out, rows, w);
-    if (!out.is_cpu()) return at::addmm_out(out, b, rows, w);
-    fill_rows(out, b);
-    return at::addmm_out(out, out, rows, w);
-  };
-  const int64_t n = x.size(0), body = adds_on_cpu(x) ? n - n % kBf16RowQuantum : n;
+  const auto into = [&](at::Tensor out, const at::Tensor& rows) { return product_into(out, rows, w, b); };
+  const int64_t n = x.size(0), body = bf16_on_cpu(x) ? n - n % kBf16RowQuantum : n;
   if (body < n) {
     // x made with row room (empty_with_row_room): one block of all its rows.
     const int64_t full = round_up_rows(n, kBf16RowQuantum);
@@ -99,7 +139,7 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
     const at::Tensor wgrad = glue::grad_buffer(w);
     if (wgrad.defined() && wgrad.scalar_type() == at::kFloat) ctx->saved_data["wgrad"] = wgrad;
     // On the CPU the bias gradient too (on a GPU LibTorch's column sum is one kernel already).
-    if (has_bias && adds_on_cpu(x)) {
+    if (has_bias && on_onednn(x)) {
       const at::Tensor bgrad = glue::grad_buffer(b);
       if (bgrad.defined() && bgrad.scalar_type() == at::kFloat) ctx->saved_data["bgrad"] = bgrad;
     }
@@ -161,10 +201,10 @@ at::Tensor empty_with_row_room(at::IntArrayRef sizes, const at::TensorOptions& o
 
 bool dense_applies(const at::Tensor& x, const at::Tensor& w) {
   if (!at::GradMode::is_enabled() || w.scalar_type() != at::kFloat || x.device() != w.device()) return false;
-  // On the CPU only bf16 products: their weight gradients go straight into
-  // the float32 buffer through oneDNN (add_at_b). float32 keeps LibTorch's
-  // addmm and its autograd, whose arithmetic the loss curves were measured with.
-  if (x.device().is_cpu()) return adds_on_cpu(x);
+  // On the CPU where oneDNN's gemm for x's dtype is loaded: weight
+  // gradients straight into the float32 buffer, float32 products on
+  // OpenMP's threads (cpu/onednn_gemm.h).
+  if (x.device().is_cpu()) return on_onednn(x);
   return glue::fused_on_cuda(x) && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
 }
 
@@ -179,11 +219,29 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_s
                               b.defined() ? b_side : none.to(x.scalar_type()))[0];
 }
 
+at::Tensor product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
+  // On the CPU the bias rows are written first and the product added to
+  // them (addmm with out as its own input): addmm_out(out, b, ...) broadcast
+  // b into out with LibTorch's strided copy, 5.5 ms of a 213 ms bf16 step of
+  // configs/real.yaml.
+  if (float32_on_cpu(a) && out.scalar_type() == at::kFloat && out.is_cpu() && out.stride(-1) == 1) {
+    if (bias.defined()) fill_rows(out, bias);
+    onednn_product(out, a, b, bias.defined() ? 1.0f : 0.0f);
+    return out;
+  }
+  if (!bias.defined()) return at::mm_out(out, a, b);
+  if (!out.is_cpu()) return at::addmm_out(out, bias, a, b);
+  fill_rows(out, bias);
+  return at::addmm_out(out, out, a, b);
+}
+
 void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float beta) {
   TORCH_CHECK(a.dim() == 2 && c.dim() == 2 && a.size(0) == c.size(0) && g.size(0) == a.size(1) &&
                   g.size(1) == c.size(1) && a.scalar_type() == c.scalar_type(),
               "add_at_b: expected g [M, K], a [N, M], c [N, K] (a and c of one dtype); got ", g.sizes(), ", ",
               a.sizes(), ", ", c.sizes());
+  const bool onednn = on_onednn(a) && g.is_cpu() && g.scalar_type() == at::kFloat && g.stride(1) == 1;
+  if (onednn) return onednn_product(g, a.t(), c, beta);  // one product added into g, summed in float32
   if (a.scalar_type() == g.scalar_type()) {
     g.addmm_(a.t(), c, beta);
     return;
@@ -192,21 +250,6 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float bet
   if (g.is_cuda() && g.scalar_type() == at::kFloat && a.scalar_type() == at::kBFloat16)
     return add_at_b_bf16_cuda(g, a, c, beta);
 #endif
-  if (adds_on_cpu(a) && g.is_cpu() && g.scalar_type() == at::kFloat && g.is_contiguous() && a.stride(1) == 1 &&
-      c.stride(1) == 1) {
-    // One product added into g, summed in float32 (cpu/onednn_gemm.h).
-    // Recorded as a product of aᵀ and c, so that `nmt train --profile`
-    // counts it with the matrix multiplies (after the g it adds into).
-    RECORD_FUNCTION("nmt::add_at_b", std::vector<c10::IValue>({g, a.t(), c}));
-    cpu::GemmBf16Params p;
-    p.trans_a = true;
-    p.m = a.size(1), p.n = c.size(1), p.k = a.size(0);
-    p.a = glue::data<ops::bf16>(a), p.lda = a.stride(0);
-    p.b = glue::data<ops::bf16>(c), p.ldb = c.stride(0);
-    p.c = g.data_ptr<float>(), p.ldc = g.stride(0);
-    p.beta = beta;
-    return cpu::onednn_gemm_bf16(p);
-  }
   if (beta == 0) {
     g.copy_(at::mm(a.t(), c));
   } else {

@@ -1,5 +1,6 @@
-// A dense layer's product for training (on a GPU, and in bf16 on a CPU),
-// with its weight gradient added where the optimizer reads it:
+// A dense layer's product for training (on a GPU, and on a CPU where
+// LibTorch brought oneDNN), with its weight gradient added where the
+// optimizer reads it:
 //   y = x w + b
 // x: [N, in] in the matrix side's dtype (float32, or bf16 when matrix
 // multiplies run in bf16), w: [in, out] and b: [out] float32 parameters,
@@ -11,7 +12,9 @@
 // one (FlatAdam's flat gradients): one product with float32 accumulation, no
 // bf16 weight gradient to widen and add (cuBLAS on a GPU, oneDNN's gemm on a
 // CPU); on a CPU the bias's column sums too, as a product of dy with a
-// column of ones.
+// column of ones. float32 products on a CPU run on oneDNN's sgemm (on
+// OpenMP's threads, cpu/onednn_gemm.h says why), bf16 ones write bf16
+// through LibTorch (oneDNN as well).
 // Otherwise it returns the gradients as autograd expects.
 #pragma once
 
@@ -49,18 +52,26 @@ inline at::Tensor empty_like_with_row_room(const at::Tensor& t) {
 // Whether a model's dense layer takes dense() for x and its weight w:
 // float32 w, gradients wanted (inference keeps LibTorch's products), and
 // either a GPU with the fused ops on (op_glue.h) and float32 or bf16 x, or
-// a CPU with bf16 x and oneDNN's gemm in the process (cpu/onednn_gemm.h).
+// a CPU with float32 or bf16 x and oneDNN's gemm for it in the process
+// (cpu/onednn_gemm.h).
 bool dense_applies(const at::Tensor& x, const at::Tensor& w);
 // b and b_side may be undefined (no bias).
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_side, const at::Tensor& b,
                  const at::Tensor& b_side);
 
+// out = a · b (+ bias in every row) for a: [N, K], b: [K, M] (either may be a
+// transposed view), out: [N, M] with rows of unit stride; returns out. On a
+// CPU the bias rows are written first and the product added to them, float32
+// through oneDNN's sgemm where it is loaded; elsewhere LibTorch's mm/addmm.
+at::Tensor product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias);
+
 // g = beta · g + aᵀ · c for a: [N, M], c: [N, K] of one dtype into g: [M, K]
-// (beta 1: added into g; beta 0: g overwritten, its old values never read). With
-// a and c in g's dtype, LibTorch's addmm_; bf16 into a float32 g on a GPU
-// (all contiguous), one cuBLAS product accumulated in float32; on a CPU
-// (rows of unit stride, g contiguous), one oneDNN product accumulated in
-// float32; otherwise a product in a's dtype, widened and added.
+// (beta 1: added into g; beta 0: g overwritten, its old values never read).
+// Into a float32 g on a CPU (rows of unit stride): one oneDNN product of
+// bf16 or float32 a and c, accumulated in float32, where oneDNN is loaded;
+// otherwise with a and c in g's dtype LibTorch's addmm_; bf16 into a float32
+// g on a GPU (all contiguous), one cuBLAS product accumulated in float32;
+// otherwise a product in a's dtype, widened and added.
 void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float beta = 1);
 
 #ifdef NMT_WITH_CUDA
