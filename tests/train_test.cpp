@@ -31,6 +31,7 @@
 #include "train/checkpoint_writer.h"
 #include "train/loss.h"
 #include "train/op_profiler.h"
+#include "train/recent_block_cache.h"
 #include "train/reporter.h"
 #include "train/scheduler.h"
 #include "train/train_step.h"
@@ -780,3 +781,44 @@ TEST(OpProfiler, CountsMatrixMultipliesByShape) {
 
 }  // namespace
 }  // namespace nmt
+
+// The training allocator: sizes from 256 KB up rounded to at most 1/8
+// more, and a tensor gets the block of its class freed last (still in the
+// caches), up to as many cached bytes as were in use at once.
+TEST(RecentBlockCache, HandsOutTheBlockFreedLast) {
+  EXPECT_EQ(nmt::recent_block_class(1000), 1000);
+  for (int64_t bytes : {int64_t{256} << 10, (int64_t{256} << 10) + 1, int64_t{4456448}, int64_t{5000001},
+                        int64_t{1} << 30}) {
+    const int64_t cls = nmt::recent_block_class(bytes);
+    EXPECT_GE(cls, bytes);
+    EXPECT_LE(static_cast<double>(cls), bytes * (1 + 1.0 / 8)) << bytes;
+    EXPECT_EQ(nmt::recent_block_class(cls), cls) << "a class is its own class";
+  }
+  nmt::use_recent_block_cache();
+  const auto floats = [](int64_t bytes) { return at::empty({bytes / 4}); };
+  const nmt::RecentBlockCacheStats before = nmt::recent_block_cache_stats();
+  at::Tensor a = floats(int64_t{2} << 20), b = floats(int64_t{2} << 20);  // one class
+  a.fill_(1);
+  const void* a_data = a.data_ptr();
+  const void* b_data = b.data_ptr();
+  ASSERT_NE(a_data, b_data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a_data) % 64, 0u);
+  a.reset();  // freed first
+  b.reset();  // freed last
+  at::Tensor c = floats((int64_t{2} << 20) - 4096);  // a smaller request of the same class
+  EXPECT_EQ(c.data_ptr(), b_data) << "not the block freed last";
+  at::Tensor d = floats(int64_t{2} << 20);
+  EXPECT_EQ(d.data_ptr(), a_data);
+  const nmt::RecentBlockCacheStats after = nmt::recent_block_cache_stats();
+  EXPECT_EQ(after.reused - before.reused, 2);
+  EXPECT_EQ(after.fresh - before.fresh, 2);
+  // A block of a class never freed comes fresh; small tensors pass through.
+  at::Tensor e = floats(int64_t{3} << 20);
+  EXPECT_EQ(nmt::recent_block_cache_stats().fresh - after.fresh, 1);
+  at::Tensor small = at::ones({100});
+  EXPECT_EQ(small.sum().item<float>(), 100.0f);
+  c.reset(), d.reset(), e.reset();
+  const nmt::RecentBlockCacheStats held = nmt::recent_block_cache_stats();
+  EXPECT_LE(held.cached_bytes, held.peak_bytes) << "the cache holds no more than was ever in use at once";
+  EXPECT_GE(held.cached_bytes, nmt::recent_block_class(int64_t{3} << 20));
+}

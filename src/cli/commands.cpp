@@ -36,6 +36,7 @@
 #include "serve/translation_service.h"
 #include "train/checkpoint_average.h"
 #include "train/init_from.h"
+#include "train/recent_block_cache.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/cpu_features.h"
@@ -230,6 +231,7 @@ int run_train(const TrainArgs& args) {
   resolve_precision(cfg.train.precision, resolve_device(cfg.attention.device, "attention.device"), precision_key);
   spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
   keep_freed_memory_for_reuse();
+  use_recent_block_cache();
   if (args.profile > 0) {
     profile_training(cfg, args.profile, std::cout);
     return kExitOk;

@@ -17,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/distributed.h"
 #include "train/op_profiler.h"
+#include "train/recent_block_cache.h"
 #include "train/scheduler.h"
 #include "train/train_step.h"
 #include "train/validators.h"
@@ -320,6 +321,10 @@ TrainResult train(const Config& cfg, const RunStart& start) {
   reporter.info(fmt::format("data: the steps waited {:.2f} s in all for their batches ({:.2f}% of training time)",
                             s.batches->waited_seconds(),
                             100.0 * s.batches->waited_seconds() / std::max(result.train_seconds, 1e-9)));
+  if (const RecentBlockCacheStats m = recent_block_cache_stats(); m.reused + m.fresh > 0)
+    reporter.info(fmt::format("memory: {:.1f}% of the tensors from 256 KB up took a block freed before (train/"
+                              "recent_block_cache.h); {:.0f} MB in use at most, {:.0f} MB kept for reuse at the end",
+                              100.0 * m.reused / (m.reused + m.fresh), m.peak_bytes / 1e6, m.cached_bytes / 1e6));
   // A rank stopped by another rank's signal exits as interrupted too.
   if (outcome == Evaluation::kInterrupted) result.interrupted = interrupted() ? interrupt_signal() : SIGINT;
   result.sync = s.sync->stats();
