@@ -105,13 +105,14 @@ struct TrainingSession {
     model->train();
     // Where the products run: oneDNN's gemm on OpenMP's threads (dense() and
     // the cross-entropy), or LibTorch's BLAS.
-    const std::string blas =
-        !device.is_cpu() ? std::string()
-        : ops::cpu::onednn_gemm_available<float>()
-            ? fmt::format("products on oneDNN's gemm, OpenMP threads {}",
-                          std::getenv("OMP_WAIT_POLICY") ? fmt::format("OMP_WAIT_POLICY={}", std::getenv("OMP_WAIT_POLICY"))
-                                                         : std::string("spinning a while between ops"))
-            : blas_kernels();
+    std::string blas;
+    if (device.is_cpu() && ops::cpu::onednn_gemm_available<float>()) {
+      const char* policy = std::getenv("OMP_WAIT_POLICY");
+      blas = "products on oneDNN's gemm, OpenMP threads " +
+             (policy ? "OMP_WAIT_POLICY=" + std::string(policy) : std::string("spinning a while between ops"));
+    } else if (device.is_cpu()) {
+      blas = blas_kernels();
+    }
     // precision auto's measurement, said with its outcome.
     const std::string measured =
         bf16_speedup > 0 ? fmt::format(" (precision auto: a bf16 product ran {:.2f}x as fast as float32 here; bf16 "

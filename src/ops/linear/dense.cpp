@@ -28,6 +28,14 @@ bool float32_on_cpu(const at::Tensor& x) {
 }
 bool on_onednn(const at::Tensor& x) { return bf16_on_cpu(x) || float32_on_cpu(x); }
 
+// t: [rows, cols] as a row-major matrix: its leading dimension (the row
+// pitch, at least cols), or 0 when its rows do not have unit stride or overlap.
+int64_t row_major_ld(const at::Tensor& t) {
+  const int64_t rows = t.size(0), cols = t.size(1);
+  if ((t.stride(1) != 1 && cols > 1) || (rows > 1 && t.stride(0) < cols)) return 0;
+  return rows == 1 ? std::max<int64_t>(cols, 1) : t.stride(0);
+}
+
 // op(t) for a [rows, cols] tensor whose rows or columns have unit stride:
 // whether oneDNN reads it transposed, and its leading dimension.
 struct Operand {
@@ -36,13 +44,10 @@ struct Operand {
   int64_t ld = 0;
 };
 Operand operand(const at::Tensor& t) {
-  const int64_t rows = t.size(0), cols = t.size(1);
-  if ((t.stride(1) == 1 || cols == 1) && (rows == 1 || t.stride(0) >= cols))
-    return {t, false, rows == 1 ? std::max<int64_t>(cols, 1) : t.stride(0)};
-  if ((t.stride(0) == 1 || rows == 1) && (cols == 1 || t.stride(1) >= rows))
-    return {t, true, cols == 1 ? std::max<int64_t>(rows, 1) : t.stride(1)};
+  if (const int64_t ld = row_major_ld(t)) return {t, false, ld};
+  if (const int64_t ld = row_major_ld(t.t())) return {t, true, ld};
   const at::Tensor c = t.contiguous();
-  return {c, false, std::max<int64_t>(cols, 1)};
+  return {c, false, row_major_ld(c)};
 }
 
 // c = beta · c + a · b through oneDNN's gemm for a: [m, k] and b: [k, n] of
@@ -58,7 +63,7 @@ void onednn_product(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, flo
     p.m = a.size(0), p.n = b.size(1), p.k = a.size(1);
     p.a = glue::data<T>(oa.t), p.lda = oa.ld;
     p.b = glue::data<T>(ob.t), p.ldb = ob.ld;
-    p.c = c.data_ptr<float>(), p.ldc = c.size(0) == 1 ? std::max<int64_t>(c.size(1), 1) : c.stride(0);
+    p.c = c.data_ptr<float>(), p.ldc = row_major_ld(c);
     p.beta = beta;
   };
   if (a.scalar_type() == at::kBFloat16) {
@@ -74,7 +79,7 @@ void onednn_product(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, flo
 
 // Every row of out: [N, K] (rows of unit stride, on the CPU) set to b: [K].
 void fill_rows(at::Tensor& out, const at::Tensor& b) {
-  TORCH_CHECK(out.dim() == 2 && (out.size(1) <= 1 || out.stride(1) == 1) && b.numel() == out.size(1) &&
+  TORCH_CHECK(out.dim() == 2 && row_major_ld(out) > 0 && b.numel() == out.size(1) &&
                   b.scalar_type() == out.scalar_type(),
               "fill_rows: expected an [N, K] output with rows of unit stride and a bias of K values in its dtype");
   const at::Tensor row = b.contiguous();
@@ -225,9 +230,8 @@ at::Tensor product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b
   // them (addmm with out as its own input): addmm_out(out, b, ...) broadcast
   // b into out with LibTorch's strided copy, 5.5 ms of a 213 ms bf16 step of
   // configs/real.yaml.
-  const bool rows_apart = out.dim() == 2 && (out.size(1) <= 1 || out.stride(1) == 1) &&
-                          (out.size(0) <= 1 || out.stride(0) >= out.size(1));
-  if (float32_on_cpu(a) && out.scalar_type() == at::kFloat && out.is_cpu() && rows_apart) {
+  if (float32_on_cpu(a) && out.scalar_type() == at::kFloat && out.is_cpu() && out.dim() == 2 &&
+      row_major_ld(out) > 0) {
     if (bias.defined()) fill_rows(out, bias);
     onednn_product(out, a, b, bias.defined() ? 1.0f : 0.0f);
     return out;
@@ -243,7 +247,7 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float bet
                   g.size(1) == c.size(1) && a.scalar_type() == c.scalar_type(),
               "add_at_b: expected g [M, K], a [N, M], c [N, K] (a and c of one dtype); got ", g.sizes(), ", ",
               a.sizes(), ", ", c.sizes());
-  const bool onednn = on_onednn(a) && g.is_cpu() && g.scalar_type() == at::kFloat && g.stride(1) == 1;
+  const bool onednn = on_onednn(a) && g.is_cpu() && g.scalar_type() == at::kFloat && row_major_ld(g) > 0;
   if (onednn) return onednn_product(g, a.t(), c, beta);  // one product added into g, summed in float32
   if (a.scalar_type() == g.scalar_type()) {
     g.addmm_(a.t(), c, beta);
