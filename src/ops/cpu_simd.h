@@ -245,6 +245,32 @@ inline ElementOf<V> vec_hmax(V v) {
   return m;
 }
 
+// Transposes an L x L block held as L vectors (v[r][c] -> v[c][r]) in
+// log2(L) rounds of interleaving: each round pairs vector k with vector
+// k + L/2 and writes their low-half and high-half interleaves as vectors 2k
+// and 2k + 1 (two-source lane shuffles, one instruction each on AVX-512).
+template <typename T>
+inline void vec_transpose(Vec<T> (&v)[kLanes<T>]) {
+  constexpr int L = kLanes<T>;
+  using Mask = typename Simd<T>::Mask;
+  Mask lo{}, hi{};
+  for (int i = 0; i < L / 2; ++i) {
+    lo[2 * i] = i, lo[2 * i + 1] = L + i;
+    hi[2 * i] = L / 2 + i, hi[2 * i + 1] = L + L / 2 + i;
+  }
+#pragma GCC unroll 4
+  for (int round = 1; round < L; round *= 2) {
+    Vec<T> out[L] = {};
+#pragma GCC unroll 8
+    for (int k = 0; k < L / 2; ++k) {
+      out[2 * k] = __builtin_shuffle(v[k], v[k + L / 2], lo);
+      out[2 * k + 1] = __builtin_shuffle(v[k], v[k + L / 2], hi);
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < L; ++k) v[k] = out[k];
+  }
+}
+
 inline constexpr int64_t round_up(int64_t x, int64_t multiple) {
   return (x + multiple - 1) / multiple * multiple;
 }

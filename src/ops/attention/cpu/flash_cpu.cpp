@@ -228,6 +228,65 @@ void store_zeros(S* row, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store_as(row + i, Compute(0));
 }
 
+// The tiles keep one index on the lanes (keys or query rows) while the
+// tensors hold rows of D channels; these two move a block between the
+// layouts L x L at a time through registers (detail::vec_transpose), the
+// channels past the last whole block one at a time. Element by element
+// throughout, the transposes were about a third of the kernels' time on
+// ten-token sentences.
+//
+// Rows to lanes: dst[d * ld + c] = src[c * stride + d] * scale for c < count,
+// and 0 for count <= c < lanes (lanes a multiple of L, dst 64-byte aligned,
+// ld a multiple of L).
+//   src: [count, D] rows `stride` apart; dst: [D, ld]
+template <typename S, typename T>
+void rows_to_lanes(const S* src, int64_t stride, int64_t count, int64_t lanes, int64_t D, T scale, T* dst,
+                   int64_t ld) {
+  using V = Vec<T>;
+  constexpr int L = kLanes<T>;
+  const V scale_v = vec_set1(scale);
+  int64_t d0 = 0;
+  for (; d0 + L <= D; d0 += L) {
+    for (int64_t c0 = 0; c0 < lanes; c0 += L) {
+      V t[L];
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) t[i] = c0 + i < count ? vec_loadu(src + (c0 + i) * stride + d0) : V{};
+      detail::vec_transpose<T>(t);
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) vec_store(dst + (d0 + i) * ld + c0, t[i] * scale_v);
+    }
+  }
+  for (int64_t d = d0; d < D; ++d) {
+    for (int64_t c = 0; c < count; ++c) dst[d * ld + c] = load_as<T>(src[c * stride + d]) * scale;
+    std::fill(dst + d * ld + count, dst + d * ld + lanes, T(0));
+  }
+}
+
+// Lanes to rows: dst[c * stride + d] = src[d * ld + c] * row_scale(c) for
+// c < count (src 64-byte aligned, ld a multiple of L).
+//   src: [D, ld]; dst: [count, D] rows `stride` apart
+template <typename S, typename T, typename RowScale>
+void lanes_to_rows(const T* src, int64_t ld, int64_t count, int64_t D, S* dst, int64_t stride,
+                   const RowScale& row_scale) {
+  using V = Vec<T>;
+  constexpr int L = kLanes<T>;
+  int64_t d0 = 0;
+  for (; d0 + L <= D; d0 += L) {
+    for (int64_t c0 = 0; c0 < count; c0 += L) {
+      V t[L];
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) t[i] = vec_load(src + (d0 + i) * ld + c0);
+      detail::vec_transpose<T>(t);
+      const int64_t rows = std::min<int64_t>(L, count - c0);
+      for (int64_t i = 0; i < rows; ++i) vec_storeu(dst + (c0 + i) * stride + d0, t[i] * vec_set1(row_scale(c0 + i)));
+    }
+  }
+  for (int64_t c = 0; c < count && d0 < D; ++c) {
+    const T f = row_scale(c);
+    for (int64_t d = d0; d < D; ++d) store_as(dst + c * stride + d, src[d * ld + c] * f);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Forward
 // ---------------------------------------------------------------------------
@@ -275,13 +334,11 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
   }
 
   // Pack Q_i transposed (lanes = query rows); padding rows are zero so they
-  // produce harmless finite scores.
+  // produce harmless finite scores. Only the NR * L lanes the products read
+  // are cleared: for a ten-token sentence, clearing all kBlockQ of them
+  // wrote five times the queries' own size.
   const T q_scale = p.scale * static_cast<T>(kLog2e);
-  for (int64_t r = 0; r < rows; ++r) {
-    const S* q_r = q + r * p.q_stride_t;
-    for (int64_t d = 0; d < D; ++d) qt[d * kBlockQ + r] = load_as<T>(q_r[d]) * q_scale;
-  }
-  for (int64_t d = 0; d < D; ++d) std::fill(qt + d * kBlockQ + rows, qt + (d + 1) * kBlockQ, T(0));
+  rows_to_lanes(q, p.q_stride_t, rows, NR * L, D, q_scale, qt, kBlockQ);
 
   const auto iota = lane_iota<T>();
   V m[NR], l[NR];  // running row max (base 2) and row sum, one lane per query row
@@ -358,14 +415,14 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
   }
 
   // pass 4: normalize, transpose back, and save lse = ln(sum exp) for backward
+  T inv_l[kBlockQ];
   for (int64_t r = 0; r < rows; ++r) {
     const T l_r = l[r / L][r % L];
     const T m_r = m[r / L][r % L];
-    const T inv_l = l_r > T(0) ? T(1) / l_r : T(0);
-    S* o_r = o + r * p.o_stride_t;
-    for (int64_t d = 0; d < D; ++d) store_as(o_r + d, ot[d * kBlockQ + r] * inv_l);
+    inv_l[r] = l_r > T(0) ? T(1) / l_r : T(0);
     lse[r] = l_r > T(0) ? (m_r + std::log2(l_r)) * static_cast<T>(kLn2) : neg_inf;
   }
+  lanes_to_rows(ot, kBlockQ, rows, D, o, p.o_stride_t, [&](int64_t r) { return inv_l[r]; });
 }
 
 template <typename S, typename T>
@@ -585,24 +642,20 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
 
   // Pack K_j, V_j once for all query blocks. Padding keys (c >= n) are zero
   // in kt/vt and their probabilities are masked to 0 below.
+  // Only the NR * L lanes the products read and write are packed or cleared
+  // (a short sentence's block uses a quarter of them).
   const T k_scale = p.scale * static_cast<T>(kLog2e);
+  rows_to_lanes(k, p.k_stride_t, n, NR * L, D, k_scale, kt, Bk);
+  rows_to_lanes(v, p.v_stride_t, n, NR * L, D, T(1), vt, Bk);
   for (int64_t c = 0; c < n; ++c) {
     const S* k_c = k + c * p.k_stride_t;
-    const S* v_c = v + c * p.v_stride_t;
-    for (int64_t d = 0; d < D; ++d) {
-      const T k_cd = load_as<T>(k_c[d]);
-      kt[d * Bk + c] = k_cd * k_scale;
-      vt[d * Bk + c] = load_as<T>(v_c[d]);
-      kp[c * Dp + d] = k_cd;
-    }
+    for (int64_t d = 0; d < D; ++d) kp[c * Dp + d] = load_as<T>(k_c[d]);
     std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
   }
   for (int64_t d = 0; d < D; ++d) {
-    std::fill(kt + d * Bk + n, kt + (d + 1) * Bk, T(0));
-    std::fill(vt + d * Bk + n, vt + (d + 1) * Bk, T(0));
+    std::fill(dkt + d * Bk, dkt + d * Bk + NR * L, T(0));
+    std::fill(dvt + d * Bk, dvt + d * Bk + NR * L, T(0));
   }
-  std::fill(dkt, dkt + D * Bk, T(0));
-  std::fill(dvt, dvt + D * Bk, T(0));
 
   const auto iota = lane_iota<T>();
   // Causal: query rows before j0 see none of these keys.
@@ -674,12 +727,8 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
   }
 
   // Transpose the dK_j, dV_j accumulators back into [n, D] rows.
-  for (int64_t c = 0; c < n; ++c) {
-    for (int64_t d = 0; d < D; ++d) {
-      store_as(dk + c * p.dk_stride_t + d, dkt[d * Bk + c] * p.scale);
-      store_as(dv + c * p.dv_stride_t + d, dvt[d * Bk + c]);
-    }
-  }
+  lanes_to_rows(dkt, Bk, n, D, dk, p.dk_stride_t, [&](int64_t) { return p.scale; });
+  lanes_to_rows(dvt, Bk, n, D, dv, p.dv_stride_t, [](int64_t) { return T(1); });
 }
 
 template <typename S, typename T>
