@@ -817,6 +817,21 @@ TEST(RecentBlockCache, HandsOutTheBlockFreedLast) {
   EXPECT_EQ(nmt::recent_block_cache_stats().fresh - after.fresh, 1);
   at::Tensor small = at::ones({100});
   EXPECT_EQ(small.sum().item<float>(), 100.0f);
+  // A class with no block freed takes one of the next two classes up, in the
+  // class's own stack again when freed; three classes up is too large.
+  const int64_t six_mb = int64_t{6} << 20, step = int64_t{512} << 10;  // classes of [4 MB, 8 MB): 512 KB apart
+  ASSERT_EQ(nmt::recent_block_class(six_mb + step), six_mb + step);
+  at::Tensor f = floats(six_mb + 2 * step);
+  const void* f_data = f.data_ptr();
+  f.reset();
+  at::Tensor g = floats(six_mb - step);  // three classes below f's: not f's block
+  EXPECT_NE(g.data_ptr(), f_data);
+  at::Tensor h = floats(six_mb);  // two classes below
+  EXPECT_EQ(h.data_ptr(), f_data) << "not the block of a class two up";
+  h.reset();
+  at::Tensor i = floats(six_mb + 2 * step);  // f's own class: the block went back to its stack
+  EXPECT_EQ(i.data_ptr(), f_data);
+  g.reset(), i.reset();
   c.reset(), d.reset(), e.reset();
   const nmt::RecentBlockCacheStats held = nmt::recent_block_cache_stats();
   EXPECT_LE(held.cached_bytes, held.peak_bytes) << "the cache holds no more than was ever in use at once";

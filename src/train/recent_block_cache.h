@@ -17,7 +17,8 @@
 // up to as many bytes as were ever in use at once (so the process holds
 // at most about twice its peak: configs/real.yaml's largest resident size
 // went from 634 to 1,023 MB); smaller ones are malloc's, whose small bins
-// are last-in first-out already.
+// are last-in first-out already. A request whose class holds no block
+// takes the last freed of the next two classes up, if any.
 #pragma once
 
 #include <cstdint>
