@@ -75,6 +75,7 @@ expect_fast 2 "bad.zh:5: not valid UTF-8 \\(byte 3\\)" -- $(train_on utf8 "$tmp/
 expect 2 "--threads: -1 is not in 0..256" -- "$nmt" train --config "$tmp/tiny.yaml" --threads -1
 expect 2 "--beam: 99 is not in 0..64" -- "$nmt" translate --checkpoint "$tmp" --beam 99
 expect 2 "NMT_CPU_ISA: 'sse9' is not one of: generic \\| avx2 \\| avx512 \\| avx512vnni" -- env NMT_CPU_ISA=sse9 "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/ck_isa"
+expect 2 "NMT_CPU_GEMM: 'blas' is not one of: auto \\| onednn \\| mkl" -- env NMT_CPU_GEMM=blas "$nmt" train --config "$tmp/tiny.yaml" --set train.checkpoint_dir="$tmp/ck_gemm"
 
 # CRLF line ends and a byte order mark are fine.
 { printf '\xEF\xBB\xBF'; head -300 "$src/data/toy/train.zh" | sed 's/$/\r/'; } >"$tmp/crlf.zh"

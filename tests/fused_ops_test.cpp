@@ -19,6 +19,7 @@
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/layer_norm/add_layer_norm.h"
+#include "ops/linear/cpu/float_gemm.h"
 #include "ops/linear/cpu/onednn_gemm.h"
 #include "ops/linear/dense.h"
 #include "ops/linear/rows_matmul.h"
@@ -26,6 +27,7 @@
 #include "ops/random/dropout.h"
 #include "ops/random/philox.h"
 #include "support/temp_dir.h"
+#include "util/errors.h"
 
 namespace nmt::ops {
 namespace {
@@ -849,6 +851,83 @@ TEST(Dense, ProductsTakeEveryOperandLayout) {
         add_at_b(g, a.t(), b, 0.0f);
         EXPECT_LT((g.to(at::kDouble) - ref).abs().max().item<double>(), 1e-4) << what << " add_at_b, beta 0";
       }
+}
+
+// Each float32 gemm library in the process (oneDNN's, MKL's where
+// libmkl_rt is installed) against float64 products: every transpose, rows
+// with gaps in A, B and C, alpha and beta, and shapes with a single row,
+// column or depth. The columns of C past n must stay as they were.
+TEST(FloatGemm, EachLibraryMatchesTheFloat64Reference) {
+  std::vector<cpu::FloatGemm> libraries;
+  if (cpu::onednn_gemm_available<float>()) libraries.push_back(cpu::FloatGemm::kOnednn);
+  if (cpu::mkl_sgemm_available()) libraries.push_back(cpu::FloatGemm::kMkl);
+  if (libraries.empty()) GTEST_SKIP() << "neither oneDNN nor MKL in this process";
+  at::manual_seed(33);
+  for (const cpu::FloatGemm library : libraries)
+    for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 19, 23}, {1, 64, 300}, {130, 1, 7}, {65, 129, 1}})
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true})
+          for (const float beta : {0.0f, 1.0f, 0.5f}) {
+            const std::string what = std::string(library == cpu::FloatGemm::kMkl ? "MKL" : "oneDNN") + " m " +
+                                     std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n) +
+                                     (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "") + " beta " + std::to_string(beta);
+            // Stored [m, k] or [k, m], [k, n] or [n, k], rows 3 wider than used.
+            const at::Tensor a_store = at::randn({ta ? k : m, (ta ? m : k) + 3});
+            const at::Tensor b_store = at::randn({tb ? n : k, (tb ? k : n) + 3});
+            const at::Tensor a = a_store.narrow(1, 0, ta ? m : k), b = b_store.narrow(1, 0, tb ? k : n);
+            at::Tensor c_store = at::randn({m, n + 3});
+            const at::Tensor c_before = c_store.clone();
+            cpu::GemmParams<float> p;
+            p.trans_a = ta, p.trans_b = tb, p.m = m, p.n = n, p.k = k, p.alpha = 1.5f, p.beta = beta;
+            p.a = a_store.data_ptr<float>(), p.lda = a_store.size(1);
+            p.b = b_store.data_ptr<float>(), p.ldb = b_store.size(1);
+            p.c = c_store.data_ptr<float>(), p.ldc = c_store.size(1);
+            cpu::float_gemm_on(library, p);
+            const at::Tensor opa = (ta ? a.t() : a).to(at::kDouble), opb = (tb ? b.t() : b).to(at::kDouble);
+            const at::Tensor ref = 1.5 * at::mm(opa, opb) + beta * c_before.narrow(1, 0, n).to(at::kDouble);
+            EXPECT_LT((c_store.narrow(1, 0, n).to(at::kDouble) - ref).abs().max().item<double>(), 2e-4 * std::sqrt(k))
+                << what;
+            EXPECT_TRUE(c_store.narrow(1, n, 3).equal(c_before.narrow(1, n, 3))) << what << ": columns past n written";
+          }
+}
+
+// The choice of library: a name wins (and must be present), auto measures
+// only with both present and takes MKL from kMklPays, a bad name is an
+// InputError naming the variable.
+TEST(FloatGemm, ChoiceRule) {
+  int measured = 0;
+  const auto speedup = [&](double s) {
+    return [&measured, s] {
+      ++measured;
+      return s;
+    };
+  };
+  using cpu::choose_float_gemm;
+  using cpu::FloatGemm;
+  EXPECT_EQ(choose_float_gemm("onednn", true, true, speedup(3.0)).library, FloatGemm::kOnednn);
+  EXPECT_EQ(choose_float_gemm("mkl", true, true, speedup(0.1)).library, FloatGemm::kMkl);
+  EXPECT_EQ(measured, 0) << "a library named by hand is not measured";
+  EXPECT_EQ(choose_float_gemm("", true, false, speedup(3.0)).library, FloatGemm::kOnednn);
+  EXPECT_EQ(choose_float_gemm("auto", false, true, speedup(0.1)).library, FloatGemm::kMkl);
+  EXPECT_EQ(measured, 0) << "one library present: nothing to measure";
+  const cpu::FloatGemmChoice faster = choose_float_gemm("", true, true, speedup(cpu::kMklPays + 0.01));
+  EXPECT_EQ(faster.library, FloatGemm::kMkl);
+  EXPECT_TRUE(faster.measured);
+  EXPECT_DOUBLE_EQ(faster.mkl_speedup, cpu::kMklPays + 0.01);
+  EXPECT_EQ(choose_float_gemm("auto", true, true, speedup(cpu::kMklPays - 0.01)).library, FloatGemm::kOnednn);
+  EXPECT_EQ(measured, 2);
+  const auto error_of = [&](const std::string& want, bool onednn, bool mkl) -> std::string {
+    try {
+      choose_float_gemm(want, onednn, mkl, speedup(1.0));
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of("blas", true, true), "NMT_CPU_GEMM: 'blas' is not one of: auto | onednn | mkl");
+  EXPECT_NE(error_of("mkl", true, false).find("NMT_CPU_GEMM: mkl is not in this process"), std::string::npos)
+      << error_of("mkl", true, false);
+  EXPECT_NE(error_of("onednn", false, true).find("NMT_CPU_GEMM: onednn is not in this process"), std::string::npos);
 }
 
 // An input with row room (empty_with_row_room) takes one product over all

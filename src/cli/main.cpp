@@ -11,15 +11,15 @@
 #include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "cli/launcher.h"
-#include "ops/linear/cpu/onednn_gemm.h"
+#include "ops/linear/cpu/float_gemm.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
 #include "util/thread_env.h"
 
 int main(int argc, char** argv) {
-  // A training step's products all run on OpenMP's pool where oneDNN's
-  // float32 gemm is loaded (its bf16 one comes with it).
-  nmt::ensure_library_settings(argv, nmt::ops::cpu::onednn_gemm_available<float>());
+  // A training step's products all run on OpenMP's pool where oneDNN's or
+  // MKL's float32 gemm is loaded (oneDNN's bf16 one comes with LibTorch).
+  nmt::ensure_library_settings(argv, nmt::ops::cpu::float_gemm_available());
   // Logs go to stderr so that stdout carries only results (translations).
   spdlog::set_default_logger(spdlog::stderr_color_mt("nmt"));
   spdlog::set_pattern("[%H:%M:%S] %v");

@@ -28,10 +28,10 @@ void OpProfiler::start() {
 namespace {
 
 bool is_gemm(const std::string& name) {
-  // nmt::onednn_gemm: a product by oneDNN's gemm (ops/linear/dense.cpp),
+  // nmt::cpu_gemm: a product by oneDNN's or MKL's gemm (ops/linear/dense.cpp),
   // recorded with the float32 output it writes or adds into first, as addmm_.
   static const char* const kNames[] = {"aten::mm",  "aten::addmm",   "aten::addmm_",
-                                       "aten::bmm", "aten::baddbmm", "nmt::onednn_gemm"};
+                                       "aten::bmm", "aten::baddbmm", "nmt::cpu_gemm"};
   for (const char* n : kNames)
     if (name == n) return true;
   return false;
@@ -162,8 +162,8 @@ std::string op_class(const std::string& name) {
 double gemm_peak_gflops(const GemmTime& g, bool bf16) {
   torch::NoGradGuard no_grad;
   const auto opts = at::TensorOptions().dtype(bf16 ? at::kBFloat16 : at::kFloat);
-  if (g.op == "nmt::onednn_gemm" && g.batch == 1) {
-    // Timed as the step runs it: oneDNN's gemm into a float32 output (bf16
+  if (g.op == "nmt::cpu_gemm" && g.batch == 1) {
+    // Timed as the step runs it: the gemm in use into a float32 output (bf16
     // inputs: a weight gradient, Aᵀ · B added into its buffer).
     at::Tensor out = at::zeros({g.m, g.n});
     const at::Tensor a = bf16 ? at::randn({g.k, g.m}, opts) : at::randn({g.m, g.k}, opts);

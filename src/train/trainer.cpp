@@ -13,7 +13,7 @@
 #include "data/shards.h"
 #include "decode/length_limit.h"
 #include "model/build.h"
-#include "ops/linear/cpu/onednn_gemm.h"
+#include "ops/linear/cpu/float_gemm.h"
 #include "tokenizer/tokenizer.h"
 #include "train/distributed.h"
 #include "train/op_profiler.h"
@@ -103,12 +103,15 @@ struct TrainingSession {
     source.seek(state.position);
     batches = std::make_unique<PrefetchingSource>(source);
     model->train();
-    // Where the products run: oneDNN's gemm on OpenMP's threads (dense() and
-    // the cross-entropy), or LibTorch's BLAS.
+    // Where the products run: oneDNN's or MKL's gemm on OpenMP's threads
+    // (dense() and the cross-entropy), or LibTorch's BLAS.
     std::string blas;
-    if (device.is_cpu() && ops::cpu::onednn_gemm_available<float>()) {
+    if (device.is_cpu()) ops::cpu::check_float_gemm_setting();
+    if (device.is_cpu() && ops::cpu::float_gemm_available()) {
       const char* policy = std::getenv("OMP_WAIT_POLICY");
-      blas = "products on oneDNN's gemm, OpenMP threads " +
+      blas = "products on " +
+             (precision == at::kBFloat16 ? std::string("oneDNN's gemm") : ops::cpu::float_gemm_description()) +
+             ", OpenMP threads " +
              (policy ? "OMP_WAIT_POLICY=" + std::string(policy) : std::string("spinning a while between ops"));
     } else if (device.is_cpu()) {
       blas = blas_kernels();

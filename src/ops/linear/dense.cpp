@@ -8,6 +8,7 @@
 #include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "ops/linear/cpu/float_gemm.h"
 #include "ops/linear/cpu/onednn_gemm.h"
 #include "ops/op_glue.h"
 
@@ -18,16 +19,17 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Whether x's products on the CPU run on oneDNN's gemm (cpu/onednn_gemm.h):
-// bf16 ones (their gradients added straight into float32 buffers) and
-// float32 ones (on OpenMP's thread pool, not on the BLAS's own).
+// Whether x's products on the CPU run on our gemm route: bf16 ones on
+// oneDNN's gemm (cpu/onednn_gemm.h; their gradients added straight into
+// float32 buffers), float32 ones on oneDNN's or MKL's sgemm
+// (cpu/float_gemm.h; on OpenMP's thread pool, not on the BLAS's own).
 bool bf16_on_cpu(const at::Tensor& x) {
   return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_available<bf16>();
 }
 bool float32_on_cpu(const at::Tensor& x) {
-  return x.is_cpu() && x.scalar_type() == at::kFloat && cpu::onednn_gemm_available<float>();
+  return x.is_cpu() && x.scalar_type() == at::kFloat && cpu::float_gemm_available();
 }
-bool on_onednn(const at::Tensor& x) { return bf16_on_cpu(x) || float32_on_cpu(x); }
+bool on_cpu_gemm(const at::Tensor& x) { return bf16_on_cpu(x) || float32_on_cpu(x); }
 
 // t: [rows, cols] as a row-major matrix: its leading dimension (the row
 // pitch, at least cols), or 0 when its rows do not have unit stride or overlap.
@@ -51,12 +53,13 @@ Operand operand(const at::Tensor& t) {
   return {c, false, row_major_ld(c)};
 }
 
-// c = beta · c + a · b through oneDNN's gemm for a: [m, k] and b: [k, n] of
-// one dtype (bf16 or float32, on_onednn), into c: [m, n] float32 with rows
+// c = beta · c + a · b through oneDNN's gemm (bf16) or the float32 one in use
+// (cpu/float_gemm.h) for a: [m, k] and b: [k, n] of
+// one dtype (bf16 or float32, on_cpu_gemm), into c: [m, n] float32 with rows
 // of unit stride. Recorded as a product of a and b after the c it adds
 // into, so that `nmt train --profile` counts it with the matrix multiplies.
-void onednn_product(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta) {
-  RECORD_FUNCTION("nmt::onednn_gemm", std::vector<c10::IValue>({c, a, b}));
+void cpu_gemm_product(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta) {
+  RECORD_FUNCTION("nmt::cpu_gemm", std::vector<c10::IValue>({c, a, b}));
   const Operand oa = operand(a), ob = operand(b);
   const auto fill = [&](auto& p, auto tag) {
     using T = decltype(tag);
@@ -74,7 +77,7 @@ void onednn_product(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, flo
   } else {
     cpu::GemmParams<float> p;
     fill(p, float());
-    cpu::onednn_gemm(p);
+    cpu::float_gemm(p);
   }
 }
 
@@ -161,7 +164,7 @@ struct DenseFunction : public torch::autograd::Function<DenseFunction> {
     const at::Tensor wgrad = glue::grad_buffer(w);
     if (wgrad.defined() && wgrad.scalar_type() == at::kFloat) ctx->saved_data["wgrad"] = wgrad;
     // On the CPU the bias gradient too (on a GPU LibTorch's column sum is one kernel already).
-    if (has_bias && on_onednn(x)) {
+    if (has_bias && on_cpu_gemm(x)) {
       const at::Tensor bgrad = glue::grad_buffer(b);
       if (bgrad.defined() && bgrad.scalar_type() == at::kFloat) ctx->saved_data["bgrad"] = bgrad;
     }
@@ -223,10 +226,10 @@ at::Tensor empty_with_row_room(at::IntArrayRef sizes, const at::TensorOptions& o
 
 bool dense_applies(const at::Tensor& x, const at::Tensor& w) {
   if (!at::GradMode::is_enabled() || w.scalar_type() != at::kFloat || x.device() != w.device()) return false;
-  // On the CPU where oneDNN's gemm for x's dtype is loaded: weight
-  // gradients straight into the float32 buffer, float32 products on
-  // OpenMP's threads (cpu/onednn_gemm.h).
-  if (x.device().is_cpu()) return on_onednn(x);
+  // On the CPU where a gemm for x's dtype is loaded (oneDNN's, or MKL's for
+  // float32): weight gradients straight into the float32 buffer, float32
+  // products on OpenMP's threads (cpu/float_gemm.h).
+  if (x.device().is_cpu()) return on_cpu_gemm(x);
   return glue::fused_on_cuda(x) && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
 }
 
@@ -249,7 +252,7 @@ at::Tensor product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b
   if (float32_on_cpu(a) && out.scalar_type() == at::kFloat && out.is_cpu() && out.dim() == 2 &&
       row_major_ld(out) > 0) {
     if (bias.defined()) fill_rows(out, bias);
-    onednn_product(out, a, b, bias.defined() ? 1.0f : 0.0f);
+    cpu_gemm_product(out, a, b, bias.defined() ? 1.0f : 0.0f);
     return out;
   }
   if (!bias.defined()) return at::mm_out(out, a, b);
@@ -263,8 +266,8 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float bet
                   g.size(1) == c.size(1) && a.scalar_type() == c.scalar_type(),
               "add_at_b: expected g [M, K], a [N, M], c [N, K] (a and c of one dtype); got ", g.sizes(), ", ",
               a.sizes(), ", ", c.sizes());
-  const bool onednn = on_onednn(a) && g.is_cpu() && g.scalar_type() == at::kFloat && row_major_ld(g) > 0;
-  if (onednn) return onednn_product(g, a.t(), c, beta);  // one product added into g, summed in float32
+  const bool onednn = on_cpu_gemm(a) && g.is_cpu() && g.scalar_type() == at::kFloat && row_major_ld(g) > 0;
+  if (onednn) return cpu_gemm_product(g, a.t(), c, beta);  // one product added into g, summed in float32
   if (a.scalar_type() == g.scalar_type()) {
     g.addmm_(a.t(), c, beta);
     return;

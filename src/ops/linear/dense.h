@@ -1,5 +1,5 @@
 // A dense layer's product for training (on a GPU, and on a CPU where
-// LibTorch brought oneDNN), with its weight gradient added where the
+// LibTorch brought oneDNN or Intel MKL is installed), with its weight gradient added where the
 // optimizer reads it:
 //   y = x w + b
 // x: [N, in] in the matrix side's dtype (float32, or bf16 when matrix
@@ -12,8 +12,8 @@
 // one (FlatAdam's flat gradients): one product with float32 accumulation, no
 // bf16 weight gradient to widen and add (cuBLAS on a GPU, oneDNN's gemm on a
 // CPU); on a CPU the bias's column sums too, as a product of dy with a
-// column of ones. float32 products on a CPU run on oneDNN's sgemm (on
-// OpenMP's threads, cpu/onednn_gemm.h says why), bf16 ones write bf16
+// column of ones. float32 products on a CPU run on oneDNN's or MKL's sgemm
+// (on OpenMP's threads, cpu/float_gemm.h says why and which), bf16 ones write bf16
 // through LibTorch (oneDNN as well).
 // Otherwise it returns the gradients as autograd expects.
 #pragma once
@@ -52,8 +52,8 @@ inline at::Tensor empty_like_with_row_room(const at::Tensor& t) {
 // Whether a model's dense layer takes dense() for x and its weight w:
 // float32 w, gradients wanted (inference keeps LibTorch's products), and
 // either a GPU with the fused ops on (op_glue.h) and float32 or bf16 x, or
-// a CPU with float32 or bf16 x and oneDNN's gemm for it in the process
-// (cpu/onednn_gemm.h).
+// a CPU with float32 or bf16 x and a gemm for it in the process (oneDNN's,
+// or MKL's for float32: cpu/float_gemm.h).
 bool dense_applies(const at::Tensor& x, const at::Tensor& w);
 // b and b_side may be undefined (no bias).
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_side, const at::Tensor& b,
@@ -62,7 +62,8 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_s
 // out = a · b (+ bias in every row) for a: [N, K], b: [K, M] (either may be a
 // transposed view), out: [N, M] with rows of unit stride; returns out. On a
 // CPU the bias rows are written first and the product added to them, float32
-// through oneDNN's sgemm where it is loaded; elsewhere LibTorch's mm/addmm.
+// through oneDNN's or MKL's sgemm where one is loaded (cpu/float_gemm.h);
+// elsewhere LibTorch's mm/addmm.
 at::Tensor product_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias);
 
 // g = beta · g + aᵀ · c for a: [N, M], c: [N, K] of one dtype into g: [M, K]
