@@ -4,7 +4,8 @@
 # the CPU (OPENBLAS_CORETYPE=SkylakeX on AVX-512, Haswell on AVX2: what nmt
 # sets where OpenBLAS fell back to generic ones), and oneDNN's sgemm; and
 # the same with both libraries held to AVX2 (Haswell, DNNL_MAX_CPU_ISA=AVX2),
-# what an AVX2-only machine runs. One table each, in this order.
+# what an AVX2-only machine runs. One table each, in this order. Intel
+# MKL (libmkl_rt, Debian non-free) is a third column where installed.
 #
 # Usage: bench/bench_gemm_libraries.sh [--threads N] [--samples S]
 #   NMT_BUILD_DIR: the build folder holding gemm_libraries (default build)

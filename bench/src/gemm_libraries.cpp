@@ -1,13 +1,15 @@
 // float32 GEMM libraries side by side at a training step's shapes: OpenBLAS
-// (the kernels it picks, or those OPENBLAS_CORETYPE names) against oneDNN's
-// sgemm (the library LibTorch's bf16 products run on), both looked up at
-// run time so that neither is a build dependency. Prints one row per shape:
-// GFLOP/s of each (median of interleaved samples) and their ratio, and the
-// largest difference between their results.
+// (the kernels it picks, or those OPENBLAS_CORETYPE names), oneDNN's sgemm
+// (the library LibTorch's bf16 products run on) and Intel MKL's where
+// libmkl_rt is installed (what NMT_CPU_GEMM chooses between), all looked up
+// at run time so that none is a build dependency. Prints one row per shape:
+// GFLOP/s of each (median of interleaved samples), oneDNN's over OpenBLAS's
+// and MKL's over oneDNN's, and the largest difference between their results.
 //
 // Usage: gemm_libraries [--threads N] [--samples S]
-//   OPENBLAS_CORETYPE, DNNL_MAX_CPU_ISA (e.g. AVX2) choose the kernels.
-// Exit 2 on a bad argument, 1 when neither library is found.
+//   OPENBLAS_CORETYPE, DNNL_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS (e.g. AVX2)
+//   choose the kernels.
+// Exit 2 on a bad argument, 1 when no library is found.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -30,6 +32,7 @@ using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, i
 using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float, float*, int64_t);
 using SetThreads = void (*)(int);
+using SetLayer = int (*)(int);
 using GetName = char* (*)();
 
 void* open_first(std::initializer_list<const char*> names) {
@@ -99,14 +102,33 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // oneDNN threads with OpenMP: set before it loads.
+  // oneDNN and MKL thread with OpenMP, OpenBLAS with its own pool: set
+  // before they load. Idle threads of both pools sleep at once (as nmt sets
+  // them outside a training run), or one library's spinning threads take
+  // the cores from the next one's samples.
   ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
   void* blas = open_first({"libopenblas.so.0", "libopenblas.so"});
   void* dnnl = open_first({"libdnnl.so.2", "libdnnl.so.3", "libdnnl.so"});
+  void* mkl = open_first({"libmkl_rt.so", "libmkl_rt.so.2"});
   auto* sgemm = blas ? reinterpret_cast<CblasSgemm>(::dlsym(blas, "cblas_sgemm")) : nullptr;
   auto* dsgemm = dnnl ? reinterpret_cast<DnnlSgemm>(::dlsym(dnnl, "dnnl_sgemm")) : nullptr;
-  if (!sgemm && !dsgemm) {
-    std::fprintf(stderr, "gemm_libraries: neither OpenBLAS (libopenblas.so.0) nor oneDNN (libdnnl.so.2) found\n");
+  CblasSgemm msgemm = nullptr;
+  if (mkl) {
+    // As nmt runs it: 32-bit integers (LP64, 0) on OpenMP's threads (GNU, 3).
+    auto* interface_layer = reinterpret_cast<SetLayer>(::dlsym(mkl, "MKL_Set_Interface_Layer"));
+    auto* threading_layer = reinterpret_cast<SetLayer>(::dlsym(mkl, "MKL_Set_Threading_Layer"));
+    auto* set_threads = reinterpret_cast<SetThreads>(::dlsym(mkl, "MKL_Set_Num_Threads"));
+    if (interface_layer && threading_layer && set_threads && interface_layer(0) == 0 && threading_layer(3) == 3) {
+      set_threads(threads);
+      msgemm = reinterpret_cast<CblasSgemm>(::dlsym(mkl, "cblas_sgemm"));
+    }
+  }
+  if (!sgemm && !dsgemm && !msgemm) {
+    std::fprintf(stderr,
+                 "gemm_libraries: none of OpenBLAS (libopenblas.so.0), oneDNN (libdnnl.so.2), MKL (libmkl_rt.so) "
+                 "found\n");
     return 1;
   }
   std::string core = "-";
@@ -114,15 +136,17 @@ int main(int argc, char** argv) {
     if (auto* f = reinterpret_cast<SetThreads>(::dlsym(blas, "openblas_set_num_threads"))) f(threads);
     if (auto* f = reinterpret_cast<GetName>(::dlsym(blas, "openblas_get_corename"))) core = f();
   }
-  std::printf("threads %d; OpenBLAS: %s kernels; oneDNN: %s\n", threads, sgemm ? core.c_str() : "absent",
-              dsgemm ? (std::getenv("DNNL_MAX_CPU_ISA") ? std::getenv("DNNL_MAX_CPU_ISA") : "its best ISA") : "absent");
-  std::printf("%-38s %-26s %12s %12s %8s %9s\n", "shape", "op(A)[m,k] . op(B)[k,n]", "OpenBLAS", "oneDNN",
-              "oneDNN/", "max diff");
-  std::printf("%-38s %-26s %12s %12s %8s %9s\n", "", "", "GFLOP/s", "GFLOP/s", "OpenBLAS", "");
+  const auto isa = [](const char* var) { return std::getenv(var) ? std::getenv(var) : "its best ISA"; };
+  std::printf("threads %d; OpenBLAS: %s kernels; oneDNN: %s; MKL: %s\n", threads, sgemm ? core.c_str() : "absent",
+              dsgemm ? isa("DNNL_MAX_CPU_ISA") : "absent", msgemm ? isa("MKL_ENABLE_INSTRUCTIONS") : "absent");
+  std::printf("%-38s %-26s %10s %10s %10s %8s %8s %9s\n", "shape", "op(A)[m,k] . op(B)[k,n]", "OpenBLAS", "oneDNN",
+              "MKL", "oneDNN/", "MKL/", "max diff");
+  std::printf("%-38s %-26s %10s %10s %10s %8s %8s %9s\n", "", "", "GFLOP/s", "GFLOP/s", "GFLOP/s", "OpenBLAS",
+              "oneDNN", "");
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   for (const Shape& s : kShapes) {
-    std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n), d(s.m * s.n);
+    std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n), d(s.m * s.n), e(s.m * s.n);
     for (float& x : a) x = normal(rng);
     for (float& x : b) x = normal(rng);
     const int64_t lda = s.ta == 'N' ? s.k : s.m, ldb = s.tb == 'N' ? s.n : s.k;
@@ -134,23 +158,37 @@ int main(int argc, char** argv) {
     const auto run_dnnl = [&] {
       dsgemm(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, d.data(), s.n);
     };
+    const auto run_mkl = [&] {
+      msgemm(101, s.ta == 'N' ? 111 : 112, s.tb == 'N' ? 111 : 112, static_cast<int>(s.m), static_cast<int>(s.n),
+             static_cast<int>(s.k), 1.f, a.data(), static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.f,
+             e.data(), static_cast<int>(s.n));
+    };
     // Interleaved samples, after a warm-up call each (packing buffers, JIT).
-    std::vector<double> tb, td;
+    std::vector<double> tb, td, tm;
     if (sgemm) run_blas();
     if (dsgemm) run_dnnl();
+    if (msgemm) run_mkl();
     for (int i = 0; i < samples; ++i) {
       if (sgemm) tb.push_back(seconds_per_call(run_blas));
       if (dsgemm) td.push_back(seconds_per_call(run_dnnl));
+      if (msgemm) tm.push_back(seconds_per_call(run_mkl));
     }
     const double flop = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
     const double gb = sgemm ? flop / median(tb) / 1e9 : NAN, gd = dsgemm ? flop / median(td) / 1e9 : NAN;
+    const double gm = msgemm ? flop / median(tm) / 1e9 : NAN;
+    // The largest difference between any two libraries' results.
     double diff = 0;
-    if (sgemm && dsgemm)
-      for (size_t i = 0; i < c.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(c[i] - d[i])));
+    const std::vector<float>* results[] = {sgemm ? &c : nullptr, dsgemm ? &d : nullptr, msgemm ? &e : nullptr};
+    for (int x = 0; x < 3; ++x)
+      for (int y = x + 1; y < 3; ++y)
+        if (results[x] && results[y])
+          for (size_t i = 0; i < c.size(); ++i)
+            diff = std::max(diff, static_cast<double>(std::fabs((*results[x])[i] - (*results[y])[i])));
     char shape[64];
     std::snprintf(shape, sizeof shape, "%c%c %ldx%ld . %ldx%ld", s.ta, s.tb, static_cast<long>(s.m),
                   static_cast<long>(s.k), static_cast<long>(s.k), static_cast<long>(s.n));
-    std::printf("%-38s %-26s %12.1f %12.1f %8.2f %9.1e\n", s.what, shape, gb, gd, gd / gb, diff);
+    std::printf("%-38s %-26s %10.1f %10.1f %10.1f %8.2f %8.2f %9.1e\n", s.what, shape, gb, gd, gm, gd / gb, gm / gd,
+                diff);
   }
   return 0;
 }
