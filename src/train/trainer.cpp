@@ -106,7 +106,7 @@ struct TrainingSession {
     // Where the products run: oneDNN's or MKL's gemm on OpenMP's threads
     // (dense() and the cross-entropy), or LibTorch's BLAS.
     std::string blas;
-    if (device.is_cpu()) ops::cpu::check_float_gemm_setting();
+    if (device.is_cpu()) ops::cpu::float_gemm_choice();  // a bad NMT_CPU_GEMM stops a bf16 run too
     if (device.is_cpu() && ops::cpu::float_gemm_available()) {
       const char* policy = std::getenv("OMP_WAIT_POLICY");
       blas = "products on " +

@@ -12,6 +12,7 @@ struct CpuFeatures {
   bool avx512_bf16 = false;  // vdpbf16ps: bf16 dot products
   bool avx512_vnni = false;  // vpdpbusd: int8 dot products into int32
   bool amx_bf16 = false;     // tile matrix multiply (oneDNN uses it for bf16 matmuls)
+  bool intel = false;        // vendor GenuineIntel (Intel MKL's own CPUs: ops/linear/cpu/float_gemm.h)
 };
 
 const CpuFeatures& cpu_features();

@@ -1,23 +1,29 @@
 // The float32 products of a CPU training step (dense() and the fused
 // cross-entropy), and the library that runs them: oneDNN's sgemm
 // (onednn_gemm.h), or Intel MKL's where its runtime library is installed
-// (Debian: libmkl-rt, in non-free) and runs them faster here.
+// (Debian: libmkl-rt, in non-free) and the CPU is Intel's.
 //
 // Why a second library: in a training step the products' operands come from
 // memory other ops wrote moments before, not from the cache a benchmark
 // leaves them in. On a Xeon with AMX (2 cores), oneDNN's sgemm ran a step's
-// products at 74% of the speed their shapes reach alone, MKL's at 81%, and
-// MKL ran the weight-gradient shapes (Aᵀ · B with A an activation, k the
-// batch's tokens) 10-30% faster even alone; PyTorch's products are MKL's.
-// On AMD CPUs MKL is known to take slower code paths, and nobody should have
-// to know which library a CPU prefers: `auto` measures both on three
-// products of a Transformer's shapes once per process and keeps the faster
-// (MKL only from kMklPays times oneDNN's speed; oneDNN otherwise).
+// products at 72% of the speed their shapes reach alone, MKL's at 76-81%,
+// and MKL ran the gradients' shapes (Aᵀ · B, A · Bᵀ) 13-22% faster even
+// alone; PyTorch's products are MKL's. A step's products took 4.5% less time
+// on MKL, 10% less held to AVX2 (docs/bench/roofline.md).
+//
+// Why by vendor and not by a measurement: the library sets the order in
+// which a product sums, so a run resumed from a checkpoint must multiply on
+// the library it started on, or its losses part from the uninterrupted
+// run's; a timing taken at start on a busy machine could choose the other
+// one. MKL is Intel's library and known to take slower code paths on other
+// vendors' CPUs, so `auto` takes MKL where it is installed on an Intel CPU,
+// oneDNN's everywhere else (bench/bench_gemm_libraries.sh compares them
+// shape by shape). NMT_CPU_GEMM=auto | onednn | mkl chooses by hand.
 //
 // MKL is looked up at run time (nmt links nothing more) and runs on
 // OpenMP's threads (its GNU threading layer), the pool every other op of a
 // step runs on, like oneDNN's (util/thread_env.h says why that matters).
-// NMT_CPU_GEMM=auto | onednn | mkl chooses by hand. Plain C++, no LibTorch.
+// Plain C++, no LibTorch.
 #pragma once
 
 #include <string>
@@ -28,33 +34,24 @@ namespace nmt::ops::cpu {
 
 enum class FloatGemm { kOnednn, kMkl };
 
-// MKL from this many times oneDNN's speed on the measured products.
-inline constexpr double kMklPays = 1.05;
-
 struct FloatGemmChoice {
   FloatGemm library = FloatGemm::kOnednn;
-  bool measured = false;      // auto, both libraries present: chosen by measurement
-  double mkl_speedup = 0;     // oneDNN's time / MKL's on the measured products (when measured)
+  bool by_hand = false;  // named by NMT_CPU_GEMM
 };
 
-// The rule, apart from the measurement: want is NMT_CPU_GEMM ("" for auto).
-// Throws InputError (exit 2) for an unknown name, or for a library asked for
-// by name that is not in this process. `measure` runs only when auto has
-// both libraries to choose from, and returns oneDNN's time over MKL's.
-template <typename Measure>
-FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, Measure&& measure);
+// The rule: want is NMT_CPU_GEMM ("" for auto). Throws InputError (exit 2)
+// for an unknown name, or for a library asked for by name that is not in
+// this process. auto: MKL where it is present and the CPU is Intel's (or
+// oneDNN is absent), oneDNN otherwise.
+FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, bool intel_cpu);
 
-// Whether any float32 gemm (oneDNN's or MKL's) can run here. Cheap: decides
-// nothing and measures nothing.
+// Whether any float32 gemm (oneDNN's or MKL's) can run here (decides nothing).
 bool float_gemm_available();
-// Checks NMT_CPU_GEMM without measuring anything: throws InputError for a
-// bad name or a library named that is not in the process (a bf16 run, which
-// has no float32 products to measure, still rejects a bad setting).
-void check_float_gemm_setting();
-// The library in use, decided on first call (NMT_CPU_GEMM or a measurement
-// of about 0.1 s); throws InputError for a bad NMT_CPU_GEMM.
+// The library in use, decided on first call from NMT_CPU_GEMM; throws
+// InputError for a bad one (a training run asks at its start, so that a
+// bf16 run, with no float32 products, rejects a bad setting too).
 const FloatGemmChoice& float_gemm_choice();
-// "oneDNN's sgemm" or "MKL 2020.0.4's sgemm", with why ("1.12x oneDNN's here").
+// "oneDNN's sgemm" or "MKL 2020.0.4's sgemm", with why.
 std::string float_gemm_description();
 // C = alpha op(A) op(B) + beta C on the library in use.
 void float_gemm(const GemmParams<float>& p);
@@ -67,33 +64,5 @@ bool mkl_sgemm_available();
 std::string mkl_version();
 // Throws std::runtime_error when MKL is absent.
 void mkl_sgemm(const GemmParams<float>& p);
-
-// ---- implementation of the template ---------------------------------------
-[[noreturn]] void throw_float_gemm_error(const std::string& message);
-
-template <typename Measure>
-FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, Measure&& measure) {
-  FloatGemmChoice c;
-  if (want == "onednn" || want == "mkl") {
-    const bool mkl_wanted = want == "mkl";
-    if (mkl_wanted ? !mkl : !onednn)
-      throw_float_gemm_error("NMT_CPU_GEMM: " + want + " is not in this process (" +
-                             (mkl_wanted ? "Intel MKL's libmkl_rt.so: Debian's libmkl-rt, in non-free"
-                                         : "oneDNN: a LibTorch built with it") +
-                             ")");
-    c.library = mkl_wanted ? FloatGemm::kMkl : FloatGemm::kOnednn;
-    return c;
-  }
-  if (!want.empty() && want != "auto")
-    throw_float_gemm_error("NMT_CPU_GEMM: '" + want + "' is not one of: auto | onednn | mkl");
-  if (onednn && mkl) {
-    c.measured = true;
-    c.mkl_speedup = measure();
-    c.library = c.mkl_speedup >= kMklPays ? FloatGemm::kMkl : FloatGemm::kOnednn;
-  } else {
-    c.library = mkl && !onednn ? FloatGemm::kMkl : FloatGemm::kOnednn;
-  }
-  return c;
-}
 
 }  // namespace nmt::ops::cpu
