@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/linear/cpu/float_gemm.h"
+
 namespace {
 
 // cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), row-major = 101.
@@ -32,7 +34,6 @@ using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, i
 using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float, float*, int64_t);
 using SetThreads = void (*)(int);
-using SetLayer = int (*)(int);
 using GetName = char* (*)();
 
 void* open_first(std::initializer_list<const char*> names) {
@@ -111,20 +112,11 @@ int main(int argc, char** argv) {
   ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
   void* blas = open_first({"libopenblas.so.0", "libopenblas.so"});
   void* dnnl = open_first({"libdnnl.so.2", "libdnnl.so.3", "libdnnl.so"});
-  void* mkl = open_first({"libmkl_rt.so", "libmkl_rt.so.2"});
   auto* sgemm = blas ? reinterpret_cast<CblasSgemm>(::dlsym(blas, "cblas_sgemm")) : nullptr;
   auto* dsgemm = dnnl ? reinterpret_cast<DnnlSgemm>(::dlsym(dnnl, "dnnl_sgemm")) : nullptr;
-  CblasSgemm msgemm = nullptr;
-  if (mkl) {
-    // As nmt runs it: 32-bit integers (LP64, 0) on OpenMP's threads (GNU, 3).
-    auto* interface_layer = reinterpret_cast<SetLayer>(::dlsym(mkl, "MKL_Set_Interface_Layer"));
-    auto* threading_layer = reinterpret_cast<SetLayer>(::dlsym(mkl, "MKL_Set_Threading_Layer"));
-    auto* set_threads = reinterpret_cast<SetThreads>(::dlsym(mkl, "MKL_Set_Num_Threads"));
-    if (interface_layer && threading_layer && set_threads && interface_layer(0) == 0 && threading_layer(3) == 3) {
-      set_threads(threads);
-      msgemm = reinterpret_cast<CblasSgemm>(::dlsym(mkl, "cblas_sgemm"));
-    }
-  }
+  // MKL as training opens it (src/ops/linear/cpu/mkl_sgemm.cpp): on
+  // OpenMP's threads, OMP_NUM_THREADS of them.
+  const bool msgemm = nmt::ops::cpu::mkl_sgemm_available();
   if (!sgemm && !dsgemm && !msgemm) {
     std::fprintf(stderr,
                  "gemm_libraries: none of OpenBLAS (libopenblas.so.0), oneDNN (libdnnl.so.2), MKL (libmkl_rt.so) "
@@ -158,11 +150,10 @@ int main(int argc, char** argv) {
     const auto run_dnnl = [&] {
       dsgemm(s.ta, s.tb, s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, d.data(), s.n);
     };
-    const auto run_mkl = [&] {
-      msgemm(101, s.ta == 'N' ? 111 : 112, s.tb == 'N' ? 111 : 112, static_cast<int>(s.m), static_cast<int>(s.n),
-             static_cast<int>(s.k), 1.f, a.data(), static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.f,
-             e.data(), static_cast<int>(s.n));
-    };
+    nmt::ops::cpu::GemmParams<float> mp;
+    mp.trans_a = s.ta == 'T', mp.trans_b = s.tb == 'T', mp.m = s.m, mp.n = s.n, mp.k = s.k, mp.beta = 0;
+    mp.a = a.data(), mp.lda = lda, mp.b = b.data(), mp.ldb = ldb, mp.c = e.data(), mp.ldc = s.n;
+    const auto run_mkl = [&] { nmt::ops::cpu::mkl_sgemm(mp); };
     // Interleaved samples, after a warm-up call each (packing buffers, JIT).
     std::vector<double> tb, td, tm;
     if (sgemm) run_blas();

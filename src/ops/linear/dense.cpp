@@ -266,8 +266,8 @@ void add_at_b(at::Tensor& g, const at::Tensor& a, const at::Tensor& c, float bet
                   g.size(1) == c.size(1) && a.scalar_type() == c.scalar_type(),
               "add_at_b: expected g [M, K], a [N, M], c [N, K] (a and c of one dtype); got ", g.sizes(), ", ",
               a.sizes(), ", ", c.sizes());
-  const bool onednn = on_cpu_gemm(a) && g.is_cpu() && g.scalar_type() == at::kFloat && row_major_ld(g) > 0;
-  if (onednn) return cpu_gemm_product(g, a.t(), c, beta);  // one product added into g, summed in float32
+  const bool cpu_gemm = on_cpu_gemm(a) && g.is_cpu() && g.scalar_type() == at::kFloat && row_major_ld(g) > 0;
+  if (cpu_gemm) return cpu_gemm_product(g, a.t(), c, beta);  // one product added into g, summed in float32
   if (a.scalar_type() == g.scalar_type()) {
     g.addmm_(a.t(), c, beta);
     return;

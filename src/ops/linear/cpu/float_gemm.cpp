@@ -31,12 +31,8 @@ bool float_gemm_available() { return onednn_gemm_available<float>() || mkl_sgemm
 const FloatGemmChoice& float_gemm_choice() {
   static const FloatGemmChoice choice = [] {
     const char* env = std::getenv("NMT_CPU_GEMM");
-    // MKL is opened only when it could be chosen.
-    const std::string want = env ? env : "";
-    const bool onednn = onednn_gemm_available<float>();
-    const bool intel = cpu_features().intel;
-    const bool mkl = (want == "mkl" || (want != "onednn" && (intel || !onednn))) && mkl_sgemm_available();
-    return choose_float_gemm(want, onednn, mkl, intel);
+    return choose_float_gemm(env ? env : "", onednn_gemm_available<float>(), mkl_sgemm_available(),
+                             cpu_features().intel);
   }();
   return choice;
 }
