@@ -241,7 +241,15 @@ TEST(TrainingState, RoundTripsAndRejectsBadCounters) {
   EXPECT_TRUE(std::isnan(r.target_source_ratio));
   s.target_source_ratio = 2.17;
   EXPECT_EQ(parse_training_state(training_state_yaml(s), "state.yaml").target_source_ratio, 2.17);
-  for (const char* bad : {"step: -1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\n",
+  // The run's precision: kept when recorded, empty in an older state.
+  EXPECT_EQ(old.precision, "");
+  EXPECT_EQ(r.precision, "");
+  for (const char* p : {"float32", "bf16"}) {
+    s.precision = p;
+    EXPECT_EQ(parse_training_state(training_state_yaml(s), "state.yaml").precision, p);
+  }
+  for (const char* bad : {"step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\nprecision: auto\n",
+                          "step: -1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\n",
                           "step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\ntrain_seconds: -3\n",
                           "step: 1\nepoch: 0\nbatch_in_epoch: 0\nbest: 0\nevals_since_best: 0\ntarget_source_ratio: -2\n",
                           "step: x\n", "- [1, 2\n"}) {

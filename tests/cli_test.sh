@@ -213,6 +213,13 @@ if [ "$(sed -n 's/^step: //p' "$tmp/run/last/state.yaml")" = 3 ]; then ok; else
 if NMT_TEST_NONFINITE_AT=5 "$nmt" train --resume "$tmp/run" --set train.max_steps=8 --set train.skip_nonfinite_steps=1 \
   >"$tmp/skip.log" 2>&1 && grep -q "step 5: gradient not finite, update skipped (1 of at most 1)" "$tmp/skip.log"; then
   ok; else bad "skip_nonfinite_steps: $(tail -2 "$tmp/skip.log")"; fi
+# precision auto keeps what the run it resumes trained in (state.yaml records
+# it): measuring again could pick the other and change the arithmetic mid-run.
+if grep -qx "precision: float32" "$tmp/run/last/state.yaml" &&
+   "$nmt" train --resume "$tmp/run" --set train.max_steps=9 --set train.precision=auto >"$tmp/keep.log" 2>&1 &&
+   grep -q "matrix multiplies in float32 (precision auto: as the run it resumes trained)" "$tmp/keep.log" &&
+   grep -qx "precision: float32" "$tmp/run/last/state.yaml"; then ok
+else bad "precision auto on resume: $(grep -h 'precision' "$tmp/run/last/state.yaml" "$tmp/keep.log" | head -3)"; fi
 
 # --help lists every subcommand and flag, with the defaults, exit 0.
 if "$nmt" --help | grep -q translate && "$nmt" train --help | grep -q -- --attention &&

@@ -21,6 +21,7 @@ std::string training_state_yaml(const TrainingState& s) {
   out << YAML::Key << "wall_seconds" << YAML::Value << s.wall_seconds;
   if (std::isfinite(s.target_source_ratio))
     out << YAML::Key << "target_source_ratio" << YAML::Value << s.target_source_ratio;
+  if (!s.precision.empty()) out << YAML::Key << "precision" << YAML::Value << s.precision;
   out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
   for (const auto& [name, value] : s.metrics) out << YAML::Key << name << YAML::Value << value;
   out << YAML::EndMap << YAML::EndMap;
@@ -47,12 +48,15 @@ TrainingState parse_training_state(const std::string& yaml, const std::string& p
     if (n["wall_seconds"]) s.wall_seconds = n["wall_seconds"].as<double>();
     // Absent from checkpoints written before it was recorded: NaN.
     if (n["target_source_ratio"]) s.target_source_ratio = n["target_source_ratio"].as<double>();
+    if (n["precision"]) s.precision = n["precision"].as<std::string>();
     for (const auto& kv : n["metrics"]) s.metrics[kv.first.as<std::string>()] = kv.second.as<double>();
     if (s.step < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.evals_since_best < 0 ||
         !(s.train_seconds >= 0) || !(s.wall_seconds >= 0))
       throw YAML::Exception(YAML::Mark::null_mark(), "negative counter or time");
     if (n["target_source_ratio"] && !(s.target_source_ratio > 0 && std::isfinite(s.target_source_ratio)))
       throw YAML::Exception(YAML::Mark::null_mark(), "target_source_ratio is not a positive number");
+    if (n["precision"] && s.precision != "float32" && s.precision != "bf16")
+      throw YAML::Exception(YAML::Mark::null_mark(), "precision is neither float32 nor bf16");
   } catch (const YAML::Exception& e) {
     throw InputError(path + ": unreadable training state: " + e.msg);
   }

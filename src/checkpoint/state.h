@@ -26,6 +26,11 @@ struct TrainingState {
   // from which decoding derives its length limit; NaN in checkpoints saved
   // before it was recorded.
   double target_source_ratio = std::numeric_limits<double>::quiet_NaN();
+  // What the run's matrix multiplies compute in ("float32" or "bf16"), so
+  // that a resumed run with train.precision auto keeps it instead of
+  // measuring again (a new measurement could pick the other and change the
+  // arithmetic mid-run); empty in checkpoints saved before it was recorded.
+  std::string precision;
 };
 
 // state.yaml's text, and back (InputError naming `source` when malformed).

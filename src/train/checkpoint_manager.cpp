@@ -179,6 +179,11 @@ CheckpointManager::~CheckpointManager() {
   if (!private_dir_.empty()) remove_tree(private_dir_, ec);
 }
 
+std::string CheckpointManager::resumed_precision() const {
+  if (resume_from_.empty() || resumed_.bytes.count("state.yaml") == 0) return "";
+  return parse_training_state(resumed_.at("state.yaml"), resumed_.path("state.yaml")).precision;
+}
+
 TrainingState CheckpointManager::restore(Transformer& model, ops::FlatAdam& optimizer) {
   if (resume_from_.empty() && !init_from_.dir.empty()) {
     load_init_weights(init_from_, model);

@@ -55,6 +55,11 @@ class CheckpointManager {
   // Its target/source length ratio (data/prepare.h), which every save
   // records (TrainingState::target_source_ratio) for decoding's length limit.
   double corpus_ratio() const { return corpus_ratio_; }
+  // What the resumed run's products computed in ("float32" or "bf16", from
+  // its state.yaml), which precision auto keeps; "" for a new run, a
+  // checkpoint saved before it was recorded, or ranks > 0 (rank 0 alone
+  // reads the checkpoint).
+  std::string resumed_precision() const;
 
   // When resuming (rank 0): copies the saved weights into model (in place:
   // they may be views of the optimizer's flat buffer) and loads the

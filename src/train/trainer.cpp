@@ -24,6 +24,7 @@
 #include "util/cpu_features.h"
 #include "util/thread_env.h"
 #include "util/device.h"
+#include "util/device_choices.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
 #include "util/test_hooks.h"
@@ -68,8 +69,12 @@ DecodeOptions validation_options(const Config& cfg, const Tokenizer& target, dou
   return o;
 }
 
-TrainingState with_corpus_ratio(TrainingState state, double ratio) {
+// What every save records about the run besides its progress: the corpus's
+// ratio, and the precision its products compute in (a resumed run with
+// precision auto keeps it).
+TrainingState with_run_record(TrainingState state, double ratio, at::ScalarType precision) {
   state.target_source_ratio = ratio;
+  state.precision = precision == at::kBFloat16 ? "bf16" : "float32";
   return state;
 }
 
@@ -85,9 +90,9 @@ struct TrainingSession {
         env(distributed_env_from_environment()),
         threads(set_threads(cfg.train.threads)),
         device(resolve_device(cfg.attention.device, "attention.device")),
-        precision(resolve_precision(cfg.train.precision, device, "train.precision", auto_precision_probe())),
         sync(make_sync(env, device)),
         checkpoints(cfg, with_restarts(start, env), *sync),
+        precision(run_precision()),
         src_tok(checkpoints.src_model()),
         tgt_tok(checkpoints.tgt_model()),
         train_data(checkpoints.corpus_dir(), src_tok.vocab_size(), tgt_tok.vocab_size()),
@@ -96,7 +101,7 @@ struct TrainingSession {
         model(on_device(seeded_model(cfg, src_tok.vocab_size(), tgt_tok.vocab_size()), device,
                         precision)),
         step(model, cfg.train, device, sync),
-        state(with_corpus_ratio(checkpoints.restore(model, step.optimizer()), checkpoints.corpus_ratio())),
+        state(with_run_record(checkpoints.restore(model, step.optimizer()), checkpoints.corpus_ratio(), precision)),
         source(train_data, cfg.train.batch_tokens, cfg.train.batch_sentences, cfg.train.seed,
                env.rank, env.world_size) {
     step.broadcast_state();
@@ -118,10 +123,11 @@ struct TrainingSession {
     }
     // precision auto's measurement, said with its outcome.
     const std::string measured =
-        bf16_speedup > 0 ? fmt::format(" (precision auto: a bf16 product ran {:.2f}x as fast as float32 here; bf16 "
-                                       "from {:.2f}x)",
-                                       bf16_speedup, kBf16TrainingPays)
-                         : "";
+        kept_precision     ? " (precision auto: as the run it resumes trained)"
+        : bf16_speedup > 0 ? fmt::format(" (precision auto: a bf16 product ran {:.2f}x as fast as float32 here; bf16 "
+                                         "from {:.2f}x)",
+                                         bf16_speedup, kBf16TrainingPays)
+                           : "";
     spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {}{} (kernels: {}{})",
                  device.str(), threads,
                  env.active() ? fmt::format(" per rank, {} ranks", env.world_size) : "",
@@ -134,6 +140,20 @@ struct TrainingSession {
   }
 
   bool leader() const { return env.rank == 0; }
+
+  // train.precision, resolved. auto keeps what the run it resumes trained
+  // in (state.yaml records it) where this device computes in that too: a new
+  // measurement, on a busy machine or near the threshold, could pick the
+  // other and change the arithmetic mid-run. Otherwise auto measures.
+  at::ScalarType run_precision() {
+    const bool automatic = kPrecisionChoices.parse(cfg.train.precision, "train.precision") == Precision::kAuto;
+    const std::string kept = automatic && !env.active() ? checkpoints.resumed_precision() : "";
+    if (!kept.empty() && (kept == "float32" || !device.is_cpu() || cpu_has_fast_bf16())) {
+      kept_precision = true;
+      return resolve_precision(kept, device, "train.precision");
+    }
+    return resolve_precision(cfg.train.precision, device, "train.precision", auto_precision_probe());
+  }
 
   // precision auto on a CPU: one product of the model's feed-forward shape
   // timed in bf16 and float32. Ranks of a group take bf16 without measuring
@@ -149,10 +169,11 @@ struct TrainingSession {
   DistributedEnv env;
   int64_t threads;
   c10::Device device;
-  double bf16_speedup = 0;  // measured for precision auto (0: not measured)
-  at::ScalarType precision;
+  double bf16_speedup = 0;      // measured for precision auto (0: not measured)
+  bool kept_precision = false;  // precision auto took the resumed run's
   std::shared_ptr<GradientSync> sync;
   CheckpointManager checkpoints;
+  at::ScalarType precision;  // after checkpoints: auto keeps a resumed run's
   Tokenizer src_tok, tgt_tok;
   data::PreparedCorpus train_data;
   ParallelCorpus valid_data;
