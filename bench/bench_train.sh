@@ -7,9 +7,16 @@
 # warm-up left out) and the ratios, and writes OUT/train.csv (every run) and
 # OUT/train.md (medians and ratios).
 #
-# Usage: bench/bench_train.sh [--minutes M] [--repeats R] [--threads N] [--isa native|avx2] [--out DIR] [CONFIG ...]
+# Usage: bench/bench_train.sh [--minutes M] [--repeats R] [--threads N] [--isa native|avx2] [--only LIST]
+#                             [--out DIR] [CONFIG ...]
 #   defaults: 2 minutes a run, 2 repeats, train.threads (0 = all cores),
-#   docs/bench, configs/toy.yaml configs/real.yaml
+#   every variant, docs/bench, configs/toy.yaml configs/real.yaml
+#   --only: the variants to run, comma-separated, from: nmt-float32,
+#   nmt-bf16, torch2.15-float32-default, torch2.15-float32-tuned,
+#   torch2.15-bf16-default, torch2.15-bf16-tuned, torch2.15-compile-float32,
+#   torch2.15-compile-bf16, torch1.13-float32; e.g. one pair alternated
+#   many times (--only nmt-float32,torch2.15-float32-default --repeats 5),
+#   whose per-repeat ratios show how much the machine drifts
 #   --isa avx2: every trainer held to its AVX2 kernels on an AVX-512 CPU, as
 #   an AVX2-only machine runs them (bench/avx2_env.sh); no bf16 rows; writes
 #   train_avx2.*
@@ -31,7 +38,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-minutes=2 repeats=2 threads= isa=native out=docs/bench configs=()
+minutes=2 repeats=2 threads= isa=native only= out=docs/bench configs=()
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
@@ -39,7 +46,8 @@ while (($#)); do
     --threads) threads=$2; shift 2 ;;
     --isa) isa=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --only) only=$2; [ -n "$only" ] || { echo "bench_train: --only: empty list (see --help)" >&2; exit 2; }; shift 2 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     -*) echo "bench_train: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) configs+=("$1"); shift ;;
   esac
@@ -48,6 +56,24 @@ done
 for c in "${configs[@]}"; do [ -f "$c" ] || { echo "bench_train: $c: no such config" >&2; exit 2; }; done
 [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "bench_train: --minutes: '$minutes' is not a number" >&2; exit 2; }
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "bench_train: --repeats: '$repeats' is not a positive integer" >&2; exit 2; }
+# Every variant a repeat runs, in order: trainer, precision, environment.
+variants=("nmt float32 nmt" "nmt bf16 nmt" "torch2.15 float32 default" "torch2.15 float32 tuned"
+          "torch2.15 bf16 default" "torch2.15 bf16 tuned" "torch2.15-compile float32 default"
+          "torch2.15-compile bf16 default" "torch1.13 float32 tuned")
+variant_key() {  # "trainer precision env" -> the name --only takes
+  local t p e; read -r t p e <<<"$1"
+  case $t in nmt|torch1.13|torch2.15-compile) echo "$t-$p" ;; *) echo "$t-$p-$e" ;; esac
+}
+if [ -n "$only" ]; then
+  keys=" "; for v in "${variants[@]}"; do keys+="$(variant_key "$v") "; done
+  IFS=, read -ra wanted <<<"$only"
+  for w in "${wanted[@]}"; do
+    [[ $keys == *" $w "* ]] || { echo "bench_train: --only: '$w' is not one of:$keys" >&2; exit 2; }
+  done
+  chosen=()
+  for v in "${variants[@]}"; do [[ ",$only," == *",$(variant_key "$v"),"* ]] && chosen+=("$v"); done
+  variants=("${chosen[@]}")
+fi
 case $isa in
   native) report=train ;;
   avx2) report=train_avx2; source bench/avx2_env.sh ;;
@@ -123,9 +149,7 @@ for config in "${configs[@]}"; do
     { echo "bench_train: $config does not train:" >&2; tail -3 "$work/prep_$name.log" >&2; exit 1; }
   models=$work/prep_$name/tokenizer
   for ((r = 1; r <= repeats; ++r)); do
-    for variant in "nmt float32 nmt" "nmt bf16 nmt" "torch2.15 float32 default" "torch2.15 float32 tuned" \
-                   "torch2.15 bf16 default" "torch2.15 bf16 tuned" "torch2.15-compile float32 default" \
-                   "torch2.15-compile bf16 default" "torch1.13 float32 tuned"; do
+    for variant in "${variants[@]}"; do
       read -r trainer precision env <<<"$variant"
       [ "$precision" = bf16 ] && [ $bf16 = no ] && continue
       echo "bench_train: $name repeat $r/$repeats: $trainer $precision $env" >&2
@@ -148,7 +172,7 @@ cp "$csv" "$out/$report.csv"
   echo "$($python -c 'import torch; print("PyTorch", torch.__version__)') (Debian python3-torch); tuned: OMP_WAIT_POLICY=PASSIVE${jemalloc:+, LD_PRELOAD=$jemalloc}${blas_core:+, OPENBLAS_CORETYPE=$blas_core},"
   echo "fused Adam on 2.15; threads ${threads:-from train.threads}. CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores."
   [ "$isa" = avx2 ] && echo "Every trainer held to its AVX2 kernels ($AVX2_SETTINGS): what an AVX2-only CPU runs, no bf16."
-  echo "Command: bench/bench_train.sh --minutes $minutes --repeats $repeats${threads:+ --threads $threads}$([ "$isa" = avx2 ] && echo " --isa avx2") ${configs[*]}"
+  echo "Command: bench/bench_train.sh --minutes $minutes --repeats $repeats${threads:+ --threads $threads}$([ "$isa" = avx2 ] && echo " --isa avx2")${only:+ --only $only} ${configs[*]}"
 } | tee "$out/$report.md"
 [ $bf16 = no ] && [ "$isa" = native ] && echo "(this CPU has neither AVX512-BF16 nor AMX-BF16: bf16 rows skipped)"
 exit 0

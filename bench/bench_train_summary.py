@@ -24,10 +24,13 @@ def main():
     ap.add_argument("--minutes", default="?")
     a = ap.parse_args()
     runs = collections.defaultdict(list)
+    by_repeat = collections.defaultdict(dict)  # (config, repeat) -> {(trainer, precision, env): tokens/s}
     with open(a.csv, newline="") as f:
         for row in csv.DictReader(f):
             runs[(row["config"], row["trainer"], row["precision"], row["threads_env"])].append(
                 float(row["tokens_per_s"]))
+            by_repeat[(row["config"], row["repeat"])][(row["trainer"], row["precision"], row["threads_env"])] = \
+                float(row["tokens_per_s"])
     med = {k: statistics.median(v) for k, v in runs.items() if not any(math.isnan(x) for x in v)}
     names = {
         ("nmt", "nmt"): "nmt",
@@ -72,6 +75,18 @@ def main():
             ours = n16 if k[2] == "bf16" else n32
             if ours:
                 out.append(f"| nmt {k[2]} / {names[(k[1], k[3])]} {k[2]} | {ours / v:.2f}x | |")
+        # The float32 ratio of each repeat alone (runs minutes apart, not the
+        # medians of runs up to a repeat apart): its spread is the machine's drift.
+        paired = []
+        for (c, _), r in sorted(by_repeat.items(), key=lambda kv: int(kv[0][1])):
+            peer = max((v for k, v in r.items() if k[0] == "torch2.15" and k[1] == "float32" and not math.isnan(v)),
+                       default=None)
+            ours = r.get(("nmt", "float32", "nmt"))
+            if c == config and peer and ours and not math.isnan(ours):
+                paired.append(ours / peer)
+        if len(paired) > 1:
+            out.append(f"| nmt float32 / PyTorch 2.15 eager float32, each repeat (median {statistics.median(paired):.2f}x) | "
+                       + ", ".join(f"{x:.2f}x" for x in paired) + " | |")
         if n32 and t113:
             out.append(f"| nmt float32 / PyTorch 1.13 eager float32, tuned | {n32 / t113:.2f}x | |")
         out.append("")
