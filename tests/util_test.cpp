@@ -267,6 +267,14 @@ TEST(Precision, AutoTakesBf16WhereItsProductsPay) {
   EXPECT_EQ(resolve_precision("float32", cpu, "train.precision", speedup(9.0)), c10::kFloat);
   EXPECT_EQ(resolve_precision("auto", c10::Device(c10::kCUDA), "train.precision", speedup(0.5)), c10::kBFloat16);
   EXPECT_EQ(asked, cpu_has_fast_bf16() ? 4 : 0) << "float32 and a GPU need no measurement";
+  // A resumed run's precision: auto keeps it without measuring where the
+  // device computes in it; a named precision wins over it.
+  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(9.0), "float32"), c10::kFloat);
+  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(0.5), "bf16"), fast_bf16);
+  EXPECT_EQ(resolve_precision("float32", cpu, "train.precision", speedup(9.0), "bf16"), c10::kFloat);
+  EXPECT_EQ(asked, cpu_has_fast_bf16() ? 4 : 0) << "a kept precision is not measured";
+  EXPECT_STREQ(precision_name(c10::kBFloat16), "bf16");
+  EXPECT_STREQ(precision_name(c10::kFloat), "float32");
   // The measurement itself: a ratio of two positive times.
   const double measured = bf16_product_speedup(256, 64, 128);
   EXPECT_TRUE(std::isfinite(measured) && measured > 0) << measured;

@@ -74,7 +74,7 @@ DecodeOptions validation_options(const Config& cfg, const Tokenizer& target, dou
 // precision auto keeps it).
 TrainingState with_run_record(TrainingState state, double ratio, at::ScalarType precision) {
   state.target_source_ratio = ratio;
-  state.precision = precision == at::kBFloat16 ? "bf16" : "float32";
+  state.precision = precision_name(precision);
   return state;
 }
 
@@ -131,7 +131,7 @@ struct TrainingSession {
     spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {}{} (kernels: {}{})",
                  device.str(), threads,
                  env.active() ? fmt::format(" per rank, {} ranks", env.world_size) : "",
-                 cfg.attention.backend, precision == at::kBFloat16 ? "bf16" : "float32", measured,
+                 cfg.attention.backend, precision_name(precision), measured,
                  isa_name(kernel_isa()), blas.empty() ? "" : "; " + blas);
     spdlog::info("data: {} training pairs in {} shard(s) of {}, {} validation pairs; vocab {} / {}; model: {} "
                  "parameters",
@@ -141,18 +141,16 @@ struct TrainingSession {
 
   bool leader() const { return env.rank == 0; }
 
-  // train.precision, resolved. auto keeps what the run it resumes trained
-  // in (state.yaml records it) where this device computes in that too: a new
-  // measurement, on a busy machine or near the threshold, could pick the
-  // other and change the arithmetic mid-run. Otherwise auto measures.
+  // train.precision, resolved: auto keeps what the run it resumes trained in
+  // (state.yaml records it; util/device.h says when). Ranks of a group take
+  // bf16 without measuring, as a new group does.
   at::ScalarType run_precision() {
-    const bool automatic = kPrecisionChoices.parse(cfg.train.precision, "train.precision") == Precision::kAuto;
-    const std::string kept = automatic && !env.active() ? checkpoints.resumed_precision() : "";
-    if (!kept.empty() && (kept == "float32" || !device.is_cpu() || cpu_has_fast_bf16())) {
-      kept_precision = true;
-      return resolve_precision(kept, device, "train.precision");
-    }
-    return resolve_precision(cfg.train.precision, device, "train.precision", auto_precision_probe());
+    const std::string kept = env.active() ? "" : checkpoints.resumed_precision();
+    const at::ScalarType p =
+        resolve_precision(cfg.train.precision, device, "train.precision", auto_precision_probe(), kept);
+    kept_precision = !kept.empty() && kept == precision_name(p) &&
+                     kPrecisionChoices.parse(cfg.train.precision, "train.precision") == Precision::kAuto;
+    return p;
   }
 
   // precision auto on a CPU: one product of the model's feed-forward shape
@@ -395,7 +393,7 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   if (!s.leader()) return;
   const bool bf16 = s.precision == at::kBFloat16;
   out << "profile of " << steps << " training steps (attention " << cfg.attention.backend << ", "
-      << s.threads << " threads, matrix multiplies in " << (bf16 ? "bf16" : "float32")
+      << s.threads << " threads, matrix multiplies in " << precision_name(s.precision)
       << ", device " << s.device.str() << "), after 5 warm-up steps:\n"
       << fmt::format("without the profiler: {:.2f} ms a step, {:.0f} tokens/s over {} steps\n",
                      plain_ms / static_cast<double>(steps), 1e3 * static_cast<double>(plain_tokens) / plain_ms,

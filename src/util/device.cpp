@@ -38,12 +38,15 @@ c10::Device resolve_device(const std::string& name, const std::string& what) {
 }
 
 c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
-                                  const std::string& what, const std::function<double()>& bf16_speedup) {
+                                  const std::string& what, const std::function<double()>& bf16_speedup,
+                                  const std::string& kept) {
   const Precision p = kPrecisionChoices.parse(precision, what);
   if (p == Precision::kFloat32) return c10::kFloat;
   if (p == Precision::kAuto) {
+    if (kept == "float32") return c10::kFloat;
     if (!device.is_cpu()) return c10::kBFloat16;
     if (!cpu_has_fast_bf16()) return c10::kFloat;
+    if (kept == "bf16") return c10::kBFloat16;
     return !bf16_speedup || bf16_speedup() >= kBf16TrainingPays ? c10::kBFloat16 : c10::kFloat;
   }
   if (device.is_cpu() && !cpu_has_fast_bf16()) {
@@ -55,6 +58,10 @@ c10::ScalarType resolve_precision(const std::string& precision, const c10::Devic
                             "neither; use float32");
   }
   return c10::kBFloat16;
+}
+
+const char* precision_name(c10::ScalarType dtype) {
+  return kPrecisionChoices.name(dtype == c10::kBFloat16 ? Precision::kBf16 : Precision::kFloat32);
 }
 
 double bf16_product_speedup(int64_t rows, int64_t inner, int64_t outer) {

@@ -28,11 +28,19 @@ c10::Device resolve_device(const std::string& name, const std::string& what);
 // rest of a bf16 step costs more than its products gain: on that Xeon, a
 // product of configs/real.yaml's shape ran 1.12x as fast in bf16 and the
 // step 0.67x as fast, so products must be about 1.6x as fast to break even.
+// A resumed run passes `kept`, the precision it trained in ("float32" or
+// "bf16", from its checkpoint; "" for none): auto keeps that, without
+// measuring, where `device` computes in it, since a new measurement (on a
+// busy machine, or near the threshold) could pick the other and change the
+// arithmetic mid-run.
 // InputError (naming `what`) for bf16 on a CPU without AVX512-BF16 or AMX,
 // where LibTorch's bf16 matrix multiplies would be slower than float32.
 inline constexpr double kBf16TrainingPays = 1.6;
 c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
-                                  const std::string& what, const std::function<double()>& bf16_speedup = {});
+                                  const std::string& what, const std::function<double()>& bf16_speedup = {},
+                                  const std::string& kept = "");
+// "float32" or "bf16": the name train.precision and state.yaml give `dtype`.
+const char* precision_name(c10::ScalarType dtype);
 
 // How many times faster [rows, inner] . [inner, outer] runs in bf16 than in
 // float32 on this CPU, both operands cast from float32 as a training step's
