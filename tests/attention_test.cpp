@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -772,6 +773,109 @@ TEST(PackedAttention, SelfAndCrossMatchAttentionOnViews) {
   }
 }
 
+
+// Sentences packed one after another (AttentionOptions::query_starts,
+// key_starts; the training encoder's rows without padding) against the same
+// sentences padded: flash on the CPU computes each sentence alike either way,
+// so outputs and gradients agree bit for bit. Self-attention causal and not,
+// cross-attention from padded queries to packed keys, with and without
+// attention dropout, a sentence of no token, sentences longer than a query
+// block and batches short enough for the row kernel.
+TEST(PackedAttention, SentencesOneAfterAnotherMatchPadded) {
+  const int64_t H = 2, D = 8, C = H * D;
+  // rows [starts[b], starts[b + 1]) of a [1, N, W] tensor as batch row b of [B, S, W] (zeros past its length)
+  const auto pad = [](const at::Tensor& packed, const std::vector<int64_t>& len, int64_t width) {
+    at::Tensor out = at::zeros({static_cast<int64_t>(len.size()), width, packed.size(2)}, packed.options());
+    for (int64_t b = 0, row = 0; b < static_cast<int64_t>(len.size()); row += len[b], ++b)
+      out[b].narrow(0, 0, len[b]).copy_(packed[0].narrow(0, row, len[b]));
+    return out;
+  };
+  const auto unpad = [](const at::Tensor& padded, const std::vector<int64_t>& len) {
+    std::vector<at::Tensor> rows;
+    for (int64_t b = 0; b < static_cast<int64_t>(len.size()); ++b) rows.push_back(padded[b].narrow(0, 0, len[b]));
+    return at::cat(rows).unsqueeze(0);
+  };
+  for (const std::vector<int64_t>& len : {std::vector<int64_t>{70, 3, 0, 17}, std::vector<int64_t>{3, 1, 0, 2}}) {
+    const int64_t B = static_cast<int64_t>(len.size()), S = *std::max_element(len.begin(), len.end());
+    const int64_t N = std::accumulate(len.begin(), len.end(), int64_t{0}), Tq = 5;
+    const at::Tensor lengths = at::tensor(len, at::kLong), starts = packed_starts(lengths);
+    for (const at::ScalarType dt : {at::kDouble, at::kFloat, at::kBFloat16}) {
+      for (const double drop : {0.0, 0.2}) {
+        for (const bool causal : {false, true}) {
+          at::manual_seed(3);
+          const std::string what = std::string(c10::toString(dt)) + " S " + std::to_string(S) + " dropout " +
+                                   std::to_string(drop) + (causal ? " causal" : "");
+          const at::Tensor qkv = at::randn({1, N, 3 * C}, at::kDouble).to(dt);
+          const at::Tensor kv = at::randn({1, N, 2 * C}, at::kDouble).to(dt);
+          const at::Tensor q = at::randn({B, Tq, C}, at::kDouble).to(dt);
+          const at::Tensor up_self = at::randn({1, N, C}, at::kDouble).to(dt);
+          const at::Tensor up_cross = at::randn({B, Tq, C}, at::kDouble).to(dt);
+          AttentionOptions packed, padded;
+          packed.causal = padded.causal = causal;
+          packed.dropout.p = padded.dropout.p = drop;
+          packed.dropout.seed = padded.dropout.seed = 5, packed.dropout.site = padded.dropout.site = 3;
+          packed.query_starts = packed.key_starts = starts;
+          padded.key_lengths = lengths;
+          AttentionOptions packed_keys = packed;  // cross-attention: padded queries
+          packed_keys.query_starts = at::Tensor();
+          packed_keys.causal = false;
+
+          // packed
+          const at::Tensor a_qkv = qkv.clone().requires_grad_(true), a_kv = kv.clone().requires_grad_(true),
+                           a_q = q.clone().requires_grad_(true);
+          const at::Tensor a_self = self_attention(a_qkv, H, packed, AttentionBackend::kFlash);
+          AttentionOptions cross_padded = padded;
+          cross_padded.causal = false;
+          const at::Tensor a_cross = cross_attention(a_q, a_kv, H, packed_keys, AttentionBackend::kFlash);
+          ((a_self * up_self).sum() + (a_cross * up_cross).sum()).backward();
+          // padded
+          const at::Tensor b_qkv = pad(qkv, len, S).requires_grad_(true), b_kv = pad(kv, len, S).requires_grad_(true),
+                           b_q = q.clone().requires_grad_(true);
+          const at::Tensor b_self = self_attention(b_qkv, H, padded, AttentionBackend::kFlash);
+          const at::Tensor b_cross = cross_attention(b_q, b_kv, H, cross_padded, AttentionBackend::kFlash);
+          ((b_self * pad(up_self, len, S)).sum() + (b_cross * up_cross).sum()).backward();
+
+          EXPECT_EQ(a_self.sizes(), (std::vector<int64_t>{1, N, C})) << what;
+          EXPECT_TRUE(at::equal(a_self, unpad(b_self, len))) << what;
+          EXPECT_TRUE(at::equal(a_cross, b_cross)) << what;
+          // Gradients bit for bit too, except under attention dropout in
+          // float32, where a sentence shorter than the batch's longest gets
+          // its key and value gradients to within a unit in the last place.
+          const auto same = [&](const at::Tensor& got, const at::Tensor& want) {
+            if (drop == 0 || dt != at::kFloat) return at::equal(got, want);
+            return (got - want).abs().max().item<double>() <= 4e-7 * want.abs().max().item<double>();
+          };
+          EXPECT_TRUE(same(a_qkv.grad(), unpad(b_qkv.grad(), len))) << what << " dqkv";
+          EXPECT_TRUE(same(a_kv.grad(), unpad(b_kv.grad(), len))) << what << " dkv";
+          EXPECT_TRUE(same(a_q.grad(), b_q.grad())) << what << " dq";
+        }
+      }
+    }
+  }
+}
+
+// Packed sentences are flash's on the CPU, with starts that cover the rows.
+TEST(PackedAttention, PackedSentencesRefuseOtherBackendsAndBadStarts) {
+  const at::Tensor qkv = at::randn({1, 6, 3 * 8});
+  const auto fails = [&](const at::Tensor& starts, AttentionBackend backend, const std::string& want) {
+    AttentionOptions o;
+    o.query_starts = o.key_starts = starts;
+    try {
+      self_attention(qkv, 2, o, backend);
+      ADD_FAILURE() << "taken: " << want;
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  const at::Tensor good = at::tensor({0, 4, 6}, at::kLong);
+  fails(good, AttentionBackend::kNaive, "take CPU flash");
+  fails(good, AttentionBackend::kTorch, "take CPU flash");
+  fails(at::tensor({0, 4, 5}, at::kLong), AttentionBackend::kFlash, "must run from 0 to the 6 rows");
+  fails(at::tensor({0, 5, 4, 6}, at::kLong), AttentionBackend::kFlash, "must not decrease");
+  AttentionOptions o;
+  o.query_starts = o.key_starts = good;
+  EXPECT_EQ(self_attention(qkv, 2, o, AttentionBackend::kFlash).sizes(), (std::vector<int64_t>{1, 6, 8}));
+}
 
 // bf16 reaches the CPU kernels only through the packed projections above:
 // q, k, v views in bf16 are refused by every CPU backend, with a message.

@@ -11,6 +11,7 @@
 #include "model/build.h"
 #include "model/parameter_table.h"
 #include "model/transformer.h"
+#include "support/seams.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "train/loss.h"
@@ -283,6 +284,66 @@ TEST(Model, AttentionDropoutIsTheSameInEveryBackend) {
   EXPECT_TRUE(torch::equal(run(0.4, ops::AttentionBackend::kFlash, false).loss,
                            run(0.0, ops::AttentionBackend::kFlash, false).loss));  // evaluation: none
   EXPECT_THROW(parse_config("model: {attention_dropout: 0.95}\n", "t.yaml"), InputError);
+}
+
+// Training's encoder on its sentences' own rows (no padding rows in any
+// product, norm or activation; flash attention on packed sentences) against
+// the same model on padded rows: the loss and every parameter's gradient, in
+// float64 and float32, with and without attention dropout (drawn where the
+// padded kernels draw it). Dropout on the rows keeps the padded encoder.
+TEST(Model, EncoderOnSentenceRowsMatchesPaddedRows) {
+  const auto src = torch::randint(4, 50, {3, 9}, torch::kLong), tgt = torch::randint(4, 40, {3, 6}, torch::kLong);
+  const auto len = torch::tensor({9, 4, 1}, torch::kLong), tlen = torch::tensor({6, 2, 5}, torch::kLong);
+  const auto labels = torch::randint(4, 40, {3, 6}, torch::kLong);
+  struct Result {
+    double loss;
+    std::vector<at::Tensor> grads;
+  };
+  const auto run = [&](at::ScalarType dtype, double attention_dropout, bool packed) {
+    Config cfg = testing::tiny_config();
+    cfg.model.dropout = 0, cfg.model.activation_dropout = 0, cfg.model.attention_dropout = attention_dropout;
+    torch::manual_seed(0);
+    Transformer m = build_model(cfg, 50, 40);
+    m->to(dtype);
+    m->set_attention_backend(ops::AttentionBackend::kFlash);
+    m->train();
+    m->set_dropout_step(5, 9, 2);
+    TransformerTestSeam::set_packed_encoder(m, packed);
+    EXPECT_EQ(TransformerTestSeam::packed_encoder_applies(m, src), packed);
+    const at::Tensor loss = m->loss_sum(src, len, tgt, tlen, labels, 0.1);
+    loss.backward();
+    Result r{loss.item<double>(), {}};
+    for (const at::Tensor& p : m->parameters()) r.grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+    return r;
+  };
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    for (const double attention_dropout : {0.0, 0.3}) {
+      const Result packed = run(dtype, attention_dropout, true), padded = run(dtype, attention_dropout, false);
+      const double tol = dtype == at::kDouble ? 1e-11 : 2e-5;
+      const std::string what = std::string(c10::toString(dtype)) + " attention dropout " + std::to_string(attention_dropout);
+      EXPECT_NEAR(packed.loss, padded.loss, tol * std::abs(padded.loss)) << what;
+      ASSERT_EQ(packed.grads.size(), padded.grads.size());
+      for (size_t i = 0; i < packed.grads.size(); ++i) {
+        ASSERT_EQ(packed.grads[i].defined(), padded.grads[i].defined()) << what << " parameter " << i;
+        if (!padded.grads[i].defined()) continue;
+        const double scale = std::max(padded.grads[i].abs().max().item<double>(), 1e-3);
+        EXPECT_LE((packed.grads[i] - padded.grads[i]).abs().max().item<double>(), tol * scale)
+            << what << " parameter " << i;
+      }
+    }
+  }
+  // Dropout on the encoder's rows is drawn at padded coordinates: those runs
+  // keep the padded rows in training, and evaluation (no dropout) packs.
+  Config cfg = testing::tiny_config();
+  cfg.model.dropout = 0.1;
+  Transformer m = build_model(cfg, 50, 40);
+  m->set_attention_backend(ops::AttentionBackend::kFlash);
+  m->train();
+  EXPECT_FALSE(TransformerTestSeam::packed_encoder_applies(m, src));
+  m->eval();
+  EXPECT_TRUE(TransformerTestSeam::packed_encoder_applies(m, src));
+  m->set_attention_backend(ops::AttentionBackend::kNaive);
+  EXPECT_FALSE(TransformerTestSeam::packed_encoder_applies(m, src));
 }
 
 // model.norm: post with bf16 matrix multiplies (precision bf16 or auto on

@@ -149,11 +149,12 @@ void SelfAttentionImpl::reset() {
 }
 
 at::Tensor SelfAttentionImpl::forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
-                                      const ModelRuntime& rt, const ops::Dropout& dropout) {
+                                      const ModelRuntime& rt, const ops::Dropout& dropout, const at::Tensor& starts) {
   ops::AttentionOptions opts;
   opts.causal = causal;
   opts.key_lengths = key_lengths;
   opts.dropout = dropout;
+  opts.query_starts = opts.key_starts = starts;
   return out(ops::self_attention(qkv(h), options.heads(), opts, rt.backend));
 }
 
@@ -174,10 +175,11 @@ void CrossAttentionImpl::reset() {
 
 at::Tensor CrossAttentionImpl::forward(const at::Tensor& h, const at::Tensor& kv_memory,
                                        const at::Tensor& key_lengths, const ModelRuntime& rt,
-                                       const ops::Dropout& dropout) {
+                                       const ops::Dropout& dropout, const at::Tensor& kv_starts) {
   ops::AttentionOptions opts;
   opts.key_lengths = key_lengths;
   opts.dropout = dropout;
+  opts.key_starts = kv_starts;
   return out(ops::cross_attention(q(h), kv_memory, options.heads(), opts, rt.backend));
 }
 
@@ -218,7 +220,7 @@ void EncoderLayerImpl::reset() {
 }
 
 Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
-                                 const ModelRuntime& rt, AttentionMaps* record) {
+                                 const ModelRuntime& rt, AttentionMaps* record, const at::Tensor& starts) {
   // Pre-LayerNorm residual blocks: x + f(LN(x)); in.h is already LN1(x).
   // Post-LayerNorm: LN1(x + f(x)), then LN2(x + g(x)); in.h is x.
   const int64_t site = options.first_site();
@@ -227,7 +229,7 @@ Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths
   if (record != nullptr) record->encoder_self.push_back(self_attn->probs(in.h, src_lengths, /*causal=*/false));
   const at::Tensor a =
       self_attn(in.h, src_lengths, /*causal=*/false, rt,
-                dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()));
+                dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()), starts);
   const Stream s = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training()), rt);
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
@@ -260,7 +262,8 @@ Stream DecoderLayerImpl::feed_forward(const Stream& in, const NextNorm& next, co
 
 Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
                                  const at::Tensor& tgt_lengths, const at::Tensor& src_lengths,
-                                 const NextNorm& next, const ModelRuntime& rt, AttentionMaps* record) {
+                                 const NextNorm& next, const ModelRuntime& rt, AttentionMaps* record,
+                                 const at::Tensor& memory_starts) {
   const int64_t site = options.first_site();
   const double p = options.dropout();
   // Masked self-attention: causal + target padding. Each row's residual adds
@@ -275,7 +278,7 @@ Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
   if (record != nullptr) record->cross.push_back(cross_attn->probs(s1.h, memory_kv, src_lengths));
   // Cross-attention: queries from the decoder, keys/values from the encoder.
   const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt,
-                                  dropout_at(rt, pa, kAttentionSiteBase + site + 1, is_training()));
+                                  dropout_at(rt, pa, kAttentionSiteBase + site + 1, is_training()), memory_starts);
   const Stream s2 = residual(post, s1.x, c, norm3, norm2, dropout_at(rt, p, site + 1, is_training()), rt);
   return feed_forward(s2, next, rt);
 }
@@ -414,6 +417,38 @@ at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_
   return s.h;
 }
 
+bool TransformerImpl::packed_encoder_applies(const at::Tensor& src) const {
+  if (!runtime_.packed_encoder || !src.is_cpu() || src.dim() != 2 || runtime_.backend != ops::AttentionBackend::kFlash)
+    return false;
+  // Training draws the embedding's, the residuals' and the feed-forward's
+  // dropout at (batch row, position) coordinates, which packed rows do not
+  // keep; attention dropout keeps its own coordinates in the kernels.
+  const TransformerLayerOptions& layer = encoder_layers->ptr<EncoderLayerImpl>(0)->options;
+  return !is_training() || (options_.dropout() <= 0 && layer.relu_dropout() <= 0);
+}
+
+at::Tensor TransformerImpl::encode_packed(const at::Tensor& src, const at::Tensor& src_lengths,
+                                          const at::Tensor& starts) {
+  // Sentence b's positions [0, len_b) as rows of the flattened [B·S, C]
+  // embeddings (padding positions are never gathered).
+  const int64_t batch = src.size(0), width = src.size(1);
+  const int64_t n = starts.data_ptr<int64_t>()[batch];
+  at::Tensor index = at::empty({n}, at::kLong);
+  int64_t* row = index.data_ptr<int64_t>();
+  const int64_t* first = starts.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < first[b + 1] - first[b]; ++t) *row++ = b * width + t;
+  const int64_t c = options_.d_model();
+  const at::Tensor x = ops::embed_tokens(src, src_embed->weight, positions_.to(src_embed->weight.scalar_type()), 0,
+                                         std::sqrt(static_cast<double>(c)), kPadId, {});  // [B, S, C]
+  Stream s = enter(x.reshape({batch * width, c}).index_select(0, index.to(x.device())).view({1, n, c}),
+                   encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
+  for (size_t i = 0; i < encoder_layers->size(); ++i)
+    s = encoder_layers->ptr<EncoderLayerImpl>(i)->forward(
+        s, src_lengths, next_norm<EncoderLayerImpl>(encoder_layers, i, encoder_norm), runtime_, nullptr, starts);
+  return s.h;  // [1, N, C]
+}
+
 at::Tensor TransformerImpl::embed_target(const at::Tensor& tgt_in) {
   return ops::embed_tokens(tgt_in, tgt_embed->weight, positions_.to(tgt_embed->weight.scalar_type()),
                            0, std::sqrt(static_cast<double>(options_.d_model())), kPadId,
@@ -422,12 +457,12 @@ at::Tensor TransformerImpl::embed_target(const at::Tensor& tgt_in) {
 
 Stream TransformerImpl::decode_stream(const at::Tensor& y, const at::Tensor& memory,
                                       const at::Tensor& tgt_lengths, const at::Tensor& src_lengths,
-                                      AttentionMaps* record) {
+                                      AttentionMaps* record, const at::Tensor& memory_starts) {
   Stream s = enter(y, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
     s = layer->forward(s, layer->cross_attn->project_memory(memory), tgt_lengths, src_lengths,
-                       next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_, record);
+                       next_norm<DecoderLayerImpl>(decoder_layers, i, decoder_norm), runtime_, record, memory_starts);
   }
   return s;
 }
@@ -477,8 +512,15 @@ at::Tensor TransformerImpl::forward(const at::Tensor& src, const at::Tensor& src
 at::Tensor TransformerImpl::loss_sum(const at::Tensor& src, const at::Tensor& src_lengths,
                                      const at::Tensor& tgt_in, const at::Tensor& tgt_lengths,
                                      const at::Tensor& labels, double smoothing, at::Tensor* nll_sum) {
-  const at::Tensor h = decode_hidden(embed_target(tgt_in), encode(src, src_lengths), tgt_lengths,
-                                     src_lengths);  // [B, T, C]
+  // The encoder on its sentences' own rows where it may: a batch sorted by
+  // target length still pads its sources (17% of configs/real.yaml's source
+  // positions), and every product, norm and activation of the encoder and
+  // the cross-attention keys and values would pay for them.
+  const bool packed = packed_encoder_applies(src);
+  const at::Tensor starts = packed ? ops::packed_starts(src_lengths) : at::Tensor();
+  const at::Tensor memory = packed ? encode_packed(src, src_lengths, starts) : encode(src, src_lengths);
+  const at::Tensor h = decode_stream(embed_target(tgt_in), memory, tgt_lengths, src_lengths, nullptr, starts)
+                           .h;  // [B, T, C]
   return ops::linear_cross_entropy(h.reshape({-1, h.size(2)}), output_weight(),
                                    options_.tie_embeddings() ? at::Tensor() : out_proj_bias,
                                    labels.reshape({-1}), smoothing, kPadId, nll_sum);

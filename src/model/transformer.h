@@ -39,6 +39,10 @@ struct ModelRuntime {
   // (model/decoder_step_cpu.h); false keeps the op-by-op path (tests compare
   // the two).
   bool fused_decode_step = true;
+  // Training's encoder on its sentences' own rows where it applies
+  // (TransformerImpl::packed_encoder_applies); false keeps the padded rows
+  // (tests compare the two).
+  bool packed_encoder = true;
   // Matrix multiplies in this dtype (kBFloat16: weights cast per use,
   // master weights, residual stream, LayerNorm and loss stay float32).
   at::ScalarType matmul_dtype = at::kFloat;
@@ -106,8 +110,10 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
   void reset() override;
   // h: [B, T, C] -> [B, T, C]; key_lengths: [B] or undefined; dropout: on
   // the attention probabilities (inactive by default).
+  // starts (CPU flash): h is [1, N, C], sentences packed one after another
+  // from the rows starts: [B + 1] gives (ops::AttentionOptions::query_starts).
   at::Tensor forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
-                     const ModelRuntime& rt, const ops::Dropout& dropout = {});
+                     const ModelRuntime& rt, const ops::Dropout& dropout = {}, const at::Tensor& starts = {});
   // The probabilities [B, H, T, T] forward applies, for display.
   at::Tensor probs(const at::Tensor& h, const at::Tensor& key_lengths, bool causal);
 
@@ -122,9 +128,10 @@ class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
  public:
   explicit CrossAttentionImpl(const MultiHeadOptions& options);
   void reset() override;
-  // h: [B, Tq, C] attends to kv: [B, Tk, 2C] (= project_memory) -> [B, Tq, C]
+  // h: [B, Tq, C] attends to kv: [B, Tk, 2C] (= project_memory) -> [B, Tq, C];
+  // with kv_starts ([B + 1], CPU flash) kv is [1, N, 2C], sentences packed.
   at::Tensor forward(const at::Tensor& h, const at::Tensor& kv, const at::Tensor& key_lengths,
-                     const ModelRuntime& rt, const ops::Dropout& dropout = {});
+                     const ModelRuntime& rt, const ops::Dropout& dropout = {}, const at::Tensor& kv_starts = {});
   // memory: [B, Tk, C] -> kv: [B, Tk, 2C]
   at::Tensor project_memory(const at::Tensor& memory) { return kv(memory); }
   // The probabilities [B, H, Tq, Tk] applied to h's queries, for display.
@@ -169,9 +176,10 @@ class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl> {
   void reset() override;
   // Pre-norm: in.h = norm1(in.x); returns {x', next(x')}. Post-norm: next
   // is not used (the layer's own norm2 ends it). src_lengths: [B]. record:
-  // if set, the self-attention probabilities are appended to it.
+  // if set, the self-attention probabilities are appended to it. starts:
+  // the stream is [1, N, C], sentences packed (SelfAttentionImpl::forward).
   Stream forward(const Stream& in, const at::Tensor& src_lengths, const NextNorm& next,
-                 const ModelRuntime& rt, AttentionMaps* record = nullptr);
+                 const ModelRuntime& rt, AttentionMaps* record = nullptr, const at::Tensor& starts = {});
 
   TransformerLayerOptions options;
   SelfAttention self_attn{nullptr};
@@ -212,9 +220,10 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
   // Pre-norm: in.h = norm1(in.x) (post-norm: next is not used, norm3 ends
   // the layer); memory_kv: [B, S, 2C] from cross_attn->project_memory.
   // record: if set, the self- and cross-attention probabilities are appended.
+  // memory_starts: memory_kv is [1, N, 2C], sentences packed (TransformerImpl::encode_packed).
   Stream forward(const Stream& in, const at::Tensor& memory_kv, const at::Tensor& tgt_lengths,
                  const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt,
-                 AttentionMaps* record = nullptr);
+                 AttentionMaps* record = nullptr, const at::Tensor& memory_starts = {});
   // One new position per row, in: [B, 1, C]; its keys/values go into the
   // cache at the row's position. positions: [B] (long, tokens fed so far per
   // row; max_position the largest), or undefined when every row is at
@@ -360,7 +369,16 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   Stream embed(const at::Tensor& ids, const torch::nn::Embedding& table, int64_t site,
                int64_t position_offset, const NextNorm& first_norm);
   Stream decode_stream(const at::Tensor& y, const at::Tensor& memory, const at::Tensor& tgt_lengths,
-                       const at::Tensor& src_lengths, AttentionMaps* record = nullptr);
+                       const at::Tensor& src_lengths, AttentionMaps* record = nullptr,
+                       const at::Tensor& memory_starts = {});
+  // Whether the encoder may run on its sentences' own rows (encode_packed):
+  // on the CPU with flash attention, where nothing draws dropout on its rows
+  // (its masks are drawn at padded coordinates).
+  bool packed_encoder_applies(const at::Tensor& src) const;
+  // src: [B, S] ids -> memory [1, N, C]: only each sentence's own positions,
+  // one sentence after another (N = the sum of src_lengths, starts [B + 1]
+  // where each begins); per position the same as encode()'s.
+  at::Tensor encode_packed(const at::Tensor& src, const at::Tensor& src_lengths, const at::Tensor& starts);
   at::Tensor output_weight() const;  // [V, C]
   at::Tensor output_logits(const at::Tensor& h);  // [..., C] -> [..., V] in float32/64
   // h: [B, 1, C] -> logits [B, V], from cache.output_weight_t where set.

@@ -15,6 +15,11 @@ namespace nmt {
 struct TransformerTestSeam {
   // false: decoding steps run op by op even where the fused CPU step applies.
   static void set_fused_decode_step(Transformer& model, bool fused) { model->runtime_.fused_decode_step = fused; }
+  // false: training's encoder runs on padded rows even where packed ones apply.
+  static void set_packed_encoder(Transformer& model, bool packed) { model->runtime_.packed_encoder = packed; }
+  static bool packed_encoder_applies(const Transformer& model, const at::Tensor& src) {
+    return model->packed_encoder_applies(src);
+  }
   // Drops prepare_decoding's weights: float32, op by op again.
   static void unprepare_decoding(Transformer& model) { model->inference_.reset(); }
 

@@ -13,6 +13,13 @@ Dropout per_head_dropout(const Dropout& d, int64_t heads) {
   return g;
 }
 
+at::Tensor packed_starts(const at::Tensor& lengths) {
+  const at::Tensor len = lengths.to(at::kCPU, at::kLong).contiguous();
+  at::Tensor starts = at::zeros({len.numel() + 1}, len.options());
+  if (len.numel() > 0) starts.narrow(0, 1, len.numel()).copy_(at::cumsum(len, 0));
+  return starts;
+}
+
 at::Tensor visibility_mask(int64_t batch, int64_t q_len, int64_t k_len,
                            const AttentionOptions& options, const at::TensorOptions& device) {
   auto opts = device.dtype(at::kLong);
@@ -102,6 +109,15 @@ bool packed_kernels(const at::Tensor& t, AttentionBackend backend) {
   return t.is_cpu() && backend != AttentionBackend::kTorch;
 }
 
+// Packed sentences reach CPU flash's kernels only (attention_params.h).
+bool packed_rows(const at::Tensor& t, AttentionBackend backend, const AttentionOptions& options) {
+  if (!options.query_starts.defined() && !options.key_starts.defined()) return false;
+  TORCH_CHECK(t.is_cpu() && backend == AttentionBackend::kFlash,
+              "attention: packed sentences (query_starts, key_starts) take CPU flash, got ",
+              backend_name(backend), " on ", t.device());
+  return true;
+}
+
 #ifdef NMT_WITH_CUDA
 // bf16 projections on a GPU with flash: its tensor-core kernels take the
 // packed form (with the fused training ops: one switch, op_glue.h).
@@ -117,7 +133,8 @@ at::Tensor self_attention(const at::Tensor& qkv, int64_t heads, const AttentionO
                           AttentionBackend backend) {
   TORCH_CHECK(qkv.dim() == 3 && qkv.size(2) % (3 * heads) == 0,
               "self_attention: qkv must be [B, T, 3C] with C divisible by heads, got ", qkv.sizes());
-  if (packed_kernels(qkv, backend)) return packed_attention_cpu(qkv, at::Tensor(), heads, options, backend);
+  if (packed_rows(qkv, backend, options) || packed_kernels(qkv, backend))
+    return packed_attention_cpu(qkv, at::Tensor(), heads, options, backend);
 #ifdef NMT_WITH_CUDA
   if (packed_cuda(qkv, backend, options))
     if (at::Tensor o = packed_flash_attention_cuda(qkv, at::Tensor(), heads, options); o.defined()) return o;
@@ -132,7 +149,8 @@ at::Tensor cross_attention(const at::Tensor& q, const at::Tensor& kv, int64_t he
   TORCH_CHECK(q.dim() == 3 && kv.dim() == 3 && kv.size(2) == 2 * q.size(2) && q.size(2) % heads == 0,
               "cross_attention: expected q [B, Tq, C] and kv [B, Tk, 2C], got ", q.sizes(), " and ",
               kv.sizes());
-  if (packed_kernels(q, backend)) return packed_attention_cpu(q, kv, heads, options, backend);
+  if (packed_rows(q, backend, options) || packed_kernels(q, backend))
+    return packed_attention_cpu(q, kv, heads, options, backend);
 #ifdef NMT_WITH_CUDA
   if (packed_cuda(q, backend, options) && kv.scalar_type() == at::kBFloat16)
     if (at::Tensor o = packed_flash_attention_cuda(q, kv, heads, options); o.defined()) return o;

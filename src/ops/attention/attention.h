@@ -20,7 +20,17 @@ struct AttentionOptions {
   // Attention dropout on the probabilities (training; p = 0: none). Every
   // backend drops the same elements: attention_params.h says which.
   Dropout dropout;
+  // Sentences packed one after another instead of padded (self_attention and
+  // cross_attention, CPU flash only): [B + 1] int64 on the CPU, sentence b's
+  // rows [starts[b], starts[b + 1]) of the T axis of a [1, T, W] projection;
+  // query_starts for the queries (and the output), key_starts for keys and
+  // values. Undefined: that side is padded [B, T, W]. Key counts come from
+  // key_starts where it is set (key_lengths is then not read).
+  at::Tensor query_starts, key_starts;
 };
+
+// starts: [B + 1] int64, 0 first, for sentences of `lengths`: [B].
+at::Tensor packed_starts(const at::Tensor& lengths);
 
 // The dropout of an attention call with `heads` heads restated on the grid
 // its masks are drawn from: row (first_row + b)·heads + h, position = key,
@@ -37,6 +47,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 // The model's form: heads packed in the channels of its projections (C = H·D),
 // output [B, Tq, C] (heads concatenated). CPU naive/flash read and write the
 // packed tensors directly; other cases go through attention() on views.
+// With options.query_starts / key_starts, that side's B is 1 and its T the
+// rows of every sentence, one after another (CPU flash only).
 // qkv: [B, T, 3C], per token q | k | v -> [B, T, C]
 at::Tensor self_attention(const at::Tensor& qkv, int64_t heads, const AttentionOptions& options,
                           AttentionBackend backend);

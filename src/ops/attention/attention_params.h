@@ -62,12 +62,40 @@ struct AttentionForwardParams {
   // kernels (the decoder's fused step sets it); the backward and the CUDA
   // kernels are never given one.
   const int64_t* kv_rows = nullptr;
+  // Sentences packed one after another (the encoder's rows without padding;
+  // read by the CPU flash kernels only): q_starts[b] is sentence b's first
+  // row in q and o (and d_o, dq backward), kv_starts[b] its first row in k
+  // and v (dk, dv), both [B + 1], so that sentence b has q_starts[b + 1] -
+  // q_starts[b] queries; rows are the time strides apart and the batch
+  // strides are not read. Null: row t of batch b at b·stride_b + t·stride_t.
+  // key_lengths must hold each sentence's key count; q_len and k_len are the
+  // longest sentence's (lse stays [B, H, Tq], its rows past a sentence's end
+  // unwritten).
+  const int64_t* q_starts = nullptr;
+  const int64_t* kv_starts = nullptr;
 };
 
 // The batch index query row b reads keys and values from.
 template <typename T, typename Stat>
 inline int64_t kv_row(const AttentionForwardParams<T, Stat>& p, int64_t b) {
   return p.kv_rows != nullptr ? p.kv_rows[b] : b;
+}
+
+// Where batch row b of a q-side tensor (q, o, d_o, dq) starts, in elements,
+// for its batch and time strides; the same for k-side ones (k, v, dk, dv)
+// at batch row kb. Packed sentences (q_starts, kv_starts) start at a row of their own.
+template <typename P>
+inline int64_t q_offset(const P& p, int64_t b, int64_t stride_b, int64_t stride_t) {
+  return p.q_starts != nullptr ? p.q_starts[b] * stride_t : b * stride_b;
+}
+template <typename P>
+inline int64_t kv_offset(const P& p, int64_t kb, int64_t stride_b, int64_t stride_t) {
+  return p.kv_starts != nullptr ? p.kv_starts[kb] * stride_t : kb * stride_b;
+}
+// Query rows of batch row b: its sentence's own with packed rows, else q_len.
+template <typename P>
+inline int64_t query_rows(const P& p, int64_t b) {
+  return p.q_starts != nullptr ? p.q_starts[b + 1] - p.q_starts[b] : p.q_len;
 }
 
 // Stat as in the forward: lse and scale stay float32 for bf16 elements.
@@ -98,6 +126,9 @@ struct AttentionBackwardParams {
   Stat scale;
   bool causal;
   philox::DropoutStream dropout;  // as the forward's
+  // Packed sentences, as in the forward (CPU flash only).
+  const int64_t* q_starts = nullptr;
+  const int64_t* kv_starts = nullptr;
 };
 
 }  // namespace nmt::ops

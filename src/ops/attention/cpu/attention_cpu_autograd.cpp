@@ -11,6 +11,7 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -31,15 +32,33 @@ using glue::strides_of;
 
 enum class CpuKernel { kNaive, kFlash };
 
+// A call's packed sentences (AttentionOptions::query_starts, key_starts):
+// [B + 1] int64 CPU tensors, undefined where that side is padded, with the
+// batch and each side's longest sentence, which the kernels take as B, Tq, Tk.
+struct PackedRows {
+  at::Tensor q_starts, kv_starts;
+  int64_t batch = 0, q_len = 0, k_len = 0;
+  bool any() const { return q_starts.defined() || kv_starts.defined(); }
+};
+
+template <typename Params>
+void set_packed_rows(Params& p, const PackedRows& rows) {
+  if (!rows.any()) return;
+  p.batch = rows.batch;
+  if (rows.q_starts.defined()) p.q_starts = rows.q_starts.data_ptr<int64_t>(), p.q_len = rows.q_len;
+  if (rows.kv_starts.defined()) p.kv_starts = rows.kv_starts.data_ptr<int64_t>(), p.k_len = rows.k_len;
+}
+
 // Forward into o (a [B, H, Tq, D] view of any strides), lse [B, H, Tq] and,
 // for naive, probs [B, H, Tq, Tk]. S: the tensors' element type, T: the
 // kernels' compute type (and lse's).
 template <typename S, typename T>
 void forward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
-                    const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs) {
+                    const PackedRows& rows, const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs) {
   AttentionForwardParams<S, T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
+  set_packed_rows(p, rows);
   p.dropout = glue::attention_stream(dropout, p.heads);
   p.q = glue::data<S>(q), p.k = glue::data<S>(k), p.v = glue::data<S>(v);
   p.o = glue::data<S>(o), p.lse = lse.data_ptr<T>();
@@ -59,9 +78,11 @@ template <typename S, typename T>
 void backward_kernel(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& o, const at::Tensor& lse, const at::Tensor& probs,
                      const at::Tensor& d_o, const at::Tensor& lengths, double scale, bool causal,
-                     const Dropout& dropout, const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv) {
+                     const Dropout& dropout, const PackedRows& rows, const at::Tensor& dq, const at::Tensor& dk,
+                     const at::Tensor& dv) {
   AttentionBackwardParams<S, T> p{};
   fill_common(p, q, k, v, lengths, scale, causal);
+  set_packed_rows(p, rows);
   p.dropout = glue::attention_stream(dropout, p.heads);
   p.q = glue::data<S>(q), p.k = glue::data<S>(k), p.v = glue::data<S>(v);
   p.d_o = glue::data<S>(d_o);
@@ -109,21 +130,31 @@ struct Saved {
 // o: [B, H, Tq, D] view of o_storage; returns what the backward needs.
 Saved run_forward(CpuKernel kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& lengths, double scale, bool causal, const Dropout& dropout,
-                  const at::Tensor& o) {
-  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
+                  const at::Tensor& o, const PackedRows& rows = {}) {
+  const int64_t H = q.size(1);
+  const int64_t B = rows.any() ? rows.batch : q.size(0);
+  const int64_t Tq = rows.q_starts.defined() ? rows.q_len : q.size(2);
+  const int64_t Tk = rows.kv_starts.defined() ? rows.k_len : k.size(2);
+  TORCH_INTERNAL_ASSERT(kernel == CpuKernel::kFlash || !rows.any(), "packed sentences take flash");
   Saved s{o, at::empty({B, H, Tq}, q.options().dtype(compute_type(q.scalar_type()))),
           kernel == CpuKernel::kNaive ? at::empty({B, H, Tq, Tk}, q.options()) : at::Tensor()};
   dispatch_storage(q.scalar_type(), kernel, "attention", [&](auto s_zero, auto t_zero) {
-    forward_kernel<decltype(s_zero), decltype(t_zero)>(kernel, q, k, v, lengths, scale, causal, dropout, o, s.lse,
-                                                       s.probs);
+    forward_kernel<decltype(s_zero), decltype(t_zero)>(kernel, q, k, v, lengths, scale, causal, dropout, rows, o,
+                                                       s.lse, s.probs);
   });
   return s;
 }
 
 // Saves the inputs (whatever the backward rebuilds q, k, v from), then the state.
 void save(AutogradContext* ctx, std::vector<at::Tensor> inputs, CpuKernel kernel, const Saved& s,
-          const at::Tensor& lengths, bool causal, double scale, const Dropout& dropout) {
+          const at::Tensor& lengths, bool causal, double scale, const Dropout& dropout, const PackedRows& rows = {}) {
   ctx->saved_data["causal"] = causal;
+  if (rows.any()) {
+    // (int64 index tensors, never differentiated: kept as values)
+    if (rows.q_starts.defined()) ctx->saved_data["q_starts"] = rows.q_starts;
+    if (rows.kv_starts.defined()) ctx->saved_data["kv_starts"] = rows.kv_starts;
+    ctx->saved_data["packed_dims"] = std::vector<int64_t>{rows.batch, rows.q_len, rows.k_len};
+  }
   glue::save_dropout(ctx->saved_data, dropout);
   ctx->saved_data["scale"] = scale;
   ctx->saved_data["inputs"] = static_cast<int64_t>(inputs.size());
@@ -156,9 +187,17 @@ void run_backward(AutogradContext* ctx, CpuKernel kernel, const at::Tensor& q, c
   }
   const bool causal = ctx->saved_data["causal"].toBool();
   const double scale = ctx->saved_data["scale"].toDouble();
+  PackedRows rows;
+  if (ctx->saved_data.count("packed_dims") != 0) {
+    if (ctx->saved_data.count("q_starts") != 0) rows.q_starts = ctx->saved_data["q_starts"].toTensor();
+    if (ctx->saved_data.count("kv_starts") != 0) rows.kv_starts = ctx->saved_data["kv_starts"].toTensor();
+    const auto dims = ctx->saved_data["packed_dims"].toIntVector();
+    rows.batch = dims[0], rows.q_len = dims[1], rows.k_len = dims[2];
+  }
   dispatch_storage(q.scalar_type(), kernel, "attention backward", [&](auto s_zero, auto t_zero) {
     backward_kernel<decltype(s_zero), decltype(t_zero)>(kernel, q, k, v, s.o, s.lse, s.probs, d_o, lengths, scale,
-                                                        causal, glue::saved_dropout(ctx->saved_data), dq, dk, dv);
+                                                        causal, glue::saved_dropout(ctx->saved_data), rows, dq, dk,
+                                                        dv);
   });
 }
 
@@ -202,6 +241,53 @@ at::Tensor heads_of(const at::Tensor& src, int64_t col, int64_t heads, int64_t h
       .transpose(1, 2);
 }
 
+// The longest of the sentences `starts` ([B + 1]) delimits in `rows` rows,
+// after checking that they are ordered and cover the rows exactly.
+int64_t longest_sentence(const at::Tensor& starts, int64_t rows, const char* side) {
+  TORCH_CHECK(starts.dim() == 1 && starts.numel() >= 1 && starts.scalar_type() == at::kLong && starts.is_cpu() &&
+                  starts.is_contiguous(),
+              "attention: ", side, " must be [B + 1] int64 contiguous on the CPU");
+  const int64_t* s = starts.data_ptr<int64_t>();
+  const int64_t n = starts.numel() - 1;
+  int64_t longest = 0;
+  TORCH_CHECK(s[0] == 0 && s[n] == rows, "attention: ", side, " must run from 0 to the ", rows, " rows, got ", s[0],
+              " to ", s[n]);
+  for (int64_t b = 0; b < n; ++b) {
+    TORCH_CHECK(s[b + 1] >= s[b], "attention: ", side, " must not decrease");
+    longest = std::max(longest, s[b + 1] - s[b]);
+  }
+  return longest;
+}
+
+// The packed sentences of q_src / kv_src ([1, rows, W] where packed;
+// self-attention: the queries' for both sides).
+PackedRows packed_rows_of(const at::Tensor& q_starts, const at::Tensor& kv_starts, const at::Tensor& q_src,
+                          const at::Tensor& kv_src, bool self) {
+  PackedRows r;
+  if (q_starts.numel() > 0) r.q_starts = q_starts;
+  if (kv_starts.numel() > 0) r.kv_starts = kv_starts;
+  if (self && r.any()) {
+    TORCH_CHECK(r.q_starts.defined() && (!r.kv_starts.defined() || r.kv_starts.equal(r.q_starts)),
+                "self_attention: packed sentences need query_starts, and key_starts equal to them");
+    r.kv_starts = r.q_starts;
+  }
+  if (!r.any()) return r;
+  if (r.q_starts.defined()) {
+    TORCH_CHECK(q_src.size(0) == 1, "attention: packed queries come as [1, T, W], got ", q_src.sizes());
+    r.q_len = longest_sentence(r.q_starts, q_src.size(1), "query_starts");
+    r.batch = r.q_starts.numel() - 1;
+  } else {
+    r.batch = q_src.size(0);
+  }
+  if (r.kv_starts.defined()) {
+    TORCH_CHECK(kv_src.size(0) == 1 && r.kv_starts.numel() - 1 == r.batch,
+                "attention: packed keys come as [1, T, W] with key_starts of B + 1 = ", r.batch + 1,
+                " entries, got ", kv_src.sizes(), " and ", r.kv_starts.numel());
+    r.k_len = longest_sentence(r.kv_starts, kv_src.size(1), "key_starts");
+  }
+  return r;
+}
+
 // The packed projections of the model. Self-attention: q_src = qkv [B, T, 3C]
 // (per token q | k | v) and kv_src empty. Cross-attention: q_src [B, Tq, C],
 // kv_src [B, Tk, 2C] (per token k | v). Returns o [B, Tq, C]. The kernels
@@ -211,9 +297,10 @@ at::Tensor heads_of(const at::Tensor& src, int64_t col, int64_t heads, int64_t h
 template <CpuKernel kKernel>
 struct PackedAttentionFunction
     : public torch::autograd::Function<PackedAttentionFunction<kKernel>> {
+  // q_starts, kv_starts: empty tensors stand for padded sides (PackedRows).
   static at::Tensor forward(AutogradContext* ctx, at::Tensor q_src, at::Tensor kv_src,
                             at::Tensor key_lengths, bool causal, double scale, int64_t heads,
-                            Dropout dropout) {
+                            Dropout dropout, at::Tensor q_starts, at::Tensor kv_starts) {
     RECORD_FUNCTION(kKernel == CpuKernel::kNaive ? "nmt::packed_attention_naive" : "nmt::packed_attention_flash",
                     std::vector<c10::IValue>());
     const bool self = kv_src.numel() == 0;
@@ -226,9 +313,10 @@ struct PackedAttentionFunction
     const at::Tensor k = heads_of(kv_src, self ? C : 0, heads, D);
     const at::Tensor v = heads_of(kv_src, self ? 2 * C : C, heads, D);
     const at::Tensor lengths = glue::lengths_on(key_lengths, at::kCPU);
+    const PackedRows rows = packed_rows_of(q_starts, kv_starts, q_src, kv_src, self);
     const at::Tensor o = empty_with_row_room({q_src.size(0), q_src.size(1), C}, q_src.options());  // [B, Tq, C]
-    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, dropout, heads_of(o, 0, heads, D));
-    save(ctx, {q_src, self ? at::Tensor() : kv_src}, kKernel, s, lengths, causal, scale, dropout);
+    const Saved s = run_forward(kKernel, q, k, v, lengths, scale, causal, dropout, heads_of(o, 0, heads, D), rows);
+    save(ctx, {q_src, self ? at::Tensor() : kv_src}, kKernel, s, lengths, causal, scale, dropout, rows);
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["io"] = static_cast<int64_t>(io);
     return o.to(io);
@@ -252,7 +340,7 @@ struct PackedAttentionFunction
                  heads_of(d_q_src, 0, heads, D), heads_of(d_kv_src, k_col, heads, D),
                  heads_of(d_kv_src, v_col, heads, D));
     return {d_q_src.to(io), self ? at::Tensor() : d_kv_src.to(io), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -263,12 +351,22 @@ at::Tensor packed_attention_cpu(const at::Tensor& q_src, const at::Tensor& kv_sr
   const int64_t C = kv_src.defined() ? q_src.size(2) : q_src.size(2) / 3;
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(C / heads)));
   const at::Tensor kv = kv_src.defined() ? kv_src : at::empty({0}, q_src.options());
-  const at::Tensor lengths = glue::lengths_argument(options.key_lengths);
-  if (backend == AttentionBackend::kNaive)
+  const at::Tensor none = at::empty({0}, at::kLong);
+  const at::Tensor q_starts = options.query_starts.defined() ? options.query_starts : none;
+  const at::Tensor kv_starts = options.key_starts.defined() ? options.key_starts
+                               : kv_src.defined()           ? none
+                                                            : q_starts;
+  // Packed keys: each sentence's key count is its row count.
+  const at::Tensor lengths = kv_starts.numel() > 0 ? (kv_starts.narrow(0, 1, kv_starts.numel() - 1) -
+                                                      kv_starts.narrow(0, 0, kv_starts.numel() - 1))
+                                                   : glue::lengths_argument(options.key_lengths);
+  if (backend == AttentionBackend::kNaive) {
+    TORCH_CHECK(q_starts.numel() == 0 && kv_starts.numel() == 0, "attention: packed sentences take flash");
     return PackedAttentionFunction<CpuKernel::kNaive>::apply(q_src, kv, lengths, options.causal, scale, heads,
-                                                          options.dropout);
+                                                          options.dropout, none, none);
+  }
   return PackedAttentionFunction<CpuKernel::kFlash>::apply(q_src, kv, lengths, options.causal, scale, heads,
-                                                        options.dropout);
+                                                        options.dropout, q_starts, kv_starts);
 }
 
 at::Tensor attention_naive_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -311,15 +311,15 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
   constexpr int L = kLanes<T>;
   static_assert(NR * L <= kBlockQ);
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  const int64_t D = p.head_dim, Tq = p.q_len;
-  const int64_t rows = std::min(kBlockQ, Tq - i0);
+  const int64_t D = p.head_dim;
+  const int64_t rows = std::min(kBlockQ, query_rows(p, b) - i0);
 
-  const S* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i0 * p.q_stride_t;  // q: [rows, D]
+  const S* q = p.q + q_offset(p, b, p.q_stride_b, p.q_stride_t) + h * p.q_stride_h + i0 * p.q_stride_t;  // q: [rows, D]
   const int64_t kb = kv_row(p, b);
-  const S* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
-  const S* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
-  S* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i0 * p.o_stride_t;  // o: [rows, D], row stride o_stride_t
-  T* lse = p.lse + (b * p.heads + h) * Tq + i0;            // lse: [rows]
+  const S* k = p.k + kv_offset(p, kb, p.k_stride_b, p.k_stride_t) + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const S* v = p.v + kv_offset(p, kb, p.v_stride_b, p.v_stride_t) + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  S* o = p.o + q_offset(p, b, p.o_stride_b, p.o_stride_t) + h * p.o_stride_h + i0 * p.o_stride_t;  // o: [rows, D]
+  T* lse = p.lse + (b * p.heads + h) * p.q_len + i0;  // lse: [rows]
   T* qt = scratch.qt.data();
   T* st = scratch.st.data();
   T* ot = scratch.ot.data();
@@ -428,7 +428,10 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
 template <typename S, typename T>
 void forward_query_block(const AttentionForwardParams<S, T>& p, int64_t b, int64_t h, int64_t i0,
                          ForwardScratch<T>& scratch) {
-  with_lane_vectors<T, kBlockQ>(std::min(kBlockQ, p.q_len - i0), [&](auto nr) {
+  // Packed sentences: blocks past this sentence's queries hold no rows.
+  const int64_t rows = std::min(kBlockQ, query_rows(p, b) - i0);
+  if (rows <= 0) return;
+  with_lane_vectors<T, kBlockQ>(rows, [&](auto nr) {
     forward_query_block_nr<S, T, decltype(nr)::value>(p, b, h, i0, scratch);
   });
 }
@@ -476,11 +479,11 @@ void forward_query_row(const AttentionForwardParams<S, T>& p, int64_t b, int64_t
   constexpr int L = kLanes<T>;
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int64_t D = p.head_dim, Dv = D / L * L;
-  const S* q = p.q + b * p.q_stride_b + h * p.q_stride_h + i * p.q_stride_t;  // q: [D]
+  const S* q = p.q + q_offset(p, b, p.q_stride_b, p.q_stride_t) + h * p.q_stride_h + i * p.q_stride_t;  // q: [D]
   const int64_t kb = kv_row(p, b);
-  const S* k = p.k + kb * p.k_stride_b + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
-  const S* v = p.v + kb * p.v_stride_b + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
-  S* o = p.o + b * p.o_stride_b + h * p.o_stride_h + i * p.o_stride_t;  // o: [D]
+  const S* k = p.k + kv_offset(p, kb, p.k_stride_b, p.k_stride_t) + h * p.k_stride_h;  // k: [Tk, D], row stride k_stride_t
+  const S* v = p.v + kv_offset(p, kb, p.v_stride_b, p.v_stride_t) + h * p.v_stride_h;  // v: [Tk, D], row stride v_stride_t
+  S* o = p.o + q_offset(p, b, p.o_stride_b, p.o_stride_t) + h * p.o_stride_h + i * p.o_stride_t;  // o: [D]
   T* lse = p.lse + (b * p.heads + h) * p.q_len + i;
   T* s = scratch.s.data();
   T* ob = scratch.o.data();  // ob: [D]
@@ -620,16 +623,16 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
   constexpr int L = kLanes<T>;
   static_assert(NR * L <= kBwdBlockK);
   constexpr int64_t Bk = kBwdBlockK;
-  const int64_t D = p.head_dim, Tq = p.q_len;
+  const int64_t D = p.head_dim, Tq = query_rows(p, b);
   const int64_t Dp = round_up(D, L);
   const int64_t n = std::min(Bk, key_end - j0);
 
-  const S* q = p.q + b * p.q_stride_b + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
-  const S* k = p.k + b * p.k_stride_b + h * p.k_stride_h + j0 * p.k_stride_t;  // k: [n, D]
-  const S* v = p.v + b * p.v_stride_b + h * p.v_stride_h + j0 * p.v_stride_t;  // v: [n, D]
-  const S* d_o = p.d_o + b * p.do_stride_b + h * p.do_stride_h;  // d_o: [Tq, D], row stride do_stride_t
-  S* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h + j0 * p.dk_stride_t;  // dk: [n, D], strided
-  S* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h + j0 * p.dv_stride_t;  // dv: [n, D], strided
+  const S* q = p.q + q_offset(p, b, p.q_stride_b, p.q_stride_t) + h * p.q_stride_h;  // q: [Tq, D], row stride q_stride_t
+  const S* k = p.k + kv_offset(p, b, p.k_stride_b, p.k_stride_t) + h * p.k_stride_h + j0 * p.k_stride_t;  // k: [n, D]
+  const S* v = p.v + kv_offset(p, b, p.v_stride_b, p.v_stride_t) + h * p.v_stride_h + j0 * p.v_stride_t;  // v: [n, D]
+  const S* d_o = p.d_o + q_offset(p, b, p.do_stride_b, p.do_stride_t) + h * p.do_stride_h;  // d_o: [Tq, D], strided
+  S* dk = p.dk + kv_offset(p, b, p.dk_stride_b, p.dk_stride_t) + h * p.dk_stride_h + j0 * p.dk_stride_t;  // dk: [n, D]
+  S* dv = p.dv + kv_offset(p, b, p.dv_stride_b, p.dv_stride_t) + h * p.dv_stride_h + j0 * p.dv_stride_t;  // dv: [n, D]
   T* kt = scratch.kt.data();
   T* vt = scratch.vt.data();
   T* kp = scratch.kp.data();
@@ -788,8 +791,8 @@ void row_dots(int64_t rows, int64_t head_dim, const S* d_o, int64_t do_stride, c
 template <typename S, typename T>
 int64_t backward_key_end(const AttentionBackwardParams<S, T>& p, int64_t b) {
   int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
-  // Causal: key j is seen only by rows i >= j, and there are q_len rows.
-  if (p.causal) key_end = std::min(key_end, p.q_len);
+  // Causal: key j is seen only by rows i >= j, and there are query_rows rows.
+  if (p.causal) key_end = std::min(key_end, query_rows(p, b));
   return key_end;
 }
 
@@ -808,7 +811,9 @@ void flash_attention_forward(const AttentionForwardParams<S, T>& params) {
     for (int t = 0; t < max_threads; ++t) scratches.emplace_back(Tk, D);
     const int64_t rows = B * H * Tq;
     detail::parallel_for(rows, rows > 1, [&](int64_t r) {
-      forward_query_row(params, r / (H * Tq), r / Tq % H, r % Tq, scratches[static_cast<size_t>(omp_get_thread_num())]);
+      const int64_t b = r / (H * Tq), i = r % Tq;
+      if (i >= query_rows(params, b)) return;  // past a packed sentence's queries
+      forward_query_row(params, b, r / Tq % H, i, scratches[static_cast<size_t>(omp_get_thread_num())]);
     });
     return;
   }
@@ -817,16 +822,18 @@ void flash_attention_forward(const AttentionForwardParams<S, T>& params) {
 
   // Every query block streams all of K and V of its head, so long strided
   // K/V get contiguous copies (see kPackSpanBytes).
-  // (With kv_rows, K and V are read in place: their batch is not B.)
+  // (With kv_rows, K and V are read in place: their batch is not B; packed
+  // sentences are read in place too.)
   AttentionForwardParams<S, T> p = params;
   AlignedBuffer<S> k_copy, v_copy;
-  if (p.kv_rows == nullptr && worth_packing<S>(p.k_stride_t, Tk, D)) {
+  const bool in_place = p.kv_rows != nullptr || p.kv_starts != nullptr;
+  if (!in_place && worth_packing<S>(p.k_stride_t, Tk, D)) {
     k_copy.reset(B * H * Tk * D);
     copy_contiguous(p.k, p.k_stride_b, p.k_stride_h, p.k_stride_t, B, H, Tk, D, k_copy.data());
     p.k = k_copy.data();
     p.k_stride_b = H * Tk * D, p.k_stride_h = Tk * D, p.k_stride_t = D;
   }
-  if (p.kv_rows == nullptr && worth_packing<S>(p.v_stride_t, Tk, D)) {
+  if (!in_place && worth_packing<S>(p.v_stride_t, Tk, D)) {
     v_copy.reset(B * H * Tk * D);
     copy_contiguous(p.v, p.v_stride_b, p.v_stride_h, p.v_stride_t, B, H, Tk, D, v_copy.data());
     p.v = v_copy.data();
@@ -866,7 +873,7 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
   // task anyway), so a long strided Q gets a contiguous copy.
   AttentionBackwardParams<S, T> p = params;
   AlignedBuffer<S> q_copy;
-  if (worth_packing<S>(p.q_stride_t, Tq, D)) {
+  if (p.q_starts == nullptr && worth_packing<S>(p.q_stride_t, Tq, D)) {
     q_copy.reset(B * H * Tq * D);
     copy_contiguous(p.q, p.q_stride_b, p.q_stride_h, p.q_stride_t, B, H, Tq, D, q_copy.data());
     p.q = q_copy.data();
@@ -880,19 +887,22 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
   AlignedBuffer<T> lse2(BH * Tq), delta(BH * Tq);
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < BH; ++bh) {
-    for (int64_t i = 0; i < Tq; ++i) {
+    const int64_t b = bh / H, h = bh % H;
+    for (int64_t i = 0, rows = query_rows(p, b); i < rows; ++i) {
       const T lse = p.lse[bh * Tq + i];
       lse2[bh * Tq + i] = lse == -std::numeric_limits<T>::infinity()
                               ? std::numeric_limits<T>::infinity()
                               : lse * static_cast<T>(kLog2e);
     }
-    const int64_t b = bh / H, h = bh % H;
-    row_dots(Tq, D, p.d_o + b * p.do_stride_b + h * p.do_stride_h, p.do_stride_t,
-             p.o + b * p.o_stride_b + h * p.o_stride_h, p.o_stride_t, delta.data() + bh * Tq);
+    row_dots(query_rows(p, b), D, p.d_o + q_offset(p, b, p.do_stride_b, p.do_stride_t) + h * p.do_stride_h,
+             p.do_stride_t, p.o + q_offset(p, b, p.o_stride_b, p.o_stride_t) + h * p.o_stride_h, p.o_stride_t,
+             delta.data() + bh * Tq);
     const int64_t key_end = backward_key_end(p, b);
-    S* dk = p.dk + b * p.dk_stride_b + h * p.dk_stride_h;
-    S* dv = p.dv + b * p.dv_stride_b + h * p.dv_stride_h;
-    for (int64_t j = key_end; j < Tk; ++j) {
+    S* dk = p.dk + kv_offset(p, b, p.dk_stride_b, p.dk_stride_t) + h * p.dk_stride_h;
+    S* dv = p.dv + kv_offset(p, b, p.dv_stride_b, p.dv_stride_t) + h * p.dv_stride_h;
+    // (packed sentences: only the sentence's own key rows exist)
+    const int64_t key_rows = p.kv_starts != nullptr ? p.kv_starts[b + 1] - p.kv_starts[b] : Tk;
+    for (int64_t j = key_end; j < key_rows; ++j) {
       store_zeros(dk + j * p.dk_stride_t, D);
       store_zeros(dv + j * p.dv_stride_t, D);
     }
@@ -922,8 +932,8 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
         for (int64_t j0 = 0; j0 < key_end; j0 += kBwdBlockK) {
           backward_key_block(p, b, h, j0, key_end, lse2_bh, delta_bh, dq_acc, scratch);
         }
-        S* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
-        for (int64_t i = 0; i < Tq; ++i) {
+        S* dq = p.dq + q_offset(p, b, p.dq_stride_b, p.dq_stride_t) + h * p.dq_stride_h;  // dq: [Tq, D], strided
+        for (int64_t i = 0, rows = query_rows(p, b); i < rows; ++i) {
           for (int64_t d = 0; d < D; ++d) store_as(dq + i * p.dq_stride_t + d, dq_acc[i * Dp + d] * p.scale);
         }
       }
@@ -944,9 +954,9 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
         }
         // The implicit barriers of both loops separate this sum from the
         // accumulation above and from the clearing of the next head.
-        S* dq = p.dq + b * p.dq_stride_b + h * p.dq_stride_h;  // dq: [Tq, D], row stride dq_stride_t
+        S* dq = p.dq + q_offset(p, b, p.dq_stride_b, p.dq_stride_t) + h * p.dq_stride_h;  // dq: [Tq, D], strided
 #pragma omp for schedule(static)
-        for (int64_t i = 0; i < Tq; ++i) {
+        for (int64_t i = 0; i < query_rows(p, b); ++i) {
           for (int64_t d = 0; d < D; ++d) {
             T sum = 0;
             for (int t = 0; t < num_threads; ++t) {
