@@ -34,11 +34,14 @@ at::ScalarType side_dtype(const ModelRuntime& rt, at::ScalarType stream) {
 // left every other site's masks as they were.
 constexpr int64_t kAttentionSiteBase = 0x4000;
 
-// Dropout of one site: counter-based, and only in training mode.
-ops::Dropout dropout_at(const ModelRuntime& rt, double p, int64_t site, bool training) {
+// Dropout of one site: counter-based, and only in training mode. row_starts:
+// the rows it drops are sentences packed one after another (ops::Dropout).
+ops::Dropout dropout_at(const ModelRuntime& rt, double p, int64_t site, bool training,
+                        const at::Tensor& row_starts = {}) {
   ops::Dropout d;
   if (!training || p <= 0) return d;
   d.p = p, d.seed = rt.seed, d.step = rt.step, d.site = site, d.first_row = rt.first_row;
+  d.row_starts = row_starts;
   return d;
 }
 
@@ -230,11 +233,12 @@ Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths
   const at::Tensor a =
       self_attn(in.h, src_lengths, /*causal=*/false, rt,
                 dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()), starts);
-  const Stream s = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training()), rt);
+  // (packed rows draw their masks where the padded ones would: starts)
+  const Stream s = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training(), starts), rt);
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
-                                 dropout_at(rt, options.relu_dropout(), site + 1, is_training())));
-  return residual(post, s.x, f, next, norm2, dropout_at(rt, p, site + 2, is_training()), rt);
+                                 dropout_at(rt, options.relu_dropout(), site + 1, is_training(), starts)));
+  return residual(post, s.x, f, next, norm2, dropout_at(rt, p, site + 2, is_training(), starts), rt);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
@@ -418,13 +422,11 @@ at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_
 }
 
 bool TransformerImpl::packed_encoder_applies(const at::Tensor& src) const {
-  if (!runtime_.packed_encoder || !src.is_cpu() || src.dim() != 2 || runtime_.backend != ops::AttentionBackend::kFlash)
-    return false;
-  // Training draws the embedding's, the residuals' and the feed-forward's
-  // dropout at (batch row, position) coordinates, which packed rows do not
-  // keep; attention dropout keeps its own coordinates in the kernels.
-  const TransformerLayerOptions& layer = encoder_layers->ptr<EncoderLayerImpl>(0)->options;
-  return !is_training() || (options_.dropout() <= 0 && layer.relu_dropout() <= 0);
+  // (Dropout masks are the padded rows': the embedding's is drawn before the
+  // rows are gathered, the residuals' and the feed-forward's at each packed
+  // row's sentence and position, attention's in the kernels at their own.)
+  return runtime_.packed_encoder && src.is_cpu() && src.dim() == 2 &&
+         runtime_.backend == ops::AttentionBackend::kFlash;
 }
 
 at::Tensor TransformerImpl::encode_packed(const at::Tensor& src, const at::Tensor& src_lengths,
@@ -439,8 +441,10 @@ at::Tensor TransformerImpl::encode_packed(const at::Tensor& src, const at::Tenso
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < first[b + 1] - first[b]; ++t) *row++ = b * width + t;
   const int64_t c = options_.d_model();
-  const at::Tensor x = ops::embed_tokens(src, src_embed->weight, positions_.to(src_embed->weight.scalar_type()), 0,
-                                         std::sqrt(static_cast<double>(c)), kPadId, {});  // [B, S, C]
+  const at::Tensor x =
+      ops::embed_tokens(src, src_embed->weight, positions_.to(src_embed->weight.scalar_type()), 0,
+                        std::sqrt(static_cast<double>(c)), kPadId,
+                        dropout_at(runtime_, options_.dropout(), 0, is_training()));  // [B, S, C]
   Stream s = enter(x.reshape({batch * width, c}).index_select(0, index.to(x.device())).view({1, n, c}),
                    encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < encoder_layers->size(); ++i)

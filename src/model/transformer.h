@@ -372,8 +372,7 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                        const at::Tensor& src_lengths, AttentionMaps* record = nullptr,
                        const at::Tensor& memory_starts = {});
   // Whether the encoder may run on its sentences' own rows (encode_packed):
-  // on the CPU with flash attention, where nothing draws dropout on its rows
-  // (its masks are drawn at padded coordinates).
+  // on the CPU with flash attention (its kernels take packed sentences).
   bool packed_encoder_applies(const at::Tensor& src) const;
   // src: [B, S] ids -> memory [1, N, C]: only each sentence's own positions,
   // one sentence after another (N = the sum of src_lengths, starts [B + 1]

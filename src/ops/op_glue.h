@@ -62,6 +62,7 @@ inline void save_dropout(torch::autograd::AutogradContext* ctx, const Dropout& d
   ctx->saved_data["dropout_step"] = d.step;
   ctx->saved_data["dropout_site"] = d.site;
   ctx->saved_data["dropout_first_row"] = d.first_row;
+  if (d.row_starts.defined()) ctx->saved_data["dropout_row_starts"] = d.row_starts;
 }
 
 inline Dropout load_dropout(torch::autograd::AutogradContext* ctx) {
@@ -71,6 +72,7 @@ inline Dropout load_dropout(torch::autograd::AutogradContext* ctx) {
   d.step = ctx->saved_data["dropout_step"].toInt();
   d.site = ctx->saved_data["dropout_site"].toInt();
   d.first_row = ctx->saved_data["dropout_first_row"].toInt();
+  if (ctx->saved_data.count("dropout_row_starts") != 0) d.row_starts = ctx->saved_data["dropout_row_starts"].toTensor();
   return d;
 }
 

@@ -37,9 +37,11 @@ struct BiasReluDropoutFunction : public torch::autograd::Function<BiasReluDropou
       p.dropout = dropout.stream();
 #ifdef NMT_WITH_CUDA
       if constexpr (std::is_same_v<T, float>) {
-        if (h.is_cuda())
+        if (h.is_cuda()) {
+          TORCH_CHECK(p.dropout.row_starts == nullptr, "bias_relu_dropout: packed rows' dropout is the CPU kernels'");
           return glue::launch_cuda(h, "bias_relu_dropout",
                                    [&](auto stream) { return cuda::bias_relu_dropout_forward(p, stream); });
+        }
       }
 #endif
       cpu::bias_relu_dropout_forward(p);

@@ -39,8 +39,10 @@ void run_forward(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gam
   p.dropout = d.stream();
 #ifdef NMT_WITH_CUDA
   if constexpr (std::is_same_v<T, float>) {
-    if (x.is_cuda())
+    if (x.is_cuda()) {
+      TORCH_CHECK(p.dropout.row_starts == nullptr, "add_layer_norm: packed rows' dropout is the CPU kernels'");
       return glue::launch_cuda(x, "add_layer_norm", [&](auto stream) { return cuda::add_layer_norm_forward(p, stream); });
+    }
   }
 #endif
   cpu::add_layer_norm_forward(p);

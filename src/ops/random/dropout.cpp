@@ -11,6 +11,12 @@ philox::DropoutStream Dropout::stream() const {
   s.site = static_cast<uint32_t>(site);
   s.first_row = first_row;
   s.p = static_cast<float>(p);
+  if (row_starts.defined()) {
+    TORCH_CHECK(row_starts.is_cpu() && row_starts.scalar_type() == at::kLong && row_starts.is_contiguous() &&
+                    row_starts.dim() == 1 && row_starts.numel() >= 1,
+                "dropout: row_starts must be [B + 1] int64 contiguous on the CPU");
+    s.row_starts = row_starts.data_ptr<int64_t>(), s.sentences = row_starts.numel() - 1;
+  }
   return s;
 }
 
@@ -35,6 +41,7 @@ std::pair<at::Tensor, at::Tensor> mulhilo(const at::Tensor& a, uint32_t m) {
 at::Tensor dropout_multipliers(const Dropout& d, int64_t batch, int64_t length, int64_t channels,
                                const at::TensorOptions& options) {
   if (!d.active()) return at::ones({batch, length, channels}, options);
+  TORCH_CHECK(!d.row_starts.defined(), "dropout_multipliers: [B, T, C] rows only, not packed ones");
 #ifdef NMT_WITH_CUDA
   if (options.device().is_cuda() &&
       (options.dtype() == at::kFloat || options.dtype() == at::kBFloat16))

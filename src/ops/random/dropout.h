@@ -16,6 +16,10 @@ struct Dropout {
   int64_t step = 0;       // optimizer step
   int64_t site = 0;       // which dropout in the model
   int64_t first_row = 0;  // global batch row of row 0
+  // Sentences packed one after another instead of padded (training's encoder
+  // on the CPU): [B + 1] int64 CPU, each sentence's first row; their masks
+  // are those of the padded rows (DropoutStream::row_starts). Undefined: [B, T, C].
+  at::Tensor row_starts;
 
   bool active() const { return p > 0; }
   philox::DropoutStream stream() const;

@@ -60,7 +60,29 @@ struct DropoutStream {
   uint32_t site = 0;        // which dropout in the model (< 2^16)
   int64_t first_row = 0;    // global batch row of this rank's row 0
   float p = 0;              // drop probability; 0 = no dropout
+  // Rows of sentences packed one after another (the training encoder's, CPU
+  // kernels only): sentence b's rows start at row_starts[b] ([sentences + 1]),
+  // and each draws at its padded coordinates (mask_coords). Null: [B, T, C].
+  const int64_t* row_starts = nullptr;
+  int64_t sentences = 0;
 };
+
+// The (batch row, position) row r of a [rows, C] tensor draws its mask at:
+// r / positions and r % positions for [B, T, C] rows; with packed rows, its
+// sentence (the last whose first row is <= r) and its place in it, as in
+// the padded tensor.
+struct MaskCoords {
+  int64_t row, position;
+};
+NMT_PHILOX_HD MaskCoords mask_coords(const DropoutStream& s, int64_t r, int64_t positions) {
+  if (s.row_starts == nullptr) return {r / positions, r % positions};
+  int64_t lo = 0, hi = s.sentences;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (s.row_starts[mid] <= r) lo = mid; else hi = mid;
+  }
+  return {lo, r - s.row_starts[lo]};
+}
 
 // Keep threshold: a word u keeps its element when u >= threshold, which
 // happens with probability 1 - p (to within 2^-32).

@@ -21,7 +21,10 @@ void bias_relu_dropout_forward(const BiasReluDropoutParams<T, U>& p) {
     detail::AlignedBuffer<T> mask(drop ? F : 0);
 #pragma omp for schedule(static, 8)
     for (int64_t r = 0; r < p.rows; ++r) {
-      if (drop) philox::mask_row<T>(p.dropout, r / p.positions, r % p.positions, F, mask.data());
+      if (drop) {
+        const philox::MaskCoords at = philox::mask_coords(p.dropout, r, p.positions);
+        philox::mask_row<T>(p.dropout, at.row, at.position, F, mask.data());
+      }
       const U* h = p.h + r * F;
       U* out = p.out + r * F;
       const T *bias = p.bias, *m = mask.data();

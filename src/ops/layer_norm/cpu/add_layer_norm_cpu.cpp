@@ -42,7 +42,8 @@ void add_layer_norm_forward(const AddLayerNormForwardParams<T, U>& p) {
         const U* y = p.y + r * C;
         if (drop) {
           const T* m = mask.data();
-          philox::mask_row<T>(p.dropout, r / p.positions, r % p.positions, C, mask.data());
+          const philox::MaskCoords at = philox::mask_coords(p.dropout, r, p.positions);
+          philox::mask_row<T>(p.dropout, at.row, at.position, C, mask.data());
 #pragma omp simd reduction(+ : sum)
           for (int64_t c = 0; c < C; ++c) {
             const T v = x[c] + load_as<T>(y[c]) * m[c];
@@ -118,7 +119,10 @@ void add_layer_norm_backward(const AddLayerNormBackwardParams<T, U>& p) {
       const T* ds = p.ds ? p.ds + r * C : nullptr;
       U* dy = p.dy ? p.dy + r * C : nullptr;
       const T* m = mask.data();
-      if (drop) philox::mask_row<T>(p.dropout, r / p.positions, r % p.positions, C, mask.data());
+      if (drop) {
+        const philox::MaskCoords at = philox::mask_coords(p.dropout, r, p.positions);
+        philox::mask_row<T>(p.dropout, at.row, at.position, C, mask.data());
+      }
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) {
         const T xhat = (s[c] - mean) * rstd;
