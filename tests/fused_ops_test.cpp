@@ -144,6 +144,31 @@ TEST(Dropout, MasksDependOnGlobalCoordinatesNotOnPaddingOrRanks) {
   EXPECT_TRUE(kernel_multipliers(dropout(0.4, 3, 17, 4), 2, 9, 40).equal(full.narrow(0, 4, 2)));
 }
 
+// Rows of sentences packed one after another (Dropout::row_starts, the
+// training encoder's) draw the padded rows' masks, in the add+LayerNorm and
+// bias+ReLU+dropout kernels, forward and backward: empty sentences, rows of
+// several threads' chunks. (s = 0 + 1 · m and relu(1 + 0) · m are the masks.)
+TEST(Dropout, PackedRowsDrawThePaddedRowsMasks) {
+  const std::vector<int64_t> len{5, 0, 3, 7, 0, 40};
+  const int64_t B = static_cast<int64_t>(len.size()), T = 40, C = 70;
+  for (const double p : {0.4, 0.0}) {
+    Dropout d = dropout(p, 5, 11, 2);
+    const at::Tensor full = dropout_multipliers(d, B, T, C, at::kFloat);  // [B, T, C]
+    std::vector<at::Tensor> rows;
+    for (int64_t b = 0; b < B; ++b) rows.push_back(full[b].narrow(0, 0, len[b]));
+    const at::Tensor want = at::cat(rows).unsqueeze(0);  // [1, N, C]
+    const int64_t N = want.size(1);
+    d.row_starts = packed_starts(at::tensor(len, at::kLong));
+    const at::Tensor x = at::zeros({1, N, C}), y = at::ones({1, N, C}).requires_grad_(true);
+    const at::Tensor s = add_layer_norm(x, y, at::ones({C}), at::zeros({C}), 1e-5, d, at::kFloat).sum;
+    EXPECT_TRUE(s.detach().equal(want)) << "add_layer_norm p=" << p;
+    s.sum().backward();  // dy = ds · m
+    EXPECT_TRUE(y.grad().equal(want)) << "add_layer_norm backward p=" << p;
+    const at::Tensor h = at::ones({1, N, C});
+    EXPECT_TRUE(bias_relu_dropout(h, at::zeros({C}), d).equal(want)) << "bias_relu_dropout p=" << p;
+  }
+}
+
 // On a GPU, float32 and bf16 multipliers come from one CUDA kernel: the same
 // values as the ATen implementation on the CPU, element for element (channel
 // counts off the 64-channel grid, rows beyond grid.y's 65535, p near 1).

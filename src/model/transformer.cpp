@@ -388,16 +388,19 @@ const NextNorm& next_norm(const nn::ModuleList& layers, size_t i, const nn::Laye
 
 }  // namespace
 
-Stream TransformerImpl::embed(const at::Tensor& ids, const nn::Embedding& table, int64_t site,
-                              int64_t position_offset, const NextNorm& first_norm) {
+at::Tensor TransformerImpl::embedded(const at::Tensor& ids, const nn::Embedding& table, int64_t site,
+                                     int64_t position_offset) {
   TORCH_CHECK(position_offset + ids.size(1) <= options_.max_positions(), "sequence of ",
               position_offset + ids.size(1), " tokens exceeds model.max_positions ",
               options_.max_positions());
-  const at::Tensor x = ops::embed_tokens(
-      ids, table->weight, positions_.to(table->weight.scalar_type()), position_offset,
-      std::sqrt(static_cast<double>(options_.d_model())), kPadId,
-      dropout_at(runtime_, options_.dropout(), site, is_training()));
-  return enter(x, first_norm);
+  return ops::embed_tokens(ids, table->weight, positions_.to(table->weight.scalar_type()), position_offset,
+                           std::sqrt(static_cast<double>(options_.d_model())), kPadId,
+                           dropout_at(runtime_, options_.dropout(), site, is_training()));
+}
+
+Stream TransformerImpl::embed(const at::Tensor& ids, const nn::Embedding& table, int64_t site,
+                              int64_t position_offset, const NextNorm& first_norm) {
+  return enter(embedded(ids, table, site, position_offset), first_norm);
 }
 
 Stream TransformerImpl::enter(const at::Tensor& x, const NextNorm& first_norm) {
@@ -433,18 +436,18 @@ at::Tensor TransformerImpl::encode_packed(const at::Tensor& src, const at::Tenso
                                           const at::Tensor& starts) {
   // Sentence b's positions [0, len_b) as rows of the flattened [B·S, C]
   // embeddings (padding positions are never gathered).
-  const int64_t batch = src.size(0), width = src.size(1);
-  const int64_t n = starts.data_ptr<int64_t>()[batch];
+  const int64_t batch = src.size(0), width = src.size(1), c = options_.d_model();
+  TORCH_CHECK(starts.numel() == batch + 1, "encode_packed: starts must have B + 1 = ", batch + 1, " entries");
+  const int64_t* first = starts.data_ptr<int64_t>();
+  const int64_t n = first[batch];
   at::Tensor index = at::empty({n}, at::kLong);
   int64_t* row = index.data_ptr<int64_t>();
-  const int64_t* first = starts.data_ptr<int64_t>();
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t t = 0; t < first[b + 1] - first[b]; ++t) *row++ = b * width + t;
-  const int64_t c = options_.d_model();
-  const at::Tensor x =
-      ops::embed_tokens(src, src_embed->weight, positions_.to(src_embed->weight.scalar_type()), 0,
-                        std::sqrt(static_cast<double>(c)), kPadId,
-                        dropout_at(runtime_, options_.dropout(), 0, is_training()));  // [B, S, C]
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = first[b + 1] - first[b];
+    TORCH_CHECK(len >= 0 && len <= width, "encode_packed: sentence ", b, " of ", len, " tokens in rows of ", width);
+    for (int64_t t = 0; t < len; ++t) *row++ = b * width + t;
+  }
+  const at::Tensor x = embedded(src, src_embed, 0, 0);  // [B, S, C], dropout as padded
   Stream s = enter(x.reshape({batch * width, c}).index_select(0, index.to(x.device())).view({1, n, c}),
                    encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < encoder_layers->size(); ++i)

@@ -365,6 +365,8 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // x [B, T, C] (embedded) -> the stream entering the first block:
   // {x, first_norm(x)} pre-norm, {x, x} post-norm.
   Stream enter(const at::Tensor& x, const NextNorm& first_norm);
+  // ids [B, T] -> scaled embeddings + positions [B, T, C], with the dropout of `site`.
+  at::Tensor embedded(const at::Tensor& ids, const torch::nn::Embedding& table, int64_t site, int64_t position_offset);
   // ids [B, T] -> the stream entering the first block (enter()).
   Stream embed(const at::Tensor& ids, const torch::nn::Embedding& table, int64_t site,
                int64_t position_offset, const NextNorm& first_norm);
