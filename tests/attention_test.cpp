@@ -875,6 +875,17 @@ TEST(PackedAttention, PackedSentencesRefuseOtherBackendsAndBadStarts) {
   AttentionOptions o;
   o.query_starts = o.key_starts = good;
   EXPECT_EQ(self_attention(qkv, 2, o, AttentionBackend::kFlash).sizes(), (std::vector<int64_t>{1, 6, 8}));
+  // Packed queries against padded keys: one padded row per sentence.
+  AttentionOptions cross;
+  cross.query_starts = good;
+  try {
+    cross_attention(at::randn({1, 6, 8}), at::randn({3, 4, 16}), 2, cross, AttentionBackend::kFlash);
+    ADD_FAILURE() << "taken: 3 padded key rows for 2 sentences";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("padded keys of batch 3 for 2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cross_attention(at::randn({1, 6, 8}), at::randn({2, 4, 16}), 2, cross, AttentionBackend::kFlash).sizes(),
+            (std::vector<int64_t>{1, 6, 8}));
 }
 
 // bf16 reaches the CPU kernels only through the packed projections above:

@@ -284,6 +284,9 @@ PackedRows packed_rows_of(const at::Tensor& q_starts, const at::Tensor& kv_start
                 "attention: packed keys come as [1, T, W] with key_starts of B + 1 = ", r.batch + 1,
                 " entries, got ", kv_src.sizes(), " and ", r.kv_starts.numel());
     r.k_len = longest_sentence(r.kv_starts, kv_src.size(1), "key_starts");
+  } else {
+    TORCH_CHECK(kv_src.size(0) == r.batch, "attention: padded keys of batch ", kv_src.size(0), " for ", r.batch,
+                " packed sentences");
   }
   return r;
 }
