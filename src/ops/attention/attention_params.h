@@ -24,6 +24,7 @@
 // multipliers from the same coordinates.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "ops/random/philox.h"
@@ -68,9 +69,9 @@ struct AttentionForwardParams {
   // and v (dk, dv), both [B + 1], so that sentence b has q_starts[b + 1] -
   // q_starts[b] queries; rows are the time strides apart and the batch
   // strides are not read. Null: row t of batch b at b·stride_b + t·stride_t.
-  // key_lengths must hold each sentence's key count; q_len and k_len are the
-  // longest sentence's (lse stays [B, H, Tq], its rows past a sentence's end
-  // unwritten).
+  // With kv_starts a sentence's keys are its rows (key_lengths is not read);
+  // q_len and k_len are the longest sentence's (lse stays [B, H, Tq], its
+  // rows past a sentence's end unwritten).
   const int64_t* q_starts = nullptr;
   const int64_t* kv_starts = nullptr;
 };
@@ -91,6 +92,14 @@ inline int64_t q_offset(const P& p, int64_t b, int64_t stride_b, int64_t stride_
 template <typename P>
 inline int64_t kv_offset(const P& p, int64_t kb, int64_t stride_b, int64_t stride_t) {
   return p.kv_starts != nullptr ? p.kv_starts[kb] * stride_t : kb * stride_b;
+}
+// Keys batch row b may see before the causal mask: its packed sentence's
+// rows, else key_lengths[b] (clamped to k_len) or all k_len.
+template <typename P>
+inline int64_t key_count(const P& p, int64_t b) {
+  if (p.kv_starts != nullptr) return p.kv_starts[b + 1] - p.kv_starts[b];
+  if (p.key_lengths == nullptr) return p.k_len;
+  return std::clamp<int64_t>(p.key_lengths[b], 0, p.k_len);
 }
 // Query rows of batch row b: its sentence's own with packed rows, else q_len.
 template <typename P>

@@ -267,7 +267,8 @@ PackedRows packed_rows_of(const at::Tensor& q_starts, const at::Tensor& kv_start
   if (q_starts.numel() > 0) r.q_starts = q_starts;
   if (kv_starts.numel() > 0) r.kv_starts = kv_starts;
   if (self && r.any()) {
-    TORCH_CHECK(r.q_starts.defined() && (!r.kv_starts.defined() || r.kv_starts.equal(r.q_starts)),
+    TORCH_CHECK(r.q_starts.defined() && (!r.kv_starts.defined() || r.kv_starts.is_same(r.q_starts) ||
+                                         r.kv_starts.equal(r.q_starts)),
                 "self_attention: packed sentences need query_starts, and key_starts equal to them");
     r.kv_starts = r.q_starts;
   }
@@ -279,7 +280,9 @@ PackedRows packed_rows_of(const at::Tensor& q_starts, const at::Tensor& kv_start
   } else {
     r.batch = q_src.size(0);
   }
-  if (r.kv_starts.defined()) {
+  if (self && r.kv_starts.defined()) {
+    r.k_len = r.q_len;  // the queries' sentences, checked above
+  } else if (r.kv_starts.defined()) {
     TORCH_CHECK(kv_src.size(0) == 1 && r.kv_starts.numel() - 1 == r.batch,
                 "attention: packed keys come as [1, T, W] with key_starts of B + 1 = ", r.batch + 1,
                 " entries, got ", kv_src.sizes(), " and ", r.kv_starts.numel());
@@ -359,10 +362,7 @@ at::Tensor packed_attention_cpu(const at::Tensor& q_src, const at::Tensor& kv_sr
   const at::Tensor kv_starts = options.key_starts.defined() ? options.key_starts
                                : kv_src.defined()           ? none
                                                             : q_starts;
-  // Packed keys: each sentence's key count is its row count.
-  const at::Tensor lengths = kv_starts.numel() > 0 ? (kv_starts.narrow(0, 1, kv_starts.numel() - 1) -
-                                                      kv_starts.narrow(0, 0, kv_starts.numel() - 1))
-                                                   : glue::lengths_argument(options.key_lengths);
+  const at::Tensor lengths = glue::lengths_argument(options.key_lengths);  // (packed keys: not read)
   if (backend == AttentionBackend::kNaive) {
     TORCH_CHECK(q_starts.numel() == 0 && kv_starts.numel() == 0, "attention: packed sentences take flash");
     return PackedAttentionFunction<CpuKernel::kNaive>::apply(q_src, kv, lengths, options.causal, scale, heads,

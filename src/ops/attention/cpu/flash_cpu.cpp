@@ -80,11 +80,6 @@ static_assert(kBwdBlockK % kLanes<double> == 0 && kBwdBlockK % kLanes<float> == 
 template <int NR>
 constexpr int kStripRows = std::clamp(kAccRegs / NR, 2, 8);
 
-int64_t visible_keys(const int64_t* key_lengths, int64_t b, int64_t k_len) {
-  if (key_lengths == nullptr) return k_len;
-  return std::clamp<int64_t>(key_lengths[b], 0, k_len);
-}
-
 // A block whose lane dimension (query rows forward, keys backward) holds
 // only `count` of its `block` lanes: sentences of a few dozen tokens are the
 // common case. Calls f(std::integral_constant<int, NR>) with the vectors the
@@ -325,7 +320,7 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
   T* ot = scratch.ot.data();
 
   // Keys at or past key_end are invisible to every row of this block.
-  int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
+  int64_t key_end = key_count(p, b);
   if (p.causal) key_end = std::min(key_end, i0 + rows);
   if (key_end == 0) {
     for (int64_t r = 0; r < rows; ++r) store_zeros(o + r * p.o_stride_t, D);
@@ -488,7 +483,7 @@ void forward_query_row(const AttentionForwardParams<S, T>& p, int64_t b, int64_t
   T* s = scratch.s.data();
   T* ob = scratch.o.data();  // ob: [D]
 
-  int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
+  int64_t key_end = key_count(p, b);
   if (p.causal) key_end = std::min(key_end, i + 1);
   if (key_end == 0) {  // sees no key: attends to nothing
     store_zeros(o, D);
@@ -790,7 +785,7 @@ void row_dots(int64_t rows, int64_t head_dim, const S* d_o, int64_t do_stride, c
 // Keys at or beyond this index receive no gradient in batch row b.
 template <typename S, typename T>
 int64_t backward_key_end(const AttentionBackwardParams<S, T>& p, int64_t b) {
-  int64_t key_end = visible_keys(p.key_lengths, b, p.k_len);
+  int64_t key_end = key_count(p, b);
   // Causal: key j is seen only by rows i >= j, and there are query_rows rows.
   if (p.causal) key_end = std::min(key_end, query_rows(p, b));
   return key_end;
@@ -901,7 +896,7 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
     S* dk = p.dk + kv_offset(p, b, p.dk_stride_b, p.dk_stride_t) + h * p.dk_stride_h;
     S* dv = p.dv + kv_offset(p, b, p.dv_stride_b, p.dv_stride_t) + h * p.dv_stride_h;
     // (packed sentences: only the sentence's own key rows exist)
-    const int64_t key_rows = p.kv_starts != nullptr ? p.kv_starts[b + 1] - p.kv_starts[b] : Tk;
+    const int64_t key_rows = p.kv_starts != nullptr ? key_count(p, b) : Tk;
     for (int64_t j = key_end; j < key_rows; ++j) {
       store_zeros(dk + j * p.dk_stride_t, D);
       store_zeros(dv + j * p.dv_stride_t, D);
@@ -955,8 +950,9 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
         // The implicit barriers of both loops separate this sum from the
         // accumulation above and from the clearing of the next head.
         S* dq = p.dq + q_offset(p, b, p.dq_stride_b, p.dq_stride_t) + h * p.dq_stride_h;  // dq: [Tq, D], strided
+        const int64_t rows = query_rows(p, b);
 #pragma omp for schedule(static)
-        for (int64_t i = 0; i < query_rows(p, b); ++i) {
+        for (int64_t i = 0; i < rows; ++i) {
           for (int64_t d = 0; d < D; ++d) {
             T sum = 0;
             for (int t = 0; t < num_threads; ++t) {
