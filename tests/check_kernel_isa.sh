@@ -3,7 +3,10 @@
 # files, that (1) every weak symbol an ISA's objects define lives in that ISA's
 # namespace, so the linker cannot hand an AVX-512 copy of an inline function
 # to the generic path, and (2) the generic copy has no AVX instructions and
-# the avx2 copy no AVX-512 ones.
+# the avx2 copy no AVX-512 ones, and (3) the avx2 copy's ReLU backward, a
+# select on a comparison, is a vector loop (ymm compares): without AVX-512's
+# masked operations GCC keeps it scalar unless the kernels are built with
+# -fno-trapping-math (CMakeLists.txt), and it ran 2.4x slower so.
 # Usage: check_kernel_isa.sh ISA OBJECT...
 set -u
 isa=$1
@@ -28,6 +31,15 @@ if [ -n "$forbidden" ]; then
   n=$(grep -cE "$forbidden" <<<"$code")
   if [ "$n" -ne 0 ]; then
     echo "FAIL: $n instructions of a wider instruction set in the $isa kernels"
+    fail=1
+  fi
+fi
+if [ "$isa" = avx2 ]; then
+  relu=$(objdump -d -C --no-show-raw-insn "$@" |
+    awk '/^[0-9a-f]+ </ { p = 0 } /^[0-9a-f]+ <.*avx2::bias_relu_dropout_backward<float, float>/ { p = 1 } p')
+  [ -n "$relu" ] || { echo "FAIL: no avx2::bias_relu_dropout_backward<float, float> in the objects"; fail=1; }
+  if [ -n "$relu" ] && ! grep -qE 'vcmp[a-z]*ps .*%ymm' <<<"$relu"; then
+    echo "FAIL: the avx2 ReLU backward compares no vectors: a scalar loop (built without -fno-trapping-math?)"
     fail=1
   fi
 fi
