@@ -21,6 +21,7 @@
 #include "ops/layer_norm/add_layer_norm.h"
 #include "ops/linear/cpu/float_gemm.h"
 #include "ops/linear/cpu/onednn_gemm.h"
+#include "ops/linear/cpu/sgemm_cpu.h"
 #include "ops/linear/dense.h"
 #include "ops/linear/rows_matmul.h"
 #include "ops/op_glue.h"
@@ -878,29 +879,38 @@ TEST(Dense, ProductsTakeEveryOperandLayout) {
       }
 }
 
-// Each float32 gemm library in the process (oneDNN's, MKL's where
-// libmkl_rt is installed) against float64 products: every transpose, rows
-// with gaps in A, B and C, alpha and beta, and shapes with a single row,
-// column or depth. The columns of C past n must stay as they were.
+// Each float32 gemm in the process (oneDNN's, MKL's where libmkl_rt is
+// installed, nmt's own) against float64 products: every transpose, rows
+// with gaps in A, B and C, alpha and beta (0: C holds NaN, never read), and
+// shapes with a single row, column or depth. nmt's also takes shapes over
+// its blocks: several passes of k, blocks of rows and passes of columns
+// (sgemm_cpu.cpp), each with a partial last one. The columns of C past n
+// must stay as they were.
 TEST(FloatGemm, EachLibraryMatchesTheFloat64Reference) {
-  std::vector<cpu::FloatGemm> libraries;
+  std::vector<cpu::FloatGemm> libraries{cpu::FloatGemm::kNmt};
   if (cpu::onednn_gemm_available<float>()) libraries.push_back(cpu::FloatGemm::kOnednn);
   if (cpu::mkl_sgemm_available()) libraries.push_back(cpu::FloatGemm::kMkl);
-  if (libraries.empty()) GTEST_SKIP() << "neither oneDNN nor MKL in this process";
+  const char* names[] = {"oneDNN", "MKL", "nmt"};
   at::manual_seed(33);
-  for (const cpu::FloatGemm library : libraries)
-    for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 19, 23}, {1, 64, 300}, {130, 1, 7}, {65, 129, 1}})
+  using Shape = std::tuple<int64_t, int64_t, int64_t>;
+  const std::vector<Shape> shapes{{37, 19, 23}, {1, 64, 300}, {130, 1, 7}, {65, 129, 1}};
+  const std::vector<Shape> nmt_shapes{{203, 1100, 45}, {5, 3, 4133}, {97, 513, 33}};
+  for (const cpu::FloatGemm library : libraries) {
+    std::vector<Shape> all = shapes;
+    if (library == cpu::FloatGemm::kNmt) all.insert(all.end(), nmt_shapes.begin(), nmt_shapes.end());
+    for (const auto& [m, k, n] : all)
       for (const bool ta : {false, true})
         for (const bool tb : {false, true})
           for (const float beta : {0.0f, 1.0f, 0.5f}) {
-            const std::string what = std::string(library == cpu::FloatGemm::kMkl ? "MKL" : "oneDNN") + " m " +
-                                     std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n) +
-                                     (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "") + " beta " + std::to_string(beta);
+            const std::string what = std::string(names[static_cast<int>(library)]) + " m " + std::to_string(m) +
+                                     " k " + std::to_string(k) + " n " + std::to_string(n) + (ta ? " Aᵀ" : "") +
+                                     (tb ? " Bᵀ" : "") + " beta " + std::to_string(beta);
             // Stored [m, k] or [k, m], [k, n] or [n, k], rows 3 wider than used.
             const at::Tensor a_store = at::randn({ta ? k : m, (ta ? m : k) + 3});
             const at::Tensor b_store = at::randn({tb ? n : k, (tb ? k : n) + 3});
             const at::Tensor a = a_store.narrow(1, 0, ta ? m : k), b = b_store.narrow(1, 0, tb ? k : n);
             at::Tensor c_store = at::randn({m, n + 3});
+            if (beta == 0) c_store.narrow(1, 0, n).fill_(NAN);
             const at::Tensor c_before = c_store.clone();
             cpu::GemmParams<float> p;
             p.trans_a = ta, p.trans_b = tb, p.m = m, p.n = n, p.k = k, p.alpha = 1.5f, p.beta = beta;
@@ -909,39 +919,82 @@ TEST(FloatGemm, EachLibraryMatchesTheFloat64Reference) {
             p.c = c_store.data_ptr<float>(), p.ldc = c_store.size(1);
             cpu::float_gemm_on(library, p);
             const at::Tensor opa = (ta ? a.t() : a).to(at::kDouble), opb = (tb ? b.t() : b).to(at::kDouble);
-            const at::Tensor ref = 1.5 * at::mm(opa, opb) + beta * c_before.narrow(1, 0, n).to(at::kDouble);
+            at::Tensor ref = 1.5 * at::mm(opa, opb);
+            if (beta != 0) ref += beta * c_before.narrow(1, 0, n).to(at::kDouble);
             EXPECT_LT((c_store.narrow(1, 0, n).to(at::kDouble) - ref).abs().max().item<double>(), 2e-4 * std::sqrt(k))
                 << what;
             EXPECT_TRUE(c_store.narrow(1, n, 3).equal(c_before.narrow(1, n, 3))) << what << ": columns past n written";
           }
+  }
 }
 
 // The choice of library: a name wins (and must be present); auto takes MKL
-// where it is present on an Intel CPU, or where oneDNN is absent; a bad
-// name is an InputError naming the variable.
+// where it is present on an Intel CPU, or where oneDNN is absent, and sends
+// the long weight gradients to nmt's sgemm where oneDNN runs AVX2 kernels;
+// a bad name is an InputError naming the variable.
 TEST(FloatGemm, ChoiceRule) {
   using cpu::choose_float_gemm;
   using cpu::FloatGemm;
-  EXPECT_EQ(choose_float_gemm("onednn", true, true, true).library, FloatGemm::kOnednn);
-  EXPECT_TRUE(choose_float_gemm("onednn", true, true, true).by_hand);
-  EXPECT_EQ(choose_float_gemm("mkl", true, true, false).library, FloatGemm::kMkl);
-  EXPECT_EQ(choose_float_gemm("", true, true, true).library, FloatGemm::kMkl);
-  EXPECT_FALSE(choose_float_gemm("", true, true, true).by_hand);
-  EXPECT_EQ(choose_float_gemm("auto", true, true, false).library, FloatGemm::kOnednn) << "not an Intel CPU";
-  EXPECT_EQ(choose_float_gemm("auto", true, false, true).library, FloatGemm::kOnednn) << "no MKL";
-  EXPECT_EQ(choose_float_gemm("", false, true, false).library, FloatGemm::kMkl) << "no oneDNN";
+  EXPECT_EQ(choose_float_gemm("onednn", true, true, true, false).library, FloatGemm::kOnednn);
+  EXPECT_TRUE(choose_float_gemm("onednn", true, true, true, false).by_hand);
+  EXPECT_EQ(choose_float_gemm("mkl", true, true, false, false).library, FloatGemm::kMkl);
+  EXPECT_EQ(choose_float_gemm("nmt", false, false, false, false).library, FloatGemm::kNmt);
+  EXPECT_EQ(choose_float_gemm("", true, true, true, false).library, FloatGemm::kMkl);
+  EXPECT_FALSE(choose_float_gemm("", true, true, true, false).by_hand);
+  EXPECT_EQ(choose_float_gemm("auto", true, true, false, false).library, FloatGemm::kOnednn) << "not an Intel CPU";
+  EXPECT_EQ(choose_float_gemm("auto", true, false, true, false).library, FloatGemm::kOnednn) << "no MKL";
+  EXPECT_EQ(choose_float_gemm("", false, true, false, false).library, FloatGemm::kMkl) << "no oneDNN";
+  // The weight gradients: on nmt's only under oneDNN chosen by auto, with AVX2 kernels.
+  EXPECT_TRUE(choose_float_gemm("", true, false, false, true).weight_gradients_on_nmt);
+  EXPECT_FALSE(choose_float_gemm("", true, false, false, false).weight_gradients_on_nmt) << "AVX-512 kernels";
+  EXPECT_FALSE(choose_float_gemm("onednn", true, false, false, true).weight_gradients_on_nmt) << "named";
+  EXPECT_FALSE(choose_float_gemm("", true, true, true, true).weight_gradients_on_nmt) << "MKL";
+  cpu::GemmParams<float> p;
+  p.trans_a = true, p.m = 256, p.k = 2100, p.n = 1024;
+  EXPECT_TRUE(cpu::is_long_weight_gradient(p)) << "Xᵀ · dY over a batch's rows";
+  p.k = 128;
+  EXPECT_FALSE(cpu::is_long_weight_gradient(p)) << "an output projection chunk's";
+  p.k = 2100, p.trans_b = true;
+  EXPECT_FALSE(cpu::is_long_weight_gradient(p));
+  p.trans_a = false, p.trans_b = false;
+  EXPECT_FALSE(cpu::is_long_weight_gradient(p)) << "a forward product";
   const auto error_of = [&](const std::string& want, bool onednn, bool mkl) -> std::string {
     try {
-      choose_float_gemm(want, onednn, mkl, true);
+      choose_float_gemm(want, onednn, mkl, true, false);
     } catch (const InputError& e) {
       return e.what();
     }
     return "no error";
   };
-  EXPECT_EQ(error_of("blas", true, true), "NMT_CPU_GEMM: 'blas' is not one of: auto | onednn | mkl");
+  EXPECT_EQ(error_of("blas", true, true), "NMT_CPU_GEMM: 'blas' is not one of: auto | onednn | mkl | nmt");
   EXPECT_NE(error_of("mkl", true, false).find("NMT_CPU_GEMM: mkl is not in this process"), std::string::npos)
       << error_of("mkl", true, false);
   EXPECT_NE(error_of("onednn", false, true).find("NMT_CPU_GEMM: onednn is not in this process"), std::string::npos);
+}
+
+// nmt's sgemm sums every element in one order whatever the team: bit for
+// bit the same C on one thread and on three, for each transpose.
+TEST(FloatGemm, NmtSgemmDoesNotDependOnTheThreadCount) {
+  at::manual_seed(34);
+  const int threads = at::get_num_threads();
+  const int64_t m = 250, k = 700, n = 300;
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true}) {
+      const at::Tensor a = at::randn({ta ? k : m, ta ? m : k}), b = at::randn({tb ? n : k, tb ? k : n});
+      const auto run = [&](int team) {
+        at::set_num_threads(team);
+        at::Tensor c = at::zeros({m, n});
+        cpu::GemmParams<float> p;
+        p.trans_a = ta, p.trans_b = tb, p.m = m, p.n = n, p.k = k, p.beta = 0;
+        p.a = a.data_ptr<float>(), p.lda = a.size(1), p.b = b.data_ptr<float>(), p.ldb = b.size(1);
+        p.c = c.data_ptr<float>(), p.ldc = n;
+        cpu::sgemm(p);
+        return c;
+      };
+      const at::Tensor alone = run(1), team = run(3);
+      at::set_num_threads(threads);
+      EXPECT_TRUE(alone.equal(team)) << (ta ? "Aᵀ" : "A") << (tb ? " Bᵀ" : " B");
+    }
 }
 
 // An input with row room (empty_with_row_room) takes one product over all

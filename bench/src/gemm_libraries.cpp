@@ -1,14 +1,15 @@
 // float32 GEMM libraries side by side at a training step's shapes: OpenBLAS
 // (the kernels it picks, or those OPENBLAS_CORETYPE names), oneDNN's sgemm
-// (the library LibTorch's bf16 products run on) and Intel MKL's where
-// libmkl_rt is installed (what NMT_CPU_GEMM chooses between), all looked up
-// at run time so that none is a build dependency. Prints one row per shape:
-// GFLOP/s of each (median of interleaved samples), oneDNN's over OpenBLAS's
-// and MKL's over oneDNN's, and the largest difference between their results.
+// (the library LibTorch's bf16 products run on), Intel MKL's where
+// libmkl_rt is installed, and nmt's own (src/ops/linear/cpu/sgemm_cpu.h):
+// what NMT_CPU_GEMM chooses between. The libraries are looked up at run time
+// so that none is a build dependency. Prints one row per shape: GFLOP/s of
+// each (median of interleaved samples), oneDNN's over OpenBLAS's, MKL's and
+// nmt's over oneDNN's, and the largest difference between their results.
 //
 // Usage: gemm_libraries [--threads N] [--samples S]
 //   OPENBLAS_CORETYPE, DNNL_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS (e.g. AVX2)
-//   choose the kernels.
+//   and NMT_CPU_ISA choose the kernels.
 // Exit 2 on a bad argument, 1 when no library is found.
 #include <dlfcn.h>
 
@@ -24,6 +25,8 @@
 #include <vector>
 
 #include "ops/linear/cpu/float_gemm.h"
+#include "ops/linear/cpu/sgemm_cpu.h"
+#include "util/cpu_features.h"
 
 namespace {
 
@@ -62,6 +65,8 @@ const Shape kShapes[] = {
     {'N', 'T', 2100, 1024, 256, "feed-forward in, dX"},
     {'T', 'N', 256, 2100, 1024, "feed-forward in, dW"},
     {'N', 'N', 2100, 1024, 256, "feed-forward out, forward"},
+    {'T', 'N', 1024, 2100, 256, "feed-forward out, dW"},
+    {'T', 'N', 256, 2100, 768, "QKV projection, dW"},
 };
 
 template <typename Fn>
@@ -129,16 +134,17 @@ int main(int argc, char** argv) {
     if (auto* f = reinterpret_cast<GetName>(::dlsym(blas, "openblas_get_corename"))) core = f();
   }
   const auto isa = [](const char* var) { return std::getenv(var) ? std::getenv(var) : "its best ISA"; };
-  std::printf("threads %d; OpenBLAS: %s kernels; oneDNN: %s; MKL: %s\n", threads, sgemm ? core.c_str() : "absent",
-              dsgemm ? isa("DNNL_MAX_CPU_ISA") : "absent", msgemm ? isa("MKL_ENABLE_INSTRUCTIONS") : "absent");
-  std::printf("%-38s %-26s %10s %10s %10s %8s %8s %9s\n", "shape", "op(A)[m,k] . op(B)[k,n]", "OpenBLAS", "oneDNN",
-              "MKL", "oneDNN/", "MKL/", "max diff");
-  std::printf("%-38s %-26s %10s %10s %10s %8s %8s %9s\n", "", "", "GFLOP/s", "GFLOP/s", "GFLOP/s", "OpenBLAS",
-              "oneDNN", "");
+  std::printf("threads %d; OpenBLAS: %s kernels; oneDNN: %s; MKL: %s; nmt: %s kernels\n", threads,
+              sgemm ? core.c_str() : "absent", dsgemm ? isa("DNNL_MAX_CPU_ISA") : "absent",
+              msgemm ? isa("MKL_ENABLE_INSTRUCTIONS") : "absent", nmt::isa_name(nmt::kernel_isa()));
+  std::printf("%-30s %-26s %9s %9s %9s %9s %8s %8s %8s %9s\n", "shape", "op(A)[m,k] . op(B)[k,n]", "OpenBLAS",
+              "oneDNN", "MKL", "nmt", "oneDNN/", "MKL/", "nmt/", "max diff");
+  std::printf("%-30s %-26s %9s %9s %9s %9s %8s %8s %8s %9s\n", "", "", "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s",
+              "OpenBLAS", "oneDNN", "oneDNN", "");
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   for (const Shape& s : kShapes) {
-    std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n), d(s.m * s.n), e(s.m * s.n);
+    std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n), d(s.m * s.n), e(s.m * s.n), f(s.m * s.n);
     for (float& x : a) x = normal(rng);
     for (float& x : b) x = normal(rng);
     const int64_t lda = s.ta == 'N' ? s.k : s.m, ldb = s.tb == 'N' ? s.n : s.k;
@@ -154,32 +160,37 @@ int main(int argc, char** argv) {
     mp.trans_a = s.ta == 'T', mp.trans_b = s.tb == 'T', mp.m = s.m, mp.n = s.n, mp.k = s.k, mp.beta = 0;
     mp.a = a.data(), mp.lda = lda, mp.b = b.data(), mp.ldb = ldb, mp.c = e.data(), mp.ldc = s.n;
     const auto run_mkl = [&] { nmt::ops::cpu::mkl_sgemm(mp); };
+    nmt::ops::cpu::GemmParams<float> np = mp;
+    np.c = f.data();
+    const auto run_nmt = [&] { nmt::ops::cpu::sgemm(np); };
     // Interleaved samples, after a warm-up call each (packing buffers, JIT).
-    std::vector<double> tb, td, tm;
+    std::vector<double> tb, td, tm, tn;
     if (sgemm) run_blas();
     if (dsgemm) run_dnnl();
     if (msgemm) run_mkl();
+    run_nmt();
     for (int i = 0; i < samples; ++i) {
       if (sgemm) tb.push_back(seconds_per_call(run_blas));
       if (dsgemm) td.push_back(seconds_per_call(run_dnnl));
       if (msgemm) tm.push_back(seconds_per_call(run_mkl));
+      tn.push_back(seconds_per_call(run_nmt));
     }
     const double flop = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
     const double gb = sgemm ? flop / median(tb) / 1e9 : NAN, gd = dsgemm ? flop / median(td) / 1e9 : NAN;
-    const double gm = msgemm ? flop / median(tm) / 1e9 : NAN;
+    const double gm = msgemm ? flop / median(tm) / 1e9 : NAN, gn = flop / median(tn) / 1e9;
     // The largest difference between any two libraries' results.
     double diff = 0;
-    const std::vector<float>* results[] = {sgemm ? &c : nullptr, dsgemm ? &d : nullptr, msgemm ? &e : nullptr};
-    for (int x = 0; x < 3; ++x)
-      for (int y = x + 1; y < 3; ++y)
+    const std::vector<float>* results[] = {sgemm ? &c : nullptr, dsgemm ? &d : nullptr, msgemm ? &e : nullptr, &f};
+    for (int x = 0; x < 4; ++x)
+      for (int y = x + 1; y < 4; ++y)
         if (results[x] && results[y])
           for (size_t i = 0; i < c.size(); ++i)
             diff = std::max(diff, static_cast<double>(std::fabs((*results[x])[i] - (*results[y])[i])));
     char shape[64];
     std::snprintf(shape, sizeof shape, "%c%c %ldx%ld . %ldx%ld", s.ta, s.tb, static_cast<long>(s.m),
                   static_cast<long>(s.k), static_cast<long>(s.k), static_cast<long>(s.n));
-    std::printf("%-38s %-26s %10.1f %10.1f %10.1f %8.2f %8.2f %9.1e\n", s.what, shape, gb, gd, gm, gd / gb, gm / gd,
-                diff);
+    std::printf("%-30s %-26s %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f %8.2f %9.1e\n", s.what, shape, gb, gd, gm, gn, gd / gb,
+                gm / gd, gn / gd, diff);
   }
   return 0;
 }

@@ -2,13 +2,28 @@
 
 #include <cstdlib>
 
+#include "ops/linear/cpu/onednn_gemm.h"
+#include "ops/linear/cpu/sgemm_cpu.h"
 #include "util/cpu_features.h"
 #include "util/errors.h"
 
 namespace nmt::ops::cpu {
 
-FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, bool intel_cpu) {
+// The shortest k a weight gradient has for nmt's sgemm to take it: oneDNN's
+// AVX2 `Aᵀ · B` is slow with a long k (a batch's rows); the output
+// projection's chunks (k of 128 rows) run well on it.
+constexpr int64_t kLongK = 512;
+
+bool is_long_weight_gradient(const GemmParams<float>& p) { return p.trans_a && !p.trans_b && p.k >= kLongK; }
+
+FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, bool intel_cpu,
+                                  bool avx2_kernels) {
   FloatGemmChoice c;
+  if (want == "nmt") {
+    c.library = FloatGemm::kNmt;
+    c.by_hand = true;
+    return c;
+  }
   if (want == "onednn" || want == "mkl") {
     const bool mkl_wanted = want == "mkl";
     if (mkl_wanted ? !mkl : !onednn)
@@ -21,8 +36,9 @@ FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl
     return c;
   }
   if (!want.empty() && want != "auto")
-    throw InputError("NMT_CPU_GEMM: '" + want + "' is not one of: auto | onednn | mkl");
+    throw InputError("NMT_CPU_GEMM: '" + want + "' is not one of: auto | onednn | mkl | nmt");
   c.library = mkl && (intel_cpu || !onednn) ? FloatGemm::kMkl : FloatGemm::kOnednn;
+  c.weight_gradients_on_nmt = c.library == FloatGemm::kOnednn && avx2_kernels;
   return c;
 }
 
@@ -32,25 +48,31 @@ const FloatGemmChoice& float_gemm_choice() {
   static const FloatGemmChoice choice = [] {
     const char* env = std::getenv("NMT_CPU_GEMM");
     return choose_float_gemm(env ? env : "", onednn_gemm_available<float>(), mkl_sgemm_available(),
-                             cpu_features().intel);
+                             cpu_features().intel, kernel_isa() == CpuIsa::kAvx2);
   }();
   return choice;
 }
 
 std::string float_gemm_description() {
   const FloatGemmChoice& c = float_gemm_choice();
+  if (c.library == FloatGemm::kNmt) return "nmt's sgemm (NMT_CPU_GEMM=nmt)";
+  if (c.weight_gradients_on_nmt) return "oneDNN's sgemm, nmt's for the weight gradients (AVX2 kernels)";
   if (c.library == FloatGemm::kOnednn) return c.by_hand ? "oneDNN's sgemm (NMT_CPU_GEMM=onednn)" : "oneDNN's sgemm";
   return "MKL " + mkl_version() + "'s sgemm (" + (c.by_hand ? "NMT_CPU_GEMM=mkl" : "an Intel CPU") + ")";
 }
 
 void float_gemm_on(FloatGemm library, const GemmParams<float>& p) {
-  if (library == FloatGemm::kMkl) {
-    mkl_sgemm(p);
-  } else {
-    onednn_gemm(p);
+  switch (library) {
+    case FloatGemm::kMkl: return mkl_sgemm(p);
+    case FloatGemm::kNmt: return sgemm(p);
+    case FloatGemm::kOnednn: break;
   }
+  onednn_gemm(p);
 }
 
-void float_gemm(const GemmParams<float>& p) { float_gemm_on(float_gemm_choice().library, p); }
+void float_gemm(const GemmParams<float>& p) {
+  const FloatGemmChoice& c = float_gemm_choice();
+  float_gemm_on(c.weight_gradients_on_nmt && is_long_weight_gradient(p) ? FloatGemm::kNmt : c.library, p);
+}
 
 }  // namespace nmt::ops::cpu

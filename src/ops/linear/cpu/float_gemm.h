@@ -20,38 +20,54 @@
 // oneDNN's everywhere else (bench/bench_gemm_libraries.sh compares them
 // shape by shape). NMT_CPU_GEMM=auto | onednn | mkl chooses by hand.
 //
+// Why nmt's own sgemm (sgemm_cpu.h) for some products: held to AVX2 (an
+// AVX2-only CPU, or NMT_CPU_ISA=avx2), oneDNN runs the weight gradients,
+// `Aᵀ · B` summed over a batch's rows (k of 512 and more), at 45-80% of the
+// speed it runs the same shapes as `A · B`. Where oneDNN is chosen
+// automatically and the kernels are AVX2's, those products run on nmt's;
+// the rule reads only the instruction set and the shape, so a resumed run
+// multiplies as it started. NMT_CPU_GEMM=onednn keeps every product on
+// oneDNN; NMT_CPU_GEMM=nmt puts every one on nmt's (for comparison: slower
+// than oneDNN's on the other shapes).
+//
 // MKL is looked up at run time (nmt links nothing more) and runs on
 // OpenMP's threads (its GNU threading layer), the pool every other op of a
-// step runs on, like oneDNN's (util/thread_env.h says why that matters).
-// Plain C++, no LibTorch.
+// step runs on, like oneDNN's and nmt's (util/thread_env.h says why that
+// matters). Plain C++, no LibTorch.
 #pragma once
 
 #include <string>
 
-#include "ops/linear/cpu/onednn_gemm.h"
+#include "ops/linear/cpu/gemm_params.h"
 
 namespace nmt::ops::cpu {
 
-enum class FloatGemm { kOnednn, kMkl };
+enum class FloatGemm { kOnednn, kMkl, kNmt };
 
 struct FloatGemmChoice {
   FloatGemm library = FloatGemm::kOnednn;
-  bool by_hand = false;  // named by NMT_CPU_GEMM
+  bool by_hand = false;             // named by NMT_CPU_GEMM
+  bool weight_gradients_on_nmt = false;  // Aᵀ · B with a long k on nmt's (see above)
 };
 
 // The rule: want is NMT_CPU_GEMM ("" for auto). Throws InputError (exit 2)
 // for an unknown name, or for a library asked for by name that is not in
 // this process. auto: MKL where it is present and the CPU is Intel's (or
-// oneDNN is absent), oneDNN otherwise.
-FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, bool intel_cpu);
+// oneDNN is absent), oneDNN otherwise, with the weight gradients on nmt's
+// where the kernels are AVX2's (avx2_kernels).
+FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, bool intel_cpu,
+                                  bool avx2_kernels);
+// Whether a product goes to nmt's sgemm under weight_gradients_on_nmt.
+bool is_long_weight_gradient(const GemmParams<float>& p);
 
-// Whether any float32 gemm (oneDNN's or MKL's) can run here (decides nothing).
+// Whether oneDNN's or MKL's sgemm is here: the float32 products of a step
+// take this route only then, else LibTorch's (decides nothing).
 bool float_gemm_available();
 // The library in use, decided on first call from NMT_CPU_GEMM; throws
 // InputError for a bad one (a training run asks at its start, so that a
 // bf16 run, with no float32 products, rejects a bad setting too).
 const FloatGemmChoice& float_gemm_choice();
-// "oneDNN's sgemm" or "MKL 2020.0.4's sgemm", with why.
+// "oneDNN's sgemm", "MKL 2020.0.4's sgemm" or "nmt's sgemm", with why.
 std::string float_gemm_description();
 // C = alpha op(A) op(B) + beta C on the library in use.
 void float_gemm(const GemmParams<float>& p);

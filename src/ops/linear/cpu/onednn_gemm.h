@@ -27,20 +27,9 @@
 #include <cstdint>
 
 #include "ops/bf16.h"
+#include "ops/linear/cpu/gemm_params.h"
 
 namespace nmt::ops::cpu {
-
-// T: bf16 or float (A's and B's type; C is float32 either way).
-template <typename T>
-struct GemmParams {
-  bool trans_a = false, trans_b = false;  // op(X) = Xᵀ when set
-  int64_t m = 0, n = 0, k = 0;            // op(A): [m, k], op(B): [k, n], C: [m, n]
-  float alpha = 1, beta = 1;              // C = alpha op(A) op(B) + beta C
-  const T* a = nullptr;                   // A: row-major, leading dimension lda
-  const T* b = nullptr;                   // B: row-major, leading dimension ldb
-  float* c = nullptr;                     // C: [m, n] row-major, leading dimension ldc
-  int64_t lda = 0, ldb = 0, ldc = 0;
-};
 
 // Whether oneDNN's gemm for T is in this process (a LibTorch built with it).
 template <typename T>

@@ -1,0 +1,197 @@
+// See sgemm_cpu.h. Sizes: a B panel (kKc x kNr) is 16 KiB and stays in L1
+// beside the A panel it meets; a block of A (kMc x kKc, 96 KiB with AVX2)
+// stays in L2 while every B panel of the pass goes by; a pass of B (kKc x
+// kNc, at most 4 MiB) is packed once and read once per block of A.
+#include "ops/linear/cpu/sgemm_cpu.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "ops/cpu_parallel.h"
+#include "ops/cpu_simd.h"
+
+namespace nmt::ops::cpu::NMT_KERNEL_ISA {
+
+namespace {
+
+using detail::AlignedBuffer;
+using detail::kAccRegs;
+using detail::kLanes;
+using detail::round_up;
+using detail::Vec;
+using detail::vec_load;
+using detail::vec_loadu;
+using detail::vec_set1;
+using detail::vec_store;
+using detail::vec_storeu;
+
+constexpr int kVecs = 2;                                        // vectors of C's columns in a tile row
+constexpr int64_t kNr = kVecs * kLanes<float>;                  // tile columns: 32 / 16 / 8
+constexpr int64_t kMr = kAccRegs / kVecs;                       // tile rows: 12 / 6 / 6
+constexpr int64_t kKc = 16384 / (kNr * int64_t{sizeof(float)});  // k per pass: 128 / 256 / 512
+constexpr int64_t kMc = 96;                                     // rows of A per block
+constexpr int64_t kNc = 4096;                                   // columns of B per pass
+static_assert(kMc % kMr == 0, "a block of A is whole panels");
+static_assert(kNc % kNr == 0, "a pass of B is whole panels");
+
+// Below this many flops a product runs on the calling thread alone: a team's
+// start and its barriers cost more than they share out.
+constexpr double kTeamFlop = 1 << 21;
+
+// acc = Σ_q a[q] ⊗ b[q] over the pass, then the tile of C = alpha · acc +
+// beta · C (beta 0: C is not read).
+//   a: [kc][kMr] (a panel of op(A)), b: [kc][kNr] (a panel of op(B), 64-byte aligned)
+//   c: the tile's first element, rows ldc apart; mr x nr of it are C's (mr ≤ kMr, nr ≤ kNr)
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta,
+                  int64_t mr, int64_t nr) {
+  Vec<float> acc[kMr][kVecs] = {};
+  for (int64_t q = 0; q < kc; ++q, a += kMr, b += kNr) {
+    Vec<float> bv[kVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) bv[v] = vec_load(b + v * kLanes<float>);
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < kMr; ++r) {
+      const Vec<float> x = vec_set1(a[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) acc[r][v] += x * bv[v];
+    }
+  }
+  const Vec<float> va = vec_set1(alpha), vb = vec_set1(beta);
+  if (mr == kMr && nr == kNr) {
+    for (int64_t r = 0; r < kMr; ++r)
+      for (int v = 0; v < kVecs; ++v) {
+        float* cv = c + r * ldc + v * kLanes<float>;
+        vec_storeu(cv, beta == 0 ? va * acc[r][v] : va * acc[r][v] + vb * vec_loadu(cv));
+      }
+    return;
+  }
+  // An edge tile: only its mr x nr elements are C's.
+  alignas(64) float tile[kMr][kNr];
+  for (int64_t r = 0; r < kMr; ++r)
+    for (int v = 0; v < kVecs; ++v) vec_store(&tile[r][v * kLanes<float>], acc[r][v]);
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t j = 0; j < nr; ++j)
+      c[r * ldc + j] = beta == 0 ? alpha * tile[r][j] : alpha * tile[r][j] + beta * c[r * ldc + j];
+}
+
+// Rows [i0, i0 + rows) of op(A), k in [pc, pc + kc), as panels of kMr rows:
+// out[panel][q][r], zeros past the last row.
+void pack_a(const GemmParams<float>& p, int64_t i0, int64_t rows, int64_t pc, int64_t kc, float* out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kMr, out += kc * kMr) {
+    const int64_t mr = std::min(kMr, rows - r0);
+    if (p.trans_a) {
+      // A stored [k, m]: the panel's rows at one q lie side by side.
+      for (int64_t q = 0; q < kc; ++q) {
+        const float* src = p.a + (pc + q) * p.lda + i0 + r0;
+        float* o = out + q * kMr;
+        for (int64_t r = 0; r < mr; ++r) o[r] = src[r];
+        for (int64_t r = mr; r < kMr; ++r) o[r] = 0;
+      }
+    } else {
+      // A stored [m, k]: each row runs along q.
+      for (int64_t r = 0; r < kMr; ++r) {
+        const float* src = r < mr ? p.a + (i0 + r0 + r) * p.lda + pc : nullptr;
+        for (int64_t q = 0; q < kc; ++q) out[q * kMr + r] = src ? src[q] : 0.0f;
+      }
+    }
+  }
+}
+
+// Columns [j0, j0 + kNr) of op(B), k in [pc, pc + kc), as one panel:
+// out[q][j], zeros past column n.
+void pack_b_panel(const GemmParams<float>& p, int64_t j0, int64_t pc, int64_t kc, float* out) {
+  const int64_t nr = std::min(kNr, p.n - j0);
+  if (!p.trans_b) {
+    // B stored [k, n]: the panel's columns at one q lie side by side.
+    for (int64_t q = 0; q < kc; ++q) {
+      const float* src = p.b + (pc + q) * p.ldb + j0;
+      float* o = out + q * kNr;
+      if (nr == kNr) {
+        for (int v = 0; v < kVecs; ++v) vec_store(o + v * kLanes<float>, vec_loadu(src + v * kLanes<float>));
+      } else {
+        for (int64_t j = 0; j < nr; ++j) o[j] = src[j];
+        for (int64_t j = nr; j < kNr; ++j) o[j] = 0;
+      }
+    }
+  } else {
+    // B stored [n, k]: each column runs along q.
+    for (int64_t j = 0; j < kNr; ++j) {
+      const float* src = j < nr ? p.b + (j0 + j) * p.ldb + pc : nullptr;
+      for (int64_t q = 0; q < kc; ++q) out[q * kNr + j] = src ? src[q] : 0.0f;
+    }
+  }
+}
+
+// C = beta · C over [m, n] (beta 0: zeros, C not read): a product with no k.
+void scale_c(const GemmParams<float>& p) {
+  for (int64_t i = 0; i < p.m; ++i) {
+    float* c = p.c + i * p.ldc;
+    for (int64_t j = 0; j < p.n; ++j) c[j] = p.beta == 0 ? 0.0f : p.beta * c[j];
+  }
+}
+
+}  // namespace
+
+void sgemm(const GemmParams<float>& p) {
+  if (p.m <= 0 || p.n <= 0) return;
+  if (p.k <= 0 || p.alpha == 0) return scale_c(p);
+  // The pass of B lives with the calling thread (the team's first), grown
+  // as needed and kept: a new one each call would fault its pages in again.
+  thread_local AlignedBuffer<float> b_pack;
+  thread_local int64_t b_capacity = 0;
+  const int64_t b_need = std::min(kKc, p.k) * std::min(kNc, round_up(p.n, kNr));
+  if (b_capacity < b_need) b_pack.reset(b_need), b_capacity = b_need;
+  float* const bt = b_pack.data();
+  const bool team = !detail::alone() && 2.0 * p.m * p.n * p.k >= kTeamFlop;
+  const int64_t blocks = (p.m + kMc - 1) / kMc;
+
+  const auto body = [&] {
+    const int64_t tid = team ? omp_get_thread_num() : 0, threads = team ? omp_get_num_threads() : 1;
+    thread_local AlignedBuffer<float> a_pack(kMc * kKc);
+    for (int64_t jc = 0; jc < p.n; jc += kNc) {
+      const int64_t panels = (std::min(kNc, p.n - jc) + kNr - 1) / kNr;
+      for (int64_t pc = 0; pc < p.k; pc += kKc) {
+        const int64_t kc = std::min(kKc, p.k - pc);
+        // pass 1: the team packs this pass of B, panel by panel.
+        for (int64_t q = tid; q < panels; q += threads) pack_b_panel(p, jc + q * kNr, pc, kc, bt + q * kc * kNr);
+        if (team) {
+#pragma omp barrier
+        }
+        // pass 2: the tiles (block of A, panel of B, panel of A within the
+        // block, in that order) shared out in equal runs, one per thread;
+        // a thread packs each block of A its run enters.
+        const float beta = pc == 0 ? p.beta : 1.0f;  // later passes add to the first
+        const int64_t tiles = panels * ((p.m + kMr - 1) / kMr);
+        const int64_t t0 = tiles * tid / threads, t1 = tiles * (tid + 1) / threads;
+        int64_t first = 0;  // the first tile of block ib
+        for (int64_t ib = 0; ib < blocks && first < t1; ++ib) {
+          const int64_t i0 = ib * kMc, rows = std::min(kMc, p.m - i0);
+          const int64_t row_panels = (rows + kMr - 1) / kMr, count = panels * row_panels;
+          const int64_t lo = std::max(t0, first), hi = std::min(t1, first + count);
+          if (lo < hi) {
+            pack_a(p, i0, rows, pc, kc, a_pack.data());
+            for (int64_t t = lo - first; t < hi - first; ++t) {
+              const int64_t q = t / row_panels, r0 = t % row_panels * kMr, j0 = jc + q * kNr;
+              micro_kernel(kc, a_pack.data() + r0 * kc, bt + q * kc * kNr, p.c + (i0 + r0) * p.ldc + j0, p.ldc,
+                           p.alpha, beta, std::min(kMr, rows - r0), std::min(kNr, p.n - j0));
+            }
+          }
+          first += count;
+        }
+        // The next pass packs over this one's B.
+        if (team) {
+#pragma omp barrier
+        }
+      }
+    }
+  };
+  if (team) {
+#pragma omp parallel
+    body();
+  } else {
+    body();
+  }
+}
+
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA
