@@ -28,7 +28,7 @@ void OpProfiler::start() {
 namespace {
 
 bool is_gemm(const std::string& name) {
-  // nmt::cpu_gemm: a product by oneDNN's or MKL's gemm (ops/linear/dense.cpp),
+  // nmt::cpu_gemm: a product by oneDNN's, MKL's or nmt's gemm (ops/linear/dense.cpp),
   // recorded with the float32 output it writes or adds into first, as addmm_.
   static const char* const kNames[] = {"aten::mm",  "aten::addmm",   "aten::addmm_",
                                        "aten::bmm", "aten::baddbmm", "nmt::cpu_gemm"};

@@ -108,7 +108,7 @@ struct TrainingSession {
     source.seek(state.position);
     batches = std::make_unique<PrefetchingSource>(source);
     model->train();
-    // Where the products run: oneDNN's or MKL's gemm on OpenMP's threads
+    // Where the products run: oneDNN's, MKL's or nmt's gemm on OpenMP's threads
     // (dense() and the cross-entropy), or LibTorch's BLAS.
     std::string blas;
     if (device.is_cpu()) ops::cpu::float_gemm_choice();  // a bad NMT_CPU_GEMM stops a bf16 run too

@@ -21,7 +21,7 @@ using torch::autograd::variable_list;
 
 // Whether x's products on the CPU run on our gemm route: bf16 ones on
 // oneDNN's gemm (cpu/onednn_gemm.h; their gradients added straight into
-// float32 buffers), float32 ones on oneDNN's or MKL's sgemm
+// float32 buffers), float32 ones on oneDNN's or MKL's sgemm, some on nmt's
 // (cpu/float_gemm.h; on OpenMP's thread pool, not on the BLAS's own).
 bool bf16_on_cpu(const at::Tensor& x) {
   return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_available<bf16>();

@@ -12,8 +12,8 @@
 // one (FlatAdam's flat gradients): one product with float32 accumulation, no
 // bf16 weight gradient to widen and add (cuBLAS on a GPU, oneDNN's gemm on a
 // CPU); on a CPU the bias's column sums too, as a product of dy with a
-// column of ones. float32 products on a CPU run on oneDNN's or MKL's sgemm
-// (on OpenMP's threads, cpu/float_gemm.h says why and which), bf16 ones write bf16
+// column of ones. float32 products on a CPU run on oneDNN's or MKL's sgemm, or
+// nmt's (on OpenMP's threads, cpu/float_gemm.h says why and which), bf16 ones write bf16
 // through LibTorch (oneDNN as well).
 // Otherwise it returns the gradients as autograd expects.
 #pragma once
