@@ -954,6 +954,15 @@ TEST(FloatGemm, ChoiceRule) {
   EXPECT_TRUE(cpu::is_long_weight_gradient(p)) << "Xᵀ · dY over a batch's rows";
   p.k = 128;
   EXPECT_FALSE(cpu::is_long_weight_gradient(p)) << "an output projection chunk's";
+  p.k = 2100, p.m = 1;
+  EXPECT_FALSE(cpu::is_long_weight_gradient(p)) << "a matrix-vector product";
+  p.m = 256, p.n = 1;
+  EXPECT_FALSE(cpu::is_long_weight_gradient(p)) << "a matrix-vector product";
+  p.m = 512, p.n = 2048;
+  EXPECT_FALSE(cpu::is_long_weight_gradient(p)) << "Transformer-base's feed-forward: larger than L2";
+  p.n = 512;
+  EXPECT_TRUE(cpu::is_long_weight_gradient(p)) << "Transformer-base's attention output";
+  p.m = 256, p.n = 1024;
   p.k = 2100, p.trans_b = true;
   EXPECT_FALSE(cpu::is_long_weight_gradient(p));
   p.trans_a = false, p.trans_b = false;

@@ -9,12 +9,24 @@
 
 namespace nmt::ops::cpu {
 
-// The shortest k a weight gradient has for nmt's sgemm to take it: oneDNN's
-// AVX2 `Aᵀ · B` is slow with a long k (a batch's rows); the output
-// projection's chunks (k of 128 rows) run well on it.
+// Which weight gradients nmt's sgemm takes (measured on an AMD EPYC held
+// to AVX2, bench/bench_gemm_libraries.sh): a long k (a batch's rows), where
+// oneDNN's AVX2 `Aᵀ · B` is slow (the output projection's chunks, k of 128
+// rows, run well on it); a gradient of at most 2^18 elements (1 MiB, which
+// L2 holds while nmt's passes over k read and write it again): configs/
+// real.yaml's, 1.0-2.0x oneDNN's speed, and Transformer-base's attention
+// output (512 x 512, 1.2-1.5x), where base's feed-forward and QKV gradients
+// (512 x 2048, 2048 x 512, 512 x 1536) ran at 0.8-0.96x; and at least 32
+// rows and columns: a product of a few is a matrix-vector one, which a
+// blocked gemm would spend on packing.
 constexpr int64_t kLongK = 512;
+constexpr int64_t kMaxGradient = int64_t{1} << 18;
+constexpr int64_t kMinSide = 32;
 
-bool is_long_weight_gradient(const GemmParams<float>& p) { return p.trans_a && !p.trans_b && p.k >= kLongK; }
+bool is_long_weight_gradient(const GemmParams<float>& p) {
+  return p.trans_a && !p.trans_b && p.k >= kLongK && p.m >= kMinSide && p.n >= kMinSide &&
+         p.m * p.n <= kMaxGradient;
+}
 
 FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, bool intel_cpu,
                                   bool avx2_kernels) {

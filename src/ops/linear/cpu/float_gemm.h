@@ -18,17 +18,18 @@
 // one. MKL is Intel's library and known to take slower code paths on other
 // vendors' CPUs, so `auto` takes MKL where it is installed on an Intel CPU,
 // oneDNN's everywhere else (bench/bench_gemm_libraries.sh compares them
-// shape by shape). NMT_CPU_GEMM=auto | onednn | mkl chooses by hand.
+// shape by shape). NMT_CPU_GEMM=auto | onednn | mkl | nmt chooses by hand.
 //
 // Why nmt's own sgemm (sgemm_cpu.h) for some products: held to AVX2 (an
 // AVX2-only CPU, or NMT_CPU_ISA=avx2), oneDNN runs the weight gradients,
-// `Aᵀ · B` summed over a batch's rows (k of 512 and more), at 45-80% of the
-// speed it runs the same shapes as `A · B`. Where oneDNN is chosen
-// automatically and the kernels are AVX2's, those products run on nmt's;
+// `Aᵀ · B` summed over a batch's rows, at 45-80% of the speed it runs the
+// same shapes as `A · B`. Where oneDNN is chosen
+// automatically and the kernels are AVX2's, those products run on nmt's
+// where it measured faster (is_long_weight_gradient says which shapes);
 // the rule reads only the instruction set and the shape, so a resumed run
 // multiplies as it started. NMT_CPU_GEMM=onednn keeps every product on
-// oneDNN; NMT_CPU_GEMM=nmt puts every one on nmt's (for comparison: slower
-// than oneDNN's on the other shapes).
+// oneDNN; NMT_CPU_GEMM=nmt puts every one on nmt's (for comparison: level
+// with oneDNN's or slower on the other shapes, slower at AVX-512).
 //
 // MKL is looked up at run time (nmt links nothing more) and runs on
 // OpenMP's threads (its GNU threading layer), the pool every other op of a
