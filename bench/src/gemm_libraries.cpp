@@ -7,9 +7,14 @@
 // each (median of interleaved samples), oneDNN's over OpenBLAS's, MKL's and
 // nmt's over oneDNN's, and the largest difference between their results.
 //
-// Usage: gemm_libraries [--threads N] [--samples S]
+// Usage: gemm_libraries [--threads N] [--samples S] [--no-openblas]
+//   --no-openblas: leave OpenBLAS out (its column nan), as for the spinning
+//   table below, where its calls would disturb the others' samples.
 //   OPENBLAS_CORETYPE, DNNL_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS (e.g. AVX2)
-//   and NMT_CPU_ISA choose the kernels.
+//   and NMT_CPU_ISA choose the kernels. OpenMP's idle threads sleep at once
+//   unless OMP_WAIT_POLICY says otherwise: OMP_WAIT_POLICY=ACTIVE times
+//   oneDNN's, MKL's and nmt's as a training run runs them (spinning between
+//   calls), and OpenBLAS's far slower (its pool and OpenMP's take turns).
 // Exit 2 on a bad argument, 1 when no library is found.
 #include <dlfcn.h>
 
@@ -67,6 +72,13 @@ const Shape kShapes[] = {
     {'N', 'N', 2100, 1024, 256, "feed-forward out, forward"},
     {'T', 'N', 1024, 2100, 256, "feed-forward out, dW"},
     {'T', 'N', 256, 2100, 768, "QKV projection, dW"},
+    {'T', 'N', 256, 2100, 256, "attention output, dW"},
+    // configs/base.yaml's weight gradients (d_model 512, ff 2048, about
+    // 3,000 rows a batch): where nmt's sgemm takes them held to AVX2 and
+    // where not (ops/linear/cpu/float_gemm.cpp).
+    {'T', 'N', 512, 3000, 2048, "base: feed-forward in, dW"},
+    {'T', 'N', 512, 3000, 1536, "base: QKV projection, dW"},
+    {'T', 'N', 512, 3000, 512, "base: attention output, dW"},
 };
 
 template <typename Fn>
@@ -91,10 +103,13 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int threads = 1, samples = 7;
+  bool with_openblas = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if ((a == "--threads" || a == "--samples") && has_value) {
+    if (a == "--no-openblas") {
+      with_openblas = false;
+    } else if ((a == "--threads" || a == "--samples") && has_value) {
       char* end = nullptr;
       const long v = std::strtol(argv[++i], &end, 10);
       if (*end || v < 1 || v > 256) {
@@ -103,7 +118,7 @@ int main(int argc, char** argv) {
       }
       (a == "--threads" ? threads : samples) = static_cast<int>(v);
     } else {
-      std::fprintf(stderr, "gemm_libraries: unknown argument %s (usage: gemm_libraries [--threads N] [--samples S])\n",
+      std::fprintf(stderr, "gemm_libraries: unknown argument %s (usage: gemm_libraries [--threads N] [--samples S] [--no-openblas])\n",
                    a.c_str());
       return 2;
     }
@@ -115,7 +130,7 @@ int main(int argc, char** argv) {
   ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
   ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
-  void* blas = open_first({"libopenblas.so.0", "libopenblas.so"});
+  void* blas = with_openblas ? open_first({"libopenblas.so.0", "libopenblas.so"}) : nullptr;
   void* dnnl = open_first({"libdnnl.so.2", "libdnnl.so.3", "libdnnl.so"});
   auto* sgemm = blas ? reinterpret_cast<CblasSgemm>(::dlsym(blas, "cblas_sgemm")) : nullptr;
   auto* dsgemm = dnnl ? reinterpret_cast<DnnlSgemm>(::dlsym(dnnl, "dnnl_sgemm")) : nullptr;
@@ -134,8 +149,8 @@ int main(int argc, char** argv) {
     if (auto* f = reinterpret_cast<GetName>(::dlsym(blas, "openblas_get_corename"))) core = f();
   }
   const auto isa = [](const char* var) { return std::getenv(var) ? std::getenv(var) : "its best ISA"; };
-  std::printf("threads %d; OpenBLAS: %s kernels; oneDNN: %s; MKL: %s; nmt: %s kernels\n", threads,
-              sgemm ? core.c_str() : "absent", dsgemm ? isa("DNNL_MAX_CPU_ISA") : "absent",
+  std::printf("threads %d; OpenBLAS: %s; oneDNN: %s; MKL: %s; nmt: %s kernels\n", threads,
+              sgemm ? (core + " kernels").c_str() : "absent", dsgemm ? isa("DNNL_MAX_CPU_ISA") : "absent",
               msgemm ? isa("MKL_ENABLE_INSTRUCTIONS") : "absent", nmt::isa_name(nmt::kernel_isa()));
   std::printf("%-30s %-26s %9s %9s %9s %9s %8s %8s %8s %9s\n", "shape", "op(A)[m,k] . op(B)[k,n]", "OpenBLAS",
               "oneDNN", "MKL", "nmt", "oneDNN/", "MKL/", "nmt/", "max diff");
