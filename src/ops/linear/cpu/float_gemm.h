@@ -23,11 +23,10 @@
 // Why nmt's own sgemm (sgemm_cpu.h) for some products: held to AVX2 (an
 // AVX2-only CPU, or NMT_CPU_ISA=avx2), oneDNN runs the weight gradients,
 // `Aᵀ · B` summed over a batch's rows, at 45-80% of the speed it runs the
-// same shapes as `A · B`. Where oneDNN is chosen
-// automatically and the kernels are AVX2's, those products run on nmt's
-// where it measured faster (is_long_weight_gradient says which shapes);
-// the rule reads only the instruction set and the shape, so a resumed run
-// multiplies as it started. NMT_CPU_GEMM=onednn keeps every product on
+// same shapes as `A · B`. Where oneDNN is chosen automatically and the
+// kernels are AVX2's, those products run on nmt's where it measured faster
+// (is_long_weight_gradient says which shapes); the rule reads only the
+// instruction set and the shape, so a resumed run multiplies as it started. NMT_CPU_GEMM=onednn keeps every product on
 // oneDNN; NMT_CPU_GEMM=nmt puts every one on nmt's (for comparison: level
 // with oneDNN's or slower on the other shapes, slower at AVX-512).
 //
@@ -47,8 +46,8 @@ enum class FloatGemm { kOnednn, kMkl, kNmt };
 
 struct FloatGemmChoice {
   FloatGemm library = FloatGemm::kOnednn;
-  bool by_hand = false;             // named by NMT_CPU_GEMM
-  bool weight_gradients_on_nmt = false;  // Aᵀ · B with a long k on nmt's (see above)
+  bool by_hand = false;                  // named by NMT_CPU_GEMM
+  bool weight_gradients_on_nmt = false;  // some Aᵀ · B on nmt's (see above)
 };
 
 // The rule: want is NMT_CPU_GEMM ("" for auto). Throws InputError (exit 2)
