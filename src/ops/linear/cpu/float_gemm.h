@@ -26,9 +26,10 @@
 // same shapes as `A · B`. Where oneDNN is chosen automatically and the
 // kernels are AVX2's, those products run on nmt's where it measured faster
 // (is_long_weight_gradient says which shapes); the rule reads only the
-// instruction set and the shape, so a resumed run multiplies as it started. NMT_CPU_GEMM=onednn keeps every product on
-// oneDNN; NMT_CPU_GEMM=nmt puts every one on nmt's (for comparison: level
-// with oneDNN's or slower on the other shapes, slower at AVX-512).
+// instruction set and the shape, so a resumed run multiplies as it started.
+// NMT_CPU_GEMM=onednn keeps every product on oneDNN; NMT_CPU_GEMM=nmt puts
+// every one on nmt's (for comparison: level with oneDNN's or slower on the
+// other shapes, slower at AVX-512).
 //
 // MKL is looked up at run time (nmt links nothing more) and runs on
 // OpenMP's threads (its GNU threading layer), the pool every other op of a

@@ -84,52 +84,48 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
       c[r * ldc + j] = beta == 0 ? alpha * tile[r][j] : alpha * tile[r][j] + beta * c[r * ldc + j];
 }
 
-// Rows [i0, i0 + rows) of op(A), k in [pc, pc + kc), as panels of kMr rows:
-// out[panel][q][r], zeros past the last row.
-void pack_a(const GemmParams<float>& p, int64_t i0, int64_t rows, int64_t pc, int64_t kc, float* out) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kMr, out += kc * kMr) {
-    const int64_t mr = std::min(kMr, rows - r0);
-    if (p.trans_a) {
-      // A stored [k, m]: the panel's rows at one q lie side by side.
-      for (int64_t q = 0; q < kc; ++q) {
-        const float* src = p.a + (pc + q) * p.lda + i0 + r0;
-        float* o = out + q * kMr;
-        for (int64_t r = 0; r < mr; ++r) o[r] = src[r];
-        for (int64_t r = mr; r < kMr; ++r) o[r] = 0;
+// One panel of kWidth columns over the pass: out[q][j] = X(q, j) for q <
+// kc and j < used, zeros past used, where X(q, j) is x[q * ld + j] when
+// the panel's columns lie side by side in memory (across), x[j * ld + q]
+// when each runs along q. A panel of B is op(B)'s columns; a panel of A is
+// op(A)'s rows, so that the micro-kernel reads both the same way.
+template <int64_t kWidth>
+void pack_panel(const float* x, int64_t ld, bool across, int64_t used, int64_t kc, float* out) {
+  if (across) {
+    for (int64_t q = 0; q < kc; ++q, out += kWidth) {
+      const float* src = x + q * ld;
+      if constexpr (kWidth % kLanes<float> == 0) {
+        if (used == kWidth) {
+          for (int64_t j = 0; j < kWidth; j += kLanes<float>) vec_store(out + j, vec_loadu(src + j));
+          continue;
+        }
       }
-    } else {
-      // A stored [m, k]: each row runs along q.
-      for (int64_t r = 0; r < kMr; ++r) {
-        const float* src = r < mr ? p.a + (i0 + r0 + r) * p.lda + pc : nullptr;
-        for (int64_t q = 0; q < kc; ++q) out[q * kMr + r] = src ? src[q] : 0.0f;
-      }
+      for (int64_t j = 0; j < used; ++j) out[j] = src[j];
+      for (int64_t j = used; j < kWidth; ++j) out[j] = 0;
+    }
+  } else {
+    for (int64_t j = 0; j < kWidth; ++j) {
+      const float* src = j < used ? x + j * ld : nullptr;
+      for (int64_t q = 0; q < kc; ++q) out[q * kWidth + j] = src ? src[q] : 0.0f;
     }
   }
 }
 
-// Columns [j0, j0 + kNr) of op(B), k in [pc, pc + kc), as one panel:
-// out[q][j], zeros past column n.
-void pack_b_panel(const GemmParams<float>& p, int64_t j0, int64_t pc, int64_t kc, float* out) {
-  const int64_t nr = std::min(kNr, p.n - j0);
-  if (!p.trans_b) {
-    // B stored [k, n]: the panel's columns at one q lie side by side.
-    for (int64_t q = 0; q < kc; ++q) {
-      const float* src = p.b + (pc + q) * p.ldb + j0;
-      float* o = out + q * kNr;
-      if (nr == kNr) {
-        for (int v = 0; v < kVecs; ++v) vec_store(o + v * kLanes<float>, vec_loadu(src + v * kLanes<float>));
-      } else {
-        for (int64_t j = 0; j < nr; ++j) o[j] = src[j];
-        for (int64_t j = nr; j < kNr; ++j) o[j] = 0;
-      }
-    }
-  } else {
-    // B stored [n, k]: each column runs along q.
-    for (int64_t j = 0; j < kNr; ++j) {
-      const float* src = j < nr ? p.b + (j0 + j) * p.ldb + pc : nullptr;
-      for (int64_t q = 0; q < kc; ++q) out[q * kNr + j] = src ? src[q] : 0.0f;
-    }
+// Rows [i0, i0 + rows) of op(A), k in [pc, pc + kc), as panels of kMr rows:
+// out[panel][q][r]. A stored [k, m] (trans_a) has a panel's rows side by side.
+void pack_a(const GemmParams<float>& p, int64_t i0, int64_t rows, int64_t pc, int64_t kc, float* out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kMr, out += kc * kMr) {
+    const int64_t i = i0 + r0;
+    pack_panel<kMr>(p.trans_a ? p.a + pc * p.lda + i : p.a + i * p.lda + pc, p.lda, p.trans_a,
+                    std::min(kMr, rows - r0), kc, out);
   }
+}
+
+// Columns [j0, j0 + kNr) of op(B), k in [pc, pc + kc), as one panel:
+// out[q][j]. B stored [k, n] (not trans_b) has the columns side by side.
+void pack_b_panel(const GemmParams<float>& p, int64_t j0, int64_t pc, int64_t kc, float* out) {
+  pack_panel<kNr>(p.trans_b ? p.b + j0 * p.ldb + pc : p.b + pc * p.ldb + j0, p.ldb, !p.trans_b,
+                  std::min(kNr, p.n - j0), kc, out);
 }
 
 // C = beta · C over [m, n] (beta 0: zeros, C not read): a product with no k.
