@@ -504,6 +504,16 @@ def main():
             shown_device = shown_device or key != "self_cpu_time_total"
             print(f"profile of {a.profile_steps} steps after {a.warmup_steps_excluded} warm-up steps, by {key}; "
                   f"wall {counted_s / max(1, a.profile_steps) * 1e3:.1f} ms/step:\n{table}", flush=True)
+        if not cuda:
+            # One line for bench/bench_train_ceiling.sh: the profiled step's
+            # wall time and the host time of its matrix multiplies and of its
+            # attention (self time: ATen's CPU ops run on the calling thread).
+            steps = max(1, a.profile_steps)
+            gemm_ops = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation"}
+            gemm_us = sum(e.self_cpu_time_total for e in events if e.key in gemm_ops)
+            attention_us = sum(e.self_cpu_time_total for e in events if "attention" in e.key.lower())
+            print(f"PROFILE wall_ms={counted_s * 1e3 / steps:.2f} gemm_ms={gemm_us / 1e3 / steps:.2f} "
+                  f"attention_ms={attention_us / 1e3 / steps:.2f}", flush=True)
     print(f"tokens/s leaves out the first {a.warmup_steps_excluded} steps (warm-up)")
     warm = f" warmup_seconds={train_s if warm_s is None else warm_s:.2f}" if a.budget_after_warmup else ""
     print(f"RESULT tokens_per_s={tok_s:.1f} steps={step} train_seconds={train_s:.2f} final_loss={loss_v:.4f}{warm}",

@@ -241,6 +241,17 @@ if "$nmt" train --config "$tmp/tiny.yaml" --profile 1 --set train.checkpoint_dir
    ! grep -qE '[0-9]\.[0-9]*0000000000[0-9]' "$tmp/resolved.log"; then ok
 else bad "the resolved config: $(grep -E 'dropout|label_smoothing|0000000000' "$tmp/resolved.log")"; fi
 
+# --profile times the same batches with and without the profiler (a batch's
+# shapes set its time): the two runs' token counts agree, over batches of
+# more than one size.
+if "$nmt" train --config "$tmp/tiny.yaml" --profile 3 --set train.checkpoint_dir="$tmp/profile_batches" \
+     >"$tmp/profile.txt" 2>/dev/null; then
+  plain=$(sed -n 's/^without the profiler: .* (\([0-9]*\) tokens)$/\1/p' "$tmp/profile.txt")
+  profiled=$(sed -n 's/^with the profiler: .* (\([0-9]*\) tokens)$/\1/p' "$tmp/profile.txt")
+  if [ -n "$plain" ] && [ "$plain" = "$profiled" ]; then ok
+  else bad "--profile: $plain tokens without the profiler, $profiled with it"; fi
+else bad "--profile 3 failed: $(tail -2 "$tmp/profile.txt")"; fi
+
 # ---- The live progress line (on a terminal): step, the last window's loss,
 # tokens/s, elapsed time and what is left of the budget; and a resumed run's
 # summary in one unit: the run's steps with the run's time, the session apart.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <vector>
 
 #include "data/batch_source.h"
 #include "data/shards.h"
@@ -363,31 +364,39 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   RunStart start;
   start.profile = true;
   TrainingSession s(cfg, start);
-  // Runs n steps; returns their tokens (source and target, as the progress line counts them).
-  const auto run = [&](int64_t n) {
+  // Runs steps on the given batches; returns their tokens (source and target, as the progress line counts them).
+  const auto run = [&](const std::vector<StepBatch>& batches) {
     int64_t tokens = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const StepBatch batch = s.batches->next();
+    for (const StepBatch& batch : batches) {
       ++s.state.step;
       s.step.run(batch, s.state.step, learning_rate(cfg.train, s.state.step, 0.0)).loss.item<double>();
       tokens += batch.global_tokens + batch.global_src_tokens;
     }
     return tokens;
   };
+  const auto next_batches = [&](int64_t n) {
+    std::vector<StepBatch> batches;
+    for (int64_t i = 0; i < n; ++i) batches.push_back(s.batches->next());
+    return batches;
+  };
   const auto ms_since = [](std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
-  run(5);  // warm-up: allocator, thread pools, first-call dispatch
-  // The same number of steps without the profiler first: what a step costs
-  // when nothing records it (on a GPU the profiler's own overhead is large
-  // beside a step that is mostly kernel launches).
+  run(next_batches(5));  // warm-up: allocator, thread pools, first-call dispatch
+  // The same batches without the profiler first: what a step costs when
+  // nothing records it (on a GPU the profiler's own overhead is large beside
+  // a step that is mostly kernel launches). The same batches, since a
+  // batch's shapes set its time: the next ones ran up to 26% longer or
+  // shorter a step (configs/real.yaml), which skewed the step's share of its
+  // GEMM roofline below.
+  const std::vector<StepBatch> batches = next_batches(steps);
   auto t0 = std::chrono::steady_clock::now();
-  const int64_t plain_tokens = run(steps);
+  const int64_t plain_tokens = run(batches);
   const double plain_ms = ms_since(t0);
   OpProfiler profiler;
   profiler.start();
   t0 = std::chrono::steady_clock::now();
-  run(steps);
+  const int64_t profiled_tokens = run(batches);
   const double wall_ms = ms_since(t0);
   const std::vector<OpTime> ops = profiler.stop();
   if (!s.leader()) return;
@@ -395,9 +404,11 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
   out << "profile of " << steps << " training steps (attention " << cfg.attention.backend << ", "
       << s.threads << " threads, matrix multiplies in " << precision_name(s.precision)
       << ", device " << s.device.str() << "), after 5 warm-up steps:\n"
-      << fmt::format("without the profiler: {:.2f} ms a step, {:.0f} tokens/s over {} steps\n",
+      << fmt::format("without the profiler: {:.2f} ms a step, {:.0f} tokens/s over {} batches ({} tokens)\n",
                      plain_ms / static_cast<double>(steps), 1e3 * static_cast<double>(plain_tokens) / plain_ms,
-                     steps)
+                     steps, plain_tokens)
+      << fmt::format("with the profiler: {:.2f} ms a step over the same batches ({} tokens)\n",
+                     wall_ms / static_cast<double>(steps), profiled_tokens)
       << format_profile(ops, steps, wall_ms, 25);
   // The roofline account times each GEMM shape alone on this machine: the CPU's (a GPU's
   // kernels run asynchronously to the profiler's CPU clock).
