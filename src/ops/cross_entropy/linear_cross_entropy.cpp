@@ -72,7 +72,7 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     const int64_t n = h.size(0), classes = w.size(0);
     // A GPU takes the rows in as few launches as its memory allows.
     const int64_t chunk = gpu ? std::max<int64_t>(1, kGpuChunkElements / std::max<int64_t>(classes, 1))
-                              : cross_entropy_chunk_rows(classes, side == at::kBFloat16);
+                              : cross_entropy_chunk_rows(classes);
     at::Tensor row_loss = at::empty({n}, h.options().dtype(stream));
     at::Tensor row_nll = want_nll ? at::empty({n}, h.options().dtype(stream)) : at::Tensor();
     at::Tensor dh, dw, db;
@@ -137,13 +137,16 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
 
 }  // namespace
 
-int64_t cross_entropy_chunk_rows(int64_t classes, bool bf16) {
-  // About 4 MB of float logits, in whole 64-row blocks (few distinct shapes).
-  // bf16 products take three times the rows (6 MB of bf16 logits): on a Xeon
-  // with AMX, configs/real.yaml (6,000 classes) trained at 14.2k tokens/s
-  // with 128 rows, 14.9k with 256, 15.2k with 512, 14.5k with 1,024 and
-  // 2,048 (60 steps, alternated); float32's speed did not move from 128 to 512.
-  const int64_t elements = bf16 ? int64_t{3} << 20 : int64_t{1} << 20;
+int64_t cross_entropy_chunk_rows(int64_t classes) {
+  // About 3M logits (12 MB in float32, 6 MB in bf16), in whole 64-row blocks
+  // (few distinct shapes): 512 rows of configs/real.yaml's 6,000 classes. On
+  // a Xeon with AMX, bf16, it trained at 14.2k tokens/s with 128 rows, 14.9k
+  // with 256, 15.2k with 512, 14.5k with 1,024 and 2,048 (60 steps,
+  // alternated). In float32 on an AMD EPYC (the op alone, 2,000 rows,
+  // forward and backward, alternated in one process) 512 rows took 7-9% less
+  // time than 128 (AVX-512 kernels; 3-7% held to AVX2), the weight gradient's
+  // 6 MB summed over a quarter of the passes; 1,024 as 512, 2,048 slower.
+  const int64_t elements = int64_t{3} << 20;
   return std::max<int64_t>(64, elements / std::max<int64_t>(classes, 1) / 64 * 64);
 }
 

@@ -27,8 +27,7 @@ at::Tensor linear_cross_entropy_reference(const at::Tensor& h, const at::Tensor&
                                           const at::Tensor& bias, const at::Tensor& labels,
                                           double smoothing, int64_t ignore_index);
 
-// Rows per chunk for V classes (a chunk's logits stay within a few MB),
-// in float32 or, with bf16, bf16 products.
-int64_t cross_entropy_chunk_rows(int64_t classes, bool bf16 = false);
+// Rows per chunk for V classes (a chunk's logits stay within about 12 MB).
+int64_t cross_entropy_chunk_rows(int64_t classes);
 
 }  // namespace nmt::ops
