@@ -114,6 +114,11 @@ for line in open(n):
     if line.startswith(("all GEMMs:", "the step:")):
         print("nmt's " + line.rstrip())
 print(f"ceiling: nmt with nothing but its matrix multiplies, at their speed in its step: {ceiling:.2f}x")
+if n_wall > 1.15 * n_plain_ms:
+    # The split comes from the profiled steps; on a machine whose speed moves
+    # between minutes they can run in a slower one than the plain steps.
+    print(f"warning: nmt's profiled steps ran {100 * (n_wall / n_plain_ms - 1):.0f}% longer than the same batches "
+          f"without the profiler (the machine moved between them?): the split, and the ceiling, may be off; run again")
 if outside_goal > 0:
     print(f"at {goal:g}x nmt may spend {outside_goal:.1f} ms of a {n_plain_ms * ratio / goal:.1f} ms step outside its "
           f"matrix multiplies; it spends {outside_now:.1f} ms of {n_plain_ms:.1f} now")
