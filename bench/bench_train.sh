@@ -79,6 +79,7 @@ case $isa in
   avx2) report=train_avx2; source bench/avx2_env.sh ;;
   *) echo "bench_train: --isa: '$isa' is not one of: native | avx2" >&2; exit 2 ;;
 esac
+source bench/train_peers.sh
 python=/usr/bin/python3
 $python -c 'import torch, sentencepiece, yaml' 2>/dev/null ||
   { echo "bench_train: $python needs python3-torch, python3-sentencepiece, python3-yaml (apt-get install ...)" >&2; exit 2; }
@@ -125,7 +126,7 @@ PY
 # The PyTorch script: its RESULT line.
 run_torch() {  # config precision env(default|tuned) repeat models_dir python compile(yes|no)
   local log=$work/torch_$(basename "$1" .yaml)_$2_$3_$4_$(basename "$(dirname "$(dirname "$6")")")_$7.log
-  local envs=(env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT -u LD_PRELOAD)
+  local envs=("${torch_as_started[@]}")
   [ "$3" = tuned ] && envs=(env OMP_WAIT_POLICY=PASSIVE ${jemalloc:+LD_PRELOAD=$jemalloc} ${blas_core:+OPENBLAS_CORETYPE=$blas_core})
   local t=() c=(--warmup-steps-excluded 3)
   [ -n "$threads" ] && t=(--threads "$threads")
@@ -143,11 +144,7 @@ run_torch() {  # config precision env(default|tuned) repeat models_dir python co
 for config in "${configs[@]}"; do
   name=$(basename "$config" .yaml)
   echo "bench_train: $config: tokenizers" >&2
-  "$nmt" train --config "$config" --set train.max_steps=1 --set train.valid_bleu_sentences=0 --set train.best_metric=loss \
-    --set train.valid_max_sentences=8 --set train.checkpoint_dir="$work/prep_$name" \
-    --set train.progress=false >"$work/prep_$name.log" 2>&1 ||
-    { echo "bench_train: $config does not train:" >&2; tail -3 "$work/prep_$name.log" >&2; exit 1; }
-  models=$work/prep_$name/tokenizer
+  models=$(tokenizer_models "$nmt" "$config" "$work/prep_$name" bench_train)
   for ((r = 1; r <= repeats; ++r)); do
     for variant in "${variants[@]}"; do
       read -r trainer precision env <<<"$variant"

@@ -45,6 +45,7 @@ case $isa in
         [ "$precision" = float32 ] || { echo "bench_train_ceiling: --isa avx2 runs float32 only (no bf16 products there)" >&2; exit 2; } ;;
   *) echo "bench_train_ceiling: --isa: '$isa' is not one of: native | avx2" >&2; exit 2 ;;
 esac
+source bench/train_peers.sh
 python=/usr/bin/python3
 peer_python=$(bench/peers_env.sh)
 scripts/setup.sh >/dev/null
@@ -53,9 +54,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "bench_train_ceiling: $config: tokenizers" >&2
-"$nmt" train --config "$config" --set train.max_steps=1 --set train.valid_bleu_sentences=0 --set train.best_metric=loss \
-  --set train.valid_max_sentences=8 --set train.checkpoint_dir="$work/prep" --set train.progress=false \
-  >"$work/prep.log" 2>&1 || { echo "bench_train_ceiling: $config does not train:" >&2; tail -3 "$work/prep.log" >&2; exit 1; }
+models=$(tokenizer_models "$nmt" "$config" "$work/prep" bench_train_ceiling)
 
 # nmt: one run gives both, the same batches timed without the profiler, then with it.
 echo "bench_train_ceiling: nmt --profile $steps" >&2
@@ -64,8 +63,8 @@ echo "bench_train_ceiling: nmt --profile $steps" >&2
   { echo "bench_train_ceiling: nmt --profile failed, see:" >&2; tail -5 "$work/nmt.log" >&2; exit 1; }
 torch_run() {  # log, then torch_reference.py's arguments
   local log=$1; shift
-  env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT -u LD_PRELOAD "$peer_python" bench/torch_reference.py \
-    --config "$config" --src-model "$work/prep/tokenizer/src.model" --tgt-model "$work/prep/tokenizer/tgt.model" \
+  "${torch_as_started[@]}" "$peer_python" bench/torch_reference.py \
+    --config "$config" --src-model "$models/src.model" --tgt-model "$models/tgt.model" \
     --threads "$threads" --precision "$precision" --warmup-steps-excluded 3 --log-every 1000 "$@" >"$log" 2>&1 ||
     { echo "bench_train_ceiling: torch_reference.py failed, see:" >&2; tail -5 "$log" >&2; exit 1; }
 }
@@ -96,7 +95,7 @@ p_wall, p_gemm, p_attn = find(f"{work}/torch_profile.log",
                               r"^PROFILE wall_ms=([0-9.]+) gemm_ms=([0-9.]+) attention_ms=([0-9.]+)", "PROFILE line")
 
 ratio = n_tps / p_tps
-n_share, p_share = n_gemm / n_wall, p_gemm / p_wall
+n_share = n_gemm / n_wall
 ceiling = ratio / n_share
 outside_now = n_plain_ms * (1 - n_share)
 outside_goal = n_plain_ms * (ratio / goal - n_share)
