@@ -1,8 +1,10 @@
+# shellcheck shell=bash
 # Sourced by bench/bench_train.sh and bench/bench_train_ceiling.sh: what both
 # need to run nmt and the PyTorch script side by side.
 
 # PyTorch "as started": the environment a user's shell gives it, without
 # the thread-pool settings a training run of nmt's leaves behind.
+# shellcheck disable=SC2034  # read by the scripts that source this file
 torch_as_started=(env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT -u LD_PRELOAD)
 
 # tokenizer_models NMT CONFIG DIR PREFIX: trains CONFIG one step into DIR (its
