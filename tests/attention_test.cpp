@@ -854,6 +854,53 @@ TEST(PackedAttention, SentencesOneAfterAnotherMatchPadded) {
   }
 }
 
+// Cross-attention with both sides packed (the decoder's target rows reading
+// the encoder's source rows), where the sides' sentence lengths differ and
+// one sentence has keys but no query row: that sentence's keys and values
+// get exactly zero gradient, the others match padded cross-attention bit
+// for bit. Key blocks write their gradients from their first query block,
+// so a sentence no query reaches must not leave a block's scratch behind.
+TEST(PackedAttention, BothSidesPackedWithASentenceOfNoQuery) {
+  const int64_t H = 2, D = 8, C = H * D;
+  const std::vector<int64_t> q_len{5, 0, 3, 70}, k_len{4, 6, 0, 9};
+  const int64_t B = 4, Tq = 70, Tk = 9, Nq = 78, Nk = 19;
+  const at::Tensor q_starts = packed_starts(at::tensor(q_len, at::kLong));
+  const at::Tensor k_starts = packed_starts(at::tensor(k_len, at::kLong));
+  for (const at::ScalarType dt : {at::kDouble, at::kFloat}) {
+    at::manual_seed(11);
+    const at::Tensor q = at::randn({1, Nq, C}, at::kDouble).to(dt).requires_grad_(true);
+    const at::Tensor kv = at::randn({1, Nk, 2 * C}, at::kDouble).to(dt).requires_grad_(true);
+    const at::Tensor up = at::randn({1, Nq, C}, at::kDouble).to(dt);
+    AttentionOptions packed;
+    packed.query_starts = q_starts, packed.key_starts = k_starts;
+    const at::Tensor out = cross_attention(q, kv, H, packed, AttentionBackend::kFlash);
+    (out * up).sum().backward();
+    // The same sentences padded: queries to Tq rows (zero upstream gradient
+    // past a sentence's end), keys to Tk with key_lengths.
+    at::Tensor pq = at::zeros({B, Tq, C}, q.options()), pkv = at::zeros({B, Tk, 2 * C}, kv.options());
+    at::Tensor pup = at::zeros({B, Tq, C}, up.options());
+    for (int64_t b = 0, qr = 0, kr = 0; b < B; qr += q_len[b], kr += k_len[b], ++b) {
+      pq[b].narrow(0, 0, q_len[b]).copy_(q.detach()[0].narrow(0, qr, q_len[b]));
+      pup[b].narrow(0, 0, q_len[b]).copy_(up[0].narrow(0, qr, q_len[b]));
+      pkv[b].narrow(0, 0, k_len[b]).copy_(kv.detach()[0].narrow(0, kr, k_len[b]));
+    }
+    pq.requires_grad_(true), pkv.requires_grad_(true);
+    AttentionOptions padded;
+    padded.key_lengths = at::tensor(k_len, at::kLong);
+    const at::Tensor pout = cross_attention(pq, pkv, H, padded, AttentionBackend::kFlash);
+    (pout * pup).sum().backward();
+    const std::string what = c10::toString(dt);
+    for (int64_t b = 0, qr = 0, kr = 0; b < B; qr += q_len[b], kr += k_len[b], ++b) {
+      const std::string which = what + " sentence " + std::to_string(b);
+      EXPECT_TRUE(at::equal(out[0].narrow(0, qr, q_len[b]), pout[b].narrow(0, 0, q_len[b]))) << which;
+      EXPECT_TRUE(at::equal(q.grad()[0].narrow(0, qr, q_len[b]), pq.grad()[b].narrow(0, 0, q_len[b]))) << which;
+      const at::Tensor dkv = kv.grad()[0].narrow(0, kr, k_len[b]);
+      EXPECT_TRUE(at::equal(dkv, pkv.grad()[b].narrow(0, 0, k_len[b]))) << which;
+      if (q_len[b] == 0) EXPECT_EQ(dkv.abs().max().item<double>(), 0.0) << which << ": keys no query sees";
+    }
+  }
+}
+
 // Packed sentences are flash's on the CPU, with starts that cover the rows.
 TEST(PackedAttention, PackedSentencesRefuseOtherBackendsAndBadStarts) {
   const at::Tensor qkv = at::randn({1, 6, 3 * 8});

@@ -282,6 +282,18 @@ void lanes_to_rows(const T* src, int64_t ld, int64_t count, int64_t D, S* dst, i
   }
 }
 
+// dst[d] = src[d] * scale for d < D, whole vectors then the tail: a row
+// between a tensor (float, double or bf16 storage) and a compute-type tile.
+//   src: [D], dst: [D] (either may be unaligned)
+template <typename S, typename T, typename U>
+inline void scaled_row(const S* src, int64_t D, U scale, T* dst) {
+  constexpr int L = kLanes<U>;
+  const Vec<U> scale_v = vec_set1(scale);
+  int64_t d = 0;
+  for (; d + L <= D; d += L) vec_storeu(dst + d, vec_loadu(src + d) * scale_v);
+  for (; d < D; ++d) store_as(dst + d, load_as<U>(src[d]) * scale);
+}
+
 // ---------------------------------------------------------------------------
 // Forward
 // ---------------------------------------------------------------------------
@@ -646,13 +658,8 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
   rows_to_lanes(k, p.k_stride_t, n, NR * L, D, k_scale, kt, Bk);
   rows_to_lanes(v, p.v_stride_t, n, NR * L, D, T(1), vt, Bk);
   for (int64_t c = 0; c < n; ++c) {
-    const S* k_c = k + c * p.k_stride_t;
-    for (int64_t d = 0; d < D; ++d) kp[c * Dp + d] = load_as<T>(k_c[d]);
+    scaled_row(k + c * p.k_stride_t, D, T(1), kp + c * Dp);
     std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
-  }
-  for (int64_t d = 0; d < D; ++d) {
-    std::fill(dkt + d * Bk, dkt + d * Bk + NR * L, T(0));
-    std::fill(dvt + d * Bk, dvt + d * Bk + NR * L, T(0));
   }
 
   const auto iota = lane_iota<T>();
@@ -710,14 +717,17 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
       }
     }
 
-    // pass 3: dV_j^T += dO_i^T P and dK_j^T += Q_i^T dS (scale applied at the end)
+    // pass 3: dV_j^T += dO_i^T P and dK_j^T += Q_i^T dS (scale applied at
+    // the end). The first query block overwrites the accumulators, so they
+    // never need clearing.
+    const bool first = i0 == q_begin;
     tile_gemm<T, NR>(
         D, rows, do_i, 1, p.do_stride_t, prob, Bk,
-        [&](int64_t d, int vi) { return vec_load(dvt + d * Bk + vi * L); },
+        [&](int64_t d, int vi) { return first ? V{} : vec_load(dvt + d * Bk + vi * L); },
         [&](int64_t d, int vi, V a) { vec_store(dvt + d * Bk + vi * L, a); });
     tile_gemm<T, NR>(
         D, rows, q_i, 1, p.q_stride_t, ds, Bk,
-        [&](int64_t d, int vi) { return vec_load(dkt + d * Bk + vi * L); },
+        [&](int64_t d, int vi) { return first ? V{} : vec_load(dkt + d * Bk + vi * L); },
         [&](int64_t d, int vi, V a) { vec_store(dkt + d * Bk + vi * L, a); });
 
     // pass 4: dQ_i += dS K_j (scale applied when dq is written)
@@ -785,9 +795,13 @@ void row_dots(int64_t rows, int64_t head_dim, const S* d_o, int64_t do_stride, c
 // Keys at or beyond this index receive no gradient in batch row b.
 template <typename S, typename T>
 int64_t backward_key_end(const AttentionBackwardParams<S, T>& p, int64_t b) {
+  const int64_t rows = query_rows(p, b);
+  // No query row: no key receives a gradient (and the key blocks, which
+  // write dK and dV from their first query block, are never visited).
+  if (rows == 0) return 0;
   int64_t key_end = key_count(p, b);
   // Causal: key j is seen only by rows i >= j, and there are query_rows rows.
-  if (p.causal) key_end = std::min(key_end, query_rows(p, b));
+  if (p.causal) key_end = std::min(key_end, rows);
   return key_end;
 }
 
@@ -923,14 +937,14 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
         const T* lse2_bh = lse2.data() + bh * Tq;
         const T* delta_bh = delta.data() + bh * Tq;
         const int64_t key_end = backward_key_end(p, b);
-        std::fill(dq_acc, dq_acc + Tq * Dp, T(0));
+        // Only this sentence's rows: a packed batch's Tq is its longest.
+        const int64_t rows = query_rows(p, b);
+        std::fill(dq_acc, dq_acc + rows * Dp, T(0));
         for (int64_t j0 = 0; j0 < key_end; j0 += kBwdBlockK) {
           backward_key_block(p, b, h, j0, key_end, lse2_bh, delta_bh, dq_acc, scratch);
         }
         S* dq = p.dq + q_offset(p, b, p.dq_stride_b, p.dq_stride_t) + h * p.dq_stride_h;  // dq: [Tq, D], strided
-        for (int64_t i = 0, rows = query_rows(p, b); i < rows; ++i) {
-          for (int64_t d = 0; d < D; ++d) store_as(dq + i * p.dq_stride_t + d, dq_acc[i * Dp + d] * p.scale);
-        }
+        for (int64_t i = 0; i < rows; ++i) scaled_row(dq_acc + i * Dp, D, p.scale, dq + i * p.dq_stride_t);
       }
     } else {
       const int num_threads = omp_get_num_threads();
@@ -940,7 +954,7 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
         const T* delta_bh = delta.data() + bh * Tq;
         const int64_t key_end = backward_key_end(p, b);
         const int64_t num_k_blocks = (key_end + kBwdBlockK - 1) / kBwdBlockK;
-        std::fill(dq_acc, dq_acc + Tq * Dp, T(0));
+        std::fill(dq_acc, dq_acc + query_rows(p, b) * Dp, T(0));
         // Causal: early key blocks see the most query rows; they go first.
 #pragma omp for schedule(dynamic, 1)
         for (int64_t kb = 0; kb < num_k_blocks; ++kb) {
