@@ -838,16 +838,10 @@ TEST(PackedAttention, SentencesOneAfterAnotherMatchPadded) {
           EXPECT_EQ(a_self.sizes(), (std::vector<int64_t>{1, N, C})) << what;
           EXPECT_TRUE(at::equal(a_self, unpad(b_self, len))) << what;
           EXPECT_TRUE(at::equal(a_cross, b_cross)) << what;
-          // Gradients bit for bit too, except under attention dropout in
-          // float32, where a sentence shorter than the batch's longest gets
-          // its key and value gradients to within a unit in the last place.
-          const auto same = [&](const at::Tensor& got, const at::Tensor& want) {
-            if (drop == 0 || dt != at::kFloat) return at::equal(got, want);
-            return (got - want).abs().max().item<double>() <= 4e-7 * want.abs().max().item<double>();
-          };
-          EXPECT_TRUE(same(a_qkv.grad(), unpad(b_qkv.grad(), len))) << what << " dqkv";
-          EXPECT_TRUE(same(a_kv.grad(), unpad(b_kv.grad(), len))) << what << " dkv";
-          EXPECT_TRUE(same(a_q.grad(), b_q.grad())) << what << " dq";
+          // Gradients bit for bit too, attention dropout included.
+          EXPECT_TRUE(at::equal(a_qkv.grad(), unpad(b_qkv.grad(), len))) << what << " dqkv";
+          EXPECT_TRUE(at::equal(a_kv.grad(), unpad(b_kv.grad(), len))) << what << " dkv";
+          EXPECT_TRUE(at::equal(a_q.grad(), b_q.grad())) << what << " dq";
         }
       }
     }

@@ -184,6 +184,17 @@ inline void vec_storeu(bf16* ptr, Vec<float> v) {
   std::memcpy(ptr, &h, sizeof h);
 }
 
+// v, as a value the compiler must have rounded: a product passed through
+// here is never fused with a later addition into an FMA. GCC contracts
+// a * b + c across statements, and may decide differently in two copies of
+// one loop; where two code paths must give the same bits, the product goes
+// through here.
+template <typename V>
+inline V vec_rounded(V v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
 // Horizontal reductions.
 template <typename V>
 inline ElementOf<V> vec_sum(V v) {

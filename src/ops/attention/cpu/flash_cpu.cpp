@@ -113,10 +113,11 @@ typename detail::Simd<T>::Mask lane_iota() {
 // epilogue is where softmax, masking and dS are fused in.
 //   x: [MR, depth] with element (i, k) at x[i * x_si + k * x_sk], of type
 //      T or a storage type widened to T as it is read (bf16)
-//   w: [depth, NR * L], row stride ldw, rows 64-byte aligned
-template <typename T, int MR, int NR, typename X, typename Init, typename Epilogue>
+//   w: [depth, NR * L], row stride ldw: a packed tile, or rows of a tensor
+//      read in place (any alignment; bf16 widened as read)
+template <typename T, int MR, int NR, typename X, typename W, typename Init, typename Epilogue>
 inline __attribute__((always_inline)) void micro_kernel(
-    int64_t depth, const X* x, int64_t x_si, int64_t x_sk, const T* w, int64_t ldw,
+    int64_t depth, const X* x, int64_t x_si, int64_t x_sk, const W* w, int64_t ldw,
     const Init& init, const Epilogue& epilogue) {
   constexpr int L = kLanes<T>;
   Vec<T> acc[MR][NR];
@@ -126,11 +127,11 @@ inline __attribute__((always_inline)) void micro_kernel(
     for (int v = 0; v < NR; ++v) acc[i][v] = init(i, v);
   }
   for (int64_t k = 0; k < depth; ++k) {
-    const T* w_k = w + k * ldw;
+    const W* w_k = w + k * ldw;
     const X* x_k = x + k * x_sk;
     Vec<T> w_vec[NR];
 #pragma GCC unroll 16
-    for (int v = 0; v < NR; ++v) w_vec[v] = vec_load(w_k + v * L);
+    for (int v = 0; v < NR; ++v) w_vec[v] = vec_loadu(w_k + v * L);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const T x_ik = load_as<T>(x_k[i * x_si]);
@@ -148,9 +149,9 @@ inline __attribute__((always_inline)) void micro_kernel(
 // Dispatches a leftover strip of `rows` < kStripRows rows to the matching
 // instantiation, so row counts need not be multiples of the strip.
 //   x: [rows, depth] starting at row row0, w: [depth, NR * L] (as in tile_gemm)
-template <typename T, int NR, int MR, typename X, typename Init, typename Epilogue>
+template <typename T, int NR, int MR, typename X, typename W, typename Init, typename Epilogue>
 inline void remainder_strip(int64_t rows, int64_t row0, int64_t depth, const X* x, int64_t x_si,
-                            int64_t x_sk, const T* w, int64_t ldw, const Init& init,
+                            int64_t x_sk, const W* w, int64_t ldw, const Init& init,
                             const Epilogue& epilogue) {
   if constexpr (MR >= 1) {
     if (rows == MR) {
@@ -167,9 +168,9 @@ inline void remainder_strip(int64_t rows, int64_t row0, int64_t depth, const X* 
 // out rows [0, rows) x NR vectors = x-strips times packed w; init/epilogue
 // get the absolute row index.
 //   x: [rows, depth] read as x[row * x_si + k * x_sk]
-//   w: [depth, NR * L] packed, row stride ldw
-template <typename T, int NR, typename X, typename Init, typename Epilogue>
-void tile_gemm(int64_t rows, int64_t depth, const X* x, int64_t x_si, int64_t x_sk, const T* w,
+//   w: [depth, NR * L], row stride ldw (packed, or tensor rows in place)
+template <typename T, int NR, typename X, typename W, typename Init, typename Epilogue>
+void tile_gemm(int64_t rows, int64_t depth, const X* x, int64_t x_si, int64_t x_sk, const W* w,
                int64_t ldw, const Init& init, const Epilogue& epilogue) {
   constexpr int kMr = kStripRows<NR>;
   int64_t row0 = 0;
@@ -294,6 +295,37 @@ inline void scaled_row(const S* src, int64_t D, U scale, T* dst) {
   for (; d < D; ++d) store_as(dst + d, load_as<U>(src[d]) * scale);
 }
 
+// out[i, :] = row_scale(i) * sum_{c < depth} x[i * x_si + c * x_sk] * w[c, :]
+// for rows [0, rows), with the head dimension on the lanes: w's rows are a
+// tensor's (D channels, rows w_stride apart, read in place) and out's rows
+// are written directly, kRowVecs vectors of D at a time (D a multiple of L).
+// A tile product of the transposed layout, acc[d][lane i] += w[c][d] * x[i][c],
+// makes the same FMAs in the same order of c.
+//   x: [rows, depth] read as x[i * x_si + c * x_sk] (a tile of T)
+//   w: [depth, D] rows w_stride apart; out: [rows, D] rows out_stride apart
+constexpr int kRowVecs = 4;
+template <typename T, typename S, typename RowScale>
+void rows_times_rows(int64_t rows, int64_t depth, const T* x, int64_t x_si, int64_t x_sk, const S* w,
+                     int64_t w_stride, int64_t D, const RowScale& row_scale, S* out, int64_t out_stride) {
+  using V = Vec<T>;
+  constexpr int L = kLanes<T>;
+  const auto chunk = [&](auto nv, int64_t d0) {
+    constexpr int NV = decltype(nv)::value;
+    tile_gemm<T, NV>(
+        rows, depth, x, x_si, x_sk, w + d0, w_stride, [](int64_t, int) { return V{}; },
+        [&](int64_t i, int vi, V a) { vec_storeu(out + i * out_stride + d0 + vi * L, a * vec_set1(row_scale(i))); });
+  };
+  int64_t d0 = 0;
+  for (; d0 + kRowVecs * L <= D; d0 += kRowVecs * L) chunk(std::integral_constant<int, kRowVecs>{}, d0);
+  switch ((D - d0) / L) {
+    case 3: chunk(std::integral_constant<int, 3>{}, d0); break;
+    case 2: chunk(std::integral_constant<int, 2>{}, d0); break;
+    case 1: chunk(std::integral_constant<int, 1>{}, d0); break;
+    default: break;
+  }
+  static_assert(kRowVecs == 4, "the switch above covers 1 .. kRowVecs - 1 vectors");
+}
+
 // ---------------------------------------------------------------------------
 // Forward
 // ---------------------------------------------------------------------------
@@ -346,6 +378,9 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
   // wrote five times the queries' own size.
   const T q_scale = p.scale * static_cast<T>(kLog2e);
   rows_to_lanes(q, p.q_stride_t, rows, NR * L, D, q_scale, qt, kBlockQ);
+
+  // One key block and rows of whole vectors: pass 3 writes O's rows itself.
+  const bool rows_out = key_end <= kBlockK && D % L == 0;
 
   const auto iota = lane_iota<T>();
   V m[NR], l[NR];  // running row max (base 2) and row sum, one lane per query row
@@ -410,6 +445,10 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
       }
     }
 
+    // All keys in this one block (every sentence of up to kBlockK tokens):
+    // pass 4 comes first and pass 3 writes O's rows itself (below).
+    if (rows_out) break;
+
     // pass 3: O^T = diag(alpha) O^T + V_j^T P^T. The first block overwrites
     // ot, so it never needs clearing.
     const bool first = j0 == 0;
@@ -428,6 +467,17 @@ void forward_query_block_nr(const AttentionForwardParams<S, T>& p, int64_t b, in
     const T m_r = m[r / L][r % L];
     inv_l[r] = l_r > T(0) ? T(1) / l_r : T(0);
     lse[r] = l_r > T(0) ? (m_r + std::log2(l_r)) * static_cast<T>(kLn2) : neg_inf;
+  }
+  if (rows_out) {
+    // pass 3, one key block, head dimension on the lanes: O_i = P V_j / l,
+    // V_j's rows read in place and O's rows written directly. The same
+    // FMAs in the same order of keys as the transposed pass 3 (their two
+    // factors trade places), then the same scaling, so the same bits; a
+    // short sentence skips the lanes past its last query and the
+    // transpose back.
+    rows_times_rows(rows, key_end, st, 1, kBlockQ, v, p.v_stride_t, D,
+                    [&](int64_t r) { return inv_l[r]; }, o, p.o_stride_t);
+    return;
   }
   lanes_to_rows(ot, kBlockQ, rows, D, o, p.o_stride_t, [&](int64_t r) { return inv_l[r]; });
 }
@@ -665,6 +715,9 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
   const auto iota = lane_iota<T>();
   // Causal: query rows before j0 see none of these keys.
   const int64_t q_begin = p.causal ? j0 : 0;
+  // One query block and rows of whole vectors: pass 3 writes dK's and dV's
+  // rows itself.
+  const bool rows_out = Tq - q_begin <= kBwdBlockQ && D % L == 0;
   for (int64_t i0 = q_begin; i0 < Tq; i0 += kBwdBlockQ) {
     const int64_t rows = std::min(kBwdBlockQ, Tq - i0);
     const S* q_i = q + i0 * p.q_stride_t;  // q_i: [rows, D]
@@ -704,7 +757,12 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
     tile_gemm<T, NR>(
         rows, D, do_i, p.do_stride_t, 1, vt, Bk, [](int64_t, int) { return V{}; },
         [&](int64_t r, int vi, V dp) {
-          if (drop) dp = dp * vec_load(mask + r * Bk + vi * L);
+          // Rounded before the subtraction: left to the compiler, the product
+          // and the subtraction became one FMA in some copies of this loop
+          // and not in others, so a sentence's gradients depended on which
+          // block layout it went through (packed or padded, one query
+          // block or several).
+          if (drop) dp = detail::vec_rounded(dp * vec_load(mask + r * Bk + vi * L));
           vec_store(ds + r * Bk + vi * L, vec_load(prob + r * Bk + vi * L) * (dp - delta_i[r]));
         });
     // dV takes the probabilities as applied: P * M.
@@ -715,6 +773,19 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
           vec_store(prob + x, vec_load(prob + x) * vec_load(mask + x));
         }
       }
+    }
+
+    if (rows_out) {
+      // pass 3, one query block, head dimension on the lanes: dV_j = P^T dO_i
+      // and dK_j = scale * dS^T Q_i, dO_i's and Q_i's rows read in place and
+      // dV's and dK's rows written directly: the same products in the same
+      // order as the transposed accumulators below and their transpose back.
+      rows_times_rows(n, rows, prob, 1, Bk, do_i, p.do_stride_t, D, [](int64_t) { return T(1); }, dv,
+                      p.dv_stride_t);
+      rows_times_rows(n, rows, ds, 1, Bk, q_i, p.q_stride_t, D, [&](int64_t) { return p.scale; }, dk,
+                      p.dk_stride_t);
+      dq_update(rows, n, ds, kp, Dp, dq_acc + i0 * Dp);
+      return;
     }
 
     // pass 3: dV_j^T += dO_i^T P and dK_j^T += Q_i^T dS (scale applied at
