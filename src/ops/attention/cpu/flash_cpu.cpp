@@ -666,7 +666,9 @@ void dq_update(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded
 }
 
 // One key block: keys [j0, j0 + n) of head (b, h). Accumulates this block's
-// share of dQ into dq_acc and writes dK_j, dV_j.
+// share of dQ into dq_acc and writes dK_j, dV_j; or, when the head's only
+// block (dq_direct: one key block and one query block, D whole vectors),
+// writes dQ's rows into dq_direct itself.
 //   lse2: [Tq] base-2 lse of this head (+inf for rows that see no key)
 //   delta: [Tq] rowsum(dO * O) of this head
 //   dq_acc: [Tq, Dp]
@@ -674,7 +676,7 @@ void dq_update(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded
 // (lanes from NR * L to kBwdBlockK are neither computed nor read).
 template <typename S, typename T, int NR>
 void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, int64_t h, int64_t j0,
-                           int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
+                           int64_t key_end, const T* lse2, const T* delta, T* dq_acc, S* dq_direct,
                            BackwardScratch<T>& scratch) {
   using V = Vec<T>;
   constexpr int L = kLanes<T>;
@@ -707,7 +709,7 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
   const T k_scale = p.scale * static_cast<T>(kLog2e);
   rows_to_lanes(k, p.k_stride_t, n, NR * L, D, k_scale, kt, Bk);
   rows_to_lanes(v, p.v_stride_t, n, NR * L, D, T(1), vt, Bk);
-  for (int64_t c = 0; c < n; ++c) {
+  for (int64_t c = 0; c < n && dq_direct == nullptr; ++c) {
     scaled_row(k + c * p.k_stride_t, D, T(1), kp + c * Dp);
     std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
   }
@@ -784,7 +786,15 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
                       p.dv_stride_t);
       rows_times_rows(n, rows, ds, 1, Bk, q_i, p.q_stride_t, D, [&](int64_t) { return p.scale; }, dk,
                       p.dk_stride_t);
-      dq_update(rows, n, ds, kp, Dp, dq_acc + i0 * Dp);
+      // pass 4 the same way when this is the head's only block: dQ_i =
+      // scale * dS K_j, K_j's rows read in place and dQ's rows written (the
+      // same FMAs from zero and the same scaling as through dq_acc).
+      if (dq_direct != nullptr) {
+        rows_times_rows(rows, n, ds, Bk, 1, k, p.k_stride_t, D, [&](int64_t) { return p.scale; },
+                        dq_direct + i0 * p.dq_stride_t, p.dq_stride_t);
+      } else {
+        dq_update(rows, n, ds, kp, Dp, dq_acc + i0 * Dp);
+      }
       return;
     }
 
@@ -812,10 +822,11 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
 
 template <typename S, typename T>
 void backward_key_block(const AttentionBackwardParams<S, T>& p, int64_t b, int64_t h, int64_t j0,
-                        int64_t key_end, const T* lse2, const T* delta, T* dq_acc,
+                        int64_t key_end, const T* lse2, const T* delta, T* dq_acc, S* dq_direct,
                         BackwardScratch<T>& scratch) {
   with_lane_vectors<T, kBwdBlockK>(std::min(kBwdBlockK, key_end - j0), [&](auto nr) {
-    backward_key_block_nr<S, T, decltype(nr)::value>(p, b, h, j0, key_end, lse2, delta, dq_acc, scratch);
+    backward_key_block_nr<S, T, decltype(nr)::value>(p, b, h, j0, key_end, lse2, delta, dq_acc, dq_direct,
+                                                     scratch);
   });
 }
 
@@ -1010,11 +1021,17 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
         const int64_t key_end = backward_key_end(p, b);
         // Only this sentence's rows: a packed batch's Tq is its longest.
         const int64_t rows = query_rows(p, b);
+        S* dq = p.dq + q_offset(p, b, p.dq_stride_b, p.dq_stride_t) + h * p.dq_stride_h;  // dq: [Tq, D], strided
+        // One key block and one query block (a sentence of up to 64
+        // tokens): that block writes dQ itself.
+        if (key_end > 0 && key_end <= kBwdBlockK && rows <= kBwdBlockQ && D % L == 0) {
+          backward_key_block(p, b, h, 0, key_end, lse2_bh, delta_bh, dq_acc, dq, scratch);
+          continue;
+        }
         std::fill(dq_acc, dq_acc + rows * Dp, T(0));
         for (int64_t j0 = 0; j0 < key_end; j0 += kBwdBlockK) {
-          backward_key_block(p, b, h, j0, key_end, lse2_bh, delta_bh, dq_acc, scratch);
+          backward_key_block(p, b, h, j0, key_end, lse2_bh, delta_bh, dq_acc, static_cast<S*>(nullptr), scratch);
         }
-        S* dq = p.dq + q_offset(p, b, p.dq_stride_b, p.dq_stride_t) + h * p.dq_stride_h;  // dq: [Tq, D], strided
         for (int64_t i = 0; i < rows; ++i) scaled_row(dq_acc + i * Dp, D, p.scale, dq + i * p.dq_stride_t);
       }
     } else {
@@ -1030,7 +1047,7 @@ void flash_attention_backward(const AttentionBackwardParams<S, T>& params) {
 #pragma omp for schedule(dynamic, 1)
         for (int64_t kb = 0; kb < num_k_blocks; ++kb) {
           backward_key_block(p, b, h, kb * kBwdBlockK, key_end, lse2_bh, delta_bh, dq_acc,
-                             scratch);
+                             static_cast<S*>(nullptr), scratch);
         }
         // The implicit barriers of both loops separate this sum from the
         // accumulation above and from the clearing of the next head.
