@@ -42,7 +42,8 @@ Header read_header(const uint8_t* data, size_t size, const std::string& name, co
     bad(name, "truncated: " + std::to_string(size) + " bytes, shorter than a " + kind + " header (64)");
   Header h;
   std::memcpy(&h, data, kHeader);
-  if (std::memcmp(h.magic, magic, 8) != 0) bad(name, std::string("not a ") + kind + " of a prepared corpus (wrong magic)");
+  if (std::memcmp(h.magic, magic, 8) != 0)
+    bad(name, std::string(kind[0] == 'i' ? "not an " : "not a ") + kind + " of a prepared corpus (wrong magic)");
   if (h.version != kShardFormatVersion)
     bad(name, std::string(kind) + " format version " + std::to_string(h.version) + ", this nmt reads version " +
                   std::to_string(kShardFormatVersion) + " (prepare the corpus again: nmt prepare)");
