@@ -39,12 +39,13 @@ struct Args {
   int64_t rows = 2400, heads = 4, head_dim = 64, repeats = 20, threads = 0, seed = 1;
 };
 
+constexpr const char* kUsage =
+    "usage: attention_packed --corpus DIR [--rows N] [--heads H] [--head-dim D] [--repeats R] [--threads N] "
+    "[--seed S]\n";
+
 [[noreturn]] void usage_error(const std::string& what, bool show_usage = true) {
   std::fprintf(stderr, "attention_packed: %s\n", what.c_str());
-  if (show_usage)
-    std::fprintf(stderr,
-               "usage: attention_packed --corpus DIR [--rows N] [--heads H] [--head-dim D] [--repeats R] "
-               "[--threads N] [--seed S]\n");
+  if (show_usage) std::fputs(kUsage, stderr);
   std::exit(2);
 }
 
@@ -60,7 +61,11 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (i + 1 >= argc) usage_error(flag == "--help" ? "the options are" : flag + ": needs a value");
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) usage_error(flag + ": needs a value");
     const char* value = argv[++i];
     if (flag == "--corpus") a.corpus = value;
     else if (flag == "--rows") a.rows = positive(flag, value, 1 << 22);
