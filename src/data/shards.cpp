@@ -36,14 +36,16 @@ static_assert(sizeof(Header) == kHeader, "headers are 64 bytes");
 
 [[noreturn]] void bad(const std::string& name, const std::string& what) { throw InputError(name + ": " + what); }
 
+// "an index", "a shard": the kind of file with its article, for messages.
+std::string a_kind(const char* kind) { return std::string(kind[0] == 'i' ? "an " : "a ") + kind; }
+
 Header read_header(const uint8_t* data, size_t size, const std::string& name, const char (&magic)[8],
                    const char* kind) {
   if (size < kHeader)
-    bad(name, "truncated: " + std::to_string(size) + " bytes, shorter than a " + kind + " header (64)");
+    bad(name, "truncated: " + std::to_string(size) + " bytes, shorter than " + a_kind(kind) + " header (64)");
   Header h;
   std::memcpy(&h, data, kHeader);
-  if (std::memcmp(h.magic, magic, 8) != 0)
-    bad(name, std::string(kind[0] == 'i' ? "not an " : "not a ") + kind + " of a prepared corpus (wrong magic)");
+  if (std::memcmp(h.magic, magic, 8) != 0) bad(name, "not " + a_kind(kind) + " of a prepared corpus (wrong magic)");
   if (h.version != kShardFormatVersion)
     bad(name, std::string(kind) + " format version " + std::to_string(h.version) + ", this nmt reads version " +
                   std::to_string(kShardFormatVersion) + " (prepare the corpus again: nmt prepare)");

@@ -186,6 +186,25 @@ void tile_gemm(int64_t rows, int64_t depth, const X* x, int64_t x_si, int64_t x_
   }
 }
 
+// Vectors of the head dimension a product keeps in registers per strip.
+constexpr int kChunkVecs = 4;
+
+// f(std::integral_constant<int, NV>{}, v0) for the vectors [v0, v0 + NV) of
+// `vecs`, NV = kChunkVecs until fewer are left: the head dimension split into
+// strips whose accumulators fit the registers.
+template <typename F>
+void for_vector_chunks(int64_t vecs, F&& f) {
+  int64_t v0 = 0;
+  for (; v0 + kChunkVecs <= vecs; v0 += kChunkVecs) f(std::integral_constant<int, kChunkVecs>{}, v0);
+  switch (vecs - v0) {
+    case 3: f(std::integral_constant<int, 3>{}, v0); break;
+    case 2: f(std::integral_constant<int, 2>{}, v0); break;
+    case 1: f(std::integral_constant<int, 1>{}, v0); break;
+    default: break;
+  }
+  static_assert(kChunkVecs == 4, "the switch above covers 1 .. kChunkVecs - 1 vectors");
+}
+
 // Rows of a head usually come from a strided view ([B, T, H, D] viewed as
 // [B, H, T, D]), so consecutive rows sit H * D elements apart and each lands
 // on its own page. Once a head spans more pages than the TLB covers, every
@@ -298,32 +317,22 @@ inline void scaled_row(const S* src, int64_t D, U scale, T* dst) {
 // out[i, :] = row_scale(i) * sum_{c < depth} x[i * x_si + c * x_sk] * w[c, :]
 // for rows [0, rows), with the head dimension on the lanes: w's rows are a
 // tensor's (D channels, rows w_stride apart, read in place) and out's rows
-// are written directly, kRowVecs vectors of D at a time (D a multiple of L).
+// are written directly, kChunkVecs vectors of D at a time (D a multiple of L).
 // A tile product of the transposed layout, acc[d][lane i] += w[c][d] * x[i][c],
 // makes the same FMAs in the same order of c.
 //   x: [rows, depth] read as x[i * x_si + c * x_sk] (a tile of T)
 //   w: [depth, D] rows w_stride apart; out: [rows, D] rows out_stride apart
-constexpr int kRowVecs = 4;
 template <typename T, typename S, typename RowScale>
 void rows_times_rows(int64_t rows, int64_t depth, const T* x, int64_t x_si, int64_t x_sk, const S* w,
                      int64_t w_stride, int64_t D, const RowScale& row_scale, S* out, int64_t out_stride) {
   using V = Vec<T>;
   constexpr int L = kLanes<T>;
-  const auto chunk = [&](auto nv, int64_t d0) {
-    constexpr int NV = decltype(nv)::value;
-    tile_gemm<T, NV>(
+  for_vector_chunks(D / L, [&](auto nv, int64_t v0) {
+    const int64_t d0 = v0 * L;
+    tile_gemm<T, decltype(nv)::value>(
         rows, depth, x, x_si, x_sk, w + d0, w_stride, [](int64_t, int) { return V{}; },
         [&](int64_t i, int vi, V a) { vec_storeu(out + i * out_stride + d0 + vi * L, a * vec_set1(row_scale(i))); });
-  };
-  int64_t d0 = 0;
-  for (; d0 + kRowVecs * L <= D; d0 += kRowVecs * L) chunk(std::integral_constant<int, kRowVecs>{}, d0);
-  switch ((D - d0) / L) {
-    case 3: chunk(std::integral_constant<int, 3>{}, d0); break;
-    case 2: chunk(std::integral_constant<int, 2>{}, d0); break;
-    case 1: chunk(std::integral_constant<int, 1>{}, d0); break;
-    default: break;
-  }
-  static_assert(kRowVecs == 4, "the switch above covers 1 .. kRowVecs - 1 vectors");
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -504,8 +513,6 @@ void forward_query_block(const AttentionForwardParams<S, T>& p, int64_t b, int64
 
 // Query counts up to this take the row kernel.
 constexpr int64_t kRowKernelMaxQ = 4;
-// Output vectors of the head dimension kept in registers per pass over V.
-constexpr int kRowKernelVecs = 4;
 
 // acc[0 .. NV*L) = sum_{j < n} p[j] * v[j][d0 + ...], then stored to out.
 //   p: [n] probabilities, v: [n, D] rows v_stride apart, out: [NV * L]
@@ -583,25 +590,17 @@ void forward_query_row(const AttentionForwardParams<S, T>& p, int64_t b, int64_t
   }
   const T l = detail::vec_sum(sum);  // >= 1: the max contributes 2^0
 
-  // pass 3: o = sum_j p_j v_j / l, kRowKernelVecs vectors of D at a time,
-  // then the vectors left over, then the last D % L channels.
-  int64_t d = 0;
-  for (; d + kRowKernelVecs * L <= Dv; d += kRowKernelVecs * L)
-    weighted_rows<T, kRowKernelVecs>(key_end, s, v + d, p.v_stride_t, ob + d);
-  switch ((Dv - d) / L) {
-    case 3: weighted_rows<T, 3>(key_end, s, v + d, p.v_stride_t, ob + d), d += 3 * L; break;
-    case 2: weighted_rows<T, 2>(key_end, s, v + d, p.v_stride_t, ob + d), d += 2 * L; break;
-    case 1: weighted_rows<T, 1>(key_end, s, v + d, p.v_stride_t, ob + d), d += L; break;
-    default: break;
-  }
-  static_assert(kRowKernelVecs == 4, "the switch above covers 1 .. kRowKernelVecs - 1 vectors");
-  for (; d < D; ++d) {
+  // pass 3: o = sum_j p_j v_j / l, kChunkVecs vectors of D at a time, then
+  // the last D % L channels.
+  for_vector_chunks(Dv / L, [&](auto nv, int64_t v0) {
+    weighted_rows<T, decltype(nv)::value>(key_end, s, v + v0 * L, p.v_stride_t, ob + v0 * L);
+  });
+  for (int64_t d = Dv; d < D; ++d) {
     T acc = 0;
     for (int64_t j = 0; j < key_end; ++j) acc += s[j] * load_as<T>(v[j * p.v_stride_t + d]);
     ob[d] = acc;
   }
-  const T inv_l = T(1) / l;
-  for (int64_t c = 0; c < D; ++c) store_as(o + c, ob[c] * inv_l);
+  scaled_row(ob, D, T(1) / l, o);
   *lse = (m + std::log2(l)) * static_cast<T>(kLn2);
 }
 
@@ -635,7 +634,7 @@ struct BackwardScratch {
 };
 
 // dQ_i += dS K_j for rows [0, rows): lanes run over the (padded) head dim,
-// chunked into at most kDqChunk vectors per strip.
+// chunked into at most kChunkVecs vectors per strip.
 //   ds: [rows, Bk], kp: [n, Dp], dq_acc: [rows, Dp]
 template <typename T, int NR>
 void dq_chunk(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded_dim,
@@ -651,18 +650,9 @@ template <typename T>
 void dq_update(int64_t rows, int64_t n, const T* ds, const T* kp, int64_t padded_dim,
                T* dq_acc) {
   constexpr int L = kLanes<T>;
-  constexpr int kDqChunk = 4;
-  const int64_t vecs = padded_dim / L;
-  for (int64_t v0 = 0; v0 < vecs; v0 += kDqChunk) {
-    const T* kp_v = kp + v0 * L;
-    T* acc_v = dq_acc + v0 * L;
-    switch (std::min<int64_t>(kDqChunk, vecs - v0)) {
-      case 4: dq_chunk<T, 4>(rows, n, ds, kp_v, padded_dim, acc_v); break;
-      case 3: dq_chunk<T, 3>(rows, n, ds, kp_v, padded_dim, acc_v); break;
-      case 2: dq_chunk<T, 2>(rows, n, ds, kp_v, padded_dim, acc_v); break;
-      default: dq_chunk<T, 1>(rows, n, ds, kp_v, padded_dim, acc_v); break;
-    }
-  }
+  for_vector_chunks(padded_dim / L, [&](auto nv, int64_t v0) {
+    dq_chunk<T, decltype(nv)::value>(rows, n, ds, kp + v0 * L, padded_dim, dq_acc + v0 * L);
+  });
 }
 
 // One key block: keys [j0, j0 + n) of head (b, h). Accumulates this block's
@@ -709,9 +699,11 @@ void backward_key_block_nr(const AttentionBackwardParams<S, T>& p, int64_t b, in
   const T k_scale = p.scale * static_cast<T>(kLog2e);
   rows_to_lanes(k, p.k_stride_t, n, NR * L, D, k_scale, kt, Bk);
   rows_to_lanes(v, p.v_stride_t, n, NR * L, D, T(1), vt, Bk);
-  for (int64_t c = 0; c < n && dq_direct == nullptr; ++c) {
-    scaled_row(k + c * p.k_stride_t, D, T(1), kp + c * Dp);
-    std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
+  if (dq_direct == nullptr) {  // (a direct dQ reads K's rows in place)
+    for (int64_t c = 0; c < n; ++c) {
+      scaled_row(k + c * p.k_stride_t, D, T(1), kp + c * Dp);
+      std::fill(kp + c * Dp + D, kp + (c + 1) * Dp, T(0));
+    }
   }
 
   const auto iota = lane_iota<T>();
