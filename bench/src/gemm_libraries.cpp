@@ -59,11 +59,12 @@ struct Shape {
 };
 
 // configs/real.yaml's step (d_model 256, ff 1024, 6,000 target pieces, about
-// 2,100 target rows a batch; the output projection in 128-row chunks).
+// 2,100 target rows a batch; the output projection, weight [6000, 256],
+// in chunks of 512 rows: ops/cross_entropy/linear_cross_entropy.cpp).
 const Shape kShapes[] = {
-    {'N', 'N', 128, 256, 6000, "output projection, forward (a chunk)"},
-    {'N', 'T', 128, 6000, 256, "output projection, dX"},
-    {'T', 'N', 6000, 128, 256, "output projection, dW"},
+    {'N', 'T', 512, 256, 6000, "output projection, forward (a chunk)"},
+    {'N', 'N', 512, 6000, 256, "output projection, dX"},
+    {'T', 'N', 6000, 512, 256, "output projection, dW"},
     {'N', 'N', 2100, 256, 768, "QKV projection, forward"},
     {'N', 'N', 2100, 256, 256, "attention output, forward"},
     {'N', 'N', 2100, 256, 1024, "feed-forward in, forward"},
