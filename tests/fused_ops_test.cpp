@@ -251,27 +251,34 @@ std::vector<at::Tensor> recast(const std::vector<at::Tensor>& like, const std::v
   return out;
 }
 
+// y, y + a bias (the bias of the product y is, added by the op), or no y.
+enum class YCase { kNone, kY, kYAndBias };
+
 TEST(AddLayerNorm, MatchesTheCompositeForwardAndBackward) {
   at::manual_seed(1);
   for (const SideCase& sc : kSides)
     for (const int64_t C : {1, 3, 64, 257})
-      for (const bool with_y : {true, false})
+      for (const YCase yc : {YCase::kYAndBias, YCase::kY, YCase::kNone})
         for (const double p : {0.0, 0.25}) {
           const int64_t B = 3, T = 5;
           const Dropout d = dropout(p);
+          const bool with_y = yc != YCase::kNone, with_bias = yc == YCase::kYAndBias;
           const auto make = [&](std::vector<at::Tensor> in, at::ScalarType side, bool fused) {
             const auto f = fused ? add_layer_norm : add_layer_norm_reference;
-            const auto o = f(in[0], with_y ? in[1] : at::Tensor(), in[2], in[3], 1e-5, d, side);
+            const auto o = f(in[0], with_y ? in[1] : at::Tensor(), in[2], in[3], 1e-5, d, side,
+                             with_bias ? in[4] : at::Tensor());
             return Pass{in, {o.sum, o.norm}};
           };
           std::vector<at::Tensor> in{leaf({B, T, C}, sc.stream), leaf({B, T, C}, sc.side),
-                                     leaf({C}, sc.stream), leaf({C}, sc.stream)};
-          const std::vector<at::ScalarType> types{sc.stream, sc.side, sc.stream, sc.stream};
+                                     leaf({C}, sc.stream), leaf({C}, sc.stream), leaf({C}, sc.stream)};
+          const std::vector<at::ScalarType> types{sc.stream, sc.side, sc.stream, sc.stream, sc.stream};
           Pass fused = make(in, sc.side, true);
           Pass same = make(recast(in, types), sc.side, false);
-          Pass ref64 = make(recast(in, {at::kDouble, at::kDouble, at::kDouble, at::kDouble}), at::kDouble, false);
+          Pass ref64 = make(recast(in, std::vector<at::ScalarType>(5, at::kDouble)), at::kDouble, false);
           compare_runs(fused, same, ref64, sc.side,
-                       name(sc) + " C=" + std::to_string(C) + (with_y ? " y" : "") + " p=" + std::to_string(p));
+                       name(sc) + " C=" + std::to_string(C) + (with_y ? " y" : "") + (with_bias ? "+bias" : "") +
+                           " p=" + std::to_string(p));
+          EXPECT_EQ(fused.inputs[4].grad().defined(), with_bias) << name(sc) << " C=" << C << ": y's bias";
         }
 }
 
@@ -669,7 +676,7 @@ TEST_F(FusedOpsCuda, AddLayerNormMatchesTheComposite) {
           const Dropout d = dropout(p);
           const auto make = [&](std::vector<at::Tensor> in, at::ScalarType side, bool fused) {
             const auto f = fused ? add_layer_norm : add_layer_norm_reference;
-            const auto o = f(in[0], with_y ? in[1] : at::Tensor(), in[2], in[3], 1e-5, d, side);
+            const auto o = f(in[0], with_y ? in[1] : at::Tensor(), in[2], in[3], 1e-5, d, side, at::Tensor());
             return Pass{in, {o.sum, o.norm}};
           };
           std::vector<at::Tensor> in{leaf({sh.b, sh.t, sh.c}, sc.stream), leaf({sh.b, sh.t, sh.c}, sc.side),

@@ -136,6 +136,48 @@ TEST(Model, TieAllIsOneMatrixWithTheGradientOfItsThreeUses) {
   EXPECT_GT((shared.grad() - parts[0] - parts[2]).abs().max().item<double>(), 1e-4);
 }
 
+// On the CPU the attention output projections and the second feed-forward
+// product leave their biases to the residual add after them
+// (ops::add_layer_norm adds them and sums their gradients): the model's
+// gradient of each such bias, and of the weights beside it, against
+// central differences of the loss, in float64.
+TEST(Model, BiasesAddedInTheResidualGetTheLossGradient) {
+  Transformer m = tiny_model();
+  m->to(torch::kDouble);
+  m->train();  // tiny_config's dropout is 0: a deterministic loss
+  torch::manual_seed(3);
+  const auto src = torch::randint(4, 50, {2, 6}, torch::kLong), tgt = torch::randint(4, 40, {2, 5}, torch::kLong);
+  const auto len = torch::tensor({6, 4}, torch::kLong), tlen = torch::tensor({5, 3}, torch::kLong);
+  const at::Tensor weights = torch::randn({2, 5, 40}, torch::kDouble);
+  const auto loss = [&] { return (m->forward(src, len, tgt, tlen) * weights).sum(); };
+  const auto named = m->named_parameters();
+  const std::vector<std::string> checked = {
+      "encoder_layers.0.self_attn.out.bias", "encoder_layers.0.ff2.bias",   "decoder_layers.0.self_attn.out.bias",
+      "decoder_layers.0.cross_attn.out.bias", "decoder_layers.0.ff2.bias", "decoder_layers.0.ff2.weight"};
+  for (const std::string& n : checked) ASSERT_TRUE(named.contains(n)) << n;
+  loss().backward();
+  for (const std::string& n : checked) {
+    at::Tensor p = named[n];
+    ASSERT_TRUE(p.grad().defined()) << n << ": no gradient";
+    const at::Tensor flat = p.view({-1}), grad = p.grad().view({-1});
+    for (const int64_t i : {int64_t{0}, flat.numel() - 1}) {
+      constexpr double kStep = 1e-5;
+      double up = 0, down = 0;
+      {
+        torch::NoGradGuard no_grad;
+        const double v = flat[i].item<double>();
+        flat[i].fill_(v + kStep);
+        up = loss().item<double>();
+        flat[i].fill_(v - kStep);
+        down = loss().item<double>();
+        flat[i].fill_(v);
+      }
+      const double numeric = (up - down) / (2 * kStep), analytic = grad[i].item<double>();
+      EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::abs(numeric))) << n << "[" << i << "]";
+    }
+  }
+}
+
 TEST(Model, ShapesForEncoderDecoderAndCrossAttention) {
   Transformer m = tiny_model();
   m->eval();

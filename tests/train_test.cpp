@@ -192,6 +192,21 @@ TEST(TrainStep, CudaFusedOpsGiveTheCompositesLossCurve) {
   }
 }
 
+// One CPU step moves every parameter: each gradient, the ones autograd
+// hands back (the biases the residual adds take, ops/layer_norm) and the ones
+// the fused ops write into the flat buffer themselves, reaches the optimizer.
+TEST(TrainStep, OneCpuStepMovesEveryParameter) {
+  TinyRun t = tiny_run(6);
+  TrainStep step(t.model, step_config(), torch::kCPU, std::make_shared<LocalSync>());
+  t.model->train();
+  std::vector<at::Tensor> before;
+  for (const auto& p : t.model->parameters()) before.push_back(p.detach().clone());
+  BatchSource source(t.data, 0, 6, 1);
+  step.run(source.next(), 1, 1e-3);
+  size_t i = 0;
+  for (const auto& p : t.model->named_parameters()) EXPECT_FALSE(p.value().equal(before[i++])) << p.key();
+}
+
 TEST(TrainStep, ARankWithoutRowsContributesNothing) {
   TinyRun t = tiny_run(3);
   TrainStep step(t.model, step_config(), torch::kCPU, std::make_shared<LocalSync>());

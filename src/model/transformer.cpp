@@ -45,32 +45,50 @@ ops::Dropout dropout_at(const ModelRuntime& rt, double p, int64_t site, bool tra
   return d;
 }
 
-// x + dropout(y), then LayerNorm with `norm`'s weights: {sum, normalized}.
-Stream add_norm(const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& norm,
+// x + dropout(y + y_bias), then LayerNorm with `norm`'s weights: {sum, normalized}.
+Stream add_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& y_bias, const nn::LayerNorm& norm,
                 const ops::Dropout& d, const ModelRuntime& rt) {
   const ops::AddLayerNormOutput o = ops::add_layer_norm(
-      x, y, norm->weight, norm->bias, norm->options.eps(), d, side_dtype(rt, x.scalar_type()));
+      x, y, norm->weight, norm->bias, norm->options.eps(), d, side_dtype(rt, x.scalar_type()), y_bias);
   return {y.defined() ? o.sum : x, o.norm};
 }
 
-// Post-norm: LayerNorm(x + dropout(y)) with `norm`'s weights is the new
-// residual stream (float32) and, in the matmul dtype, what the next sublayer reads.
-Stream add_then_norm(const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& norm, const ops::Dropout& d,
-                     const ModelRuntime& rt) {
+// Post-norm: LayerNorm(x + dropout(y + y_bias)) with `norm`'s weights is the
+// new residual stream (float32) and, in the matmul dtype, what the next sublayer reads.
+Stream add_then_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& y_bias, const nn::LayerNorm& norm,
+                     const ops::Dropout& d, const ModelRuntime& rt) {
   // The op takes y in its output's dtype: a bf16 sublayer output is widened
   // first, so that the stream stays float32.
   const at::Tensor y_wide = y.scalar_type() == x.scalar_type() ? y : y.to(x.scalar_type());
   const ops::AddLayerNormOutput o =
-      ops::add_layer_norm(x, y_wide, norm->weight, norm->bias, norm->options.eps(), d, x.scalar_type());
+      ops::add_layer_norm(x, y_wide, norm->weight, norm->bias, norm->options.eps(), d, x.scalar_type(), y_bias);
   const at::ScalarType side = side_dtype(rt, x.scalar_type());
   return {o.norm, o.norm.scalar_type() == side ? o.norm : o.norm.to(side)};
 }
 
 // A sublayer's residual add: pre-norm normalizes the sum with `pre` (the
 // next sublayer's own norm), post-norm with `post` (this sublayer's).
+// y_bias: the bias of y's last product when that product left it out
+// (sublayer_bias), or undefined.
 Stream residual(bool post_norm, const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& pre,
-                const nn::LayerNorm& post, const ops::Dropout& d, const ModelRuntime& rt) {
-  return post_norm ? add_then_norm(x, y, post, d, rt) : add_norm(x, y, pre, d, rt);
+                const nn::LayerNorm& post, const ops::Dropout& d, const ModelRuntime& rt,
+                const at::Tensor& y_bias = {}) {
+  return post_norm ? add_then_norm(x, y, y_bias, post, d, rt) : add_norm(x, y, y_bias, pre, d, rt);
+}
+
+// Whether a sublayer's last product (an attention's output projection, the
+// second feed-forward one) leaves its bias to the residual add after it:
+// when training on the CPU, where ops::add_layer_norm adds it on its way
+// through y and sums its gradient in its backward pass (in the product the
+// bias cost a pass writing it into every output row, and one more over the
+// gradient). Without gradients the products keep it, as the fused decoding
+// and encoding paths do (decoder_step_cpu.h, encoder_cpu.h), whose outputs
+// are the op-by-op path's to the bit.
+bool bias_in_residual(const at::Tensor& x) { return x.is_cpu() && at::GradMode::is_enabled(); }
+// The bias the residual add takes for `last`: its own, or none where the
+// product added it.
+at::Tensor sublayer_bias(const at::Tensor& x, const Dense& last) {
+  return bias_in_residual(x) ? last->bias : at::Tensor();
 }
 
 nn::LayerNorm make_norm(int64_t c) { return nn::LayerNorm(nn::LayerNormOptions({c})); }
@@ -152,13 +170,14 @@ void SelfAttentionImpl::reset() {
 }
 
 at::Tensor SelfAttentionImpl::forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
-                                      const ModelRuntime& rt, const ops::Dropout& dropout, const at::Tensor& starts) {
+                                      const ModelRuntime& rt, const ops::Dropout& dropout, const at::Tensor& starts,
+                                      bool with_bias) {
   ops::AttentionOptions opts;
   opts.causal = causal;
   opts.key_lengths = key_lengths;
   opts.dropout = dropout;
   opts.query_starts = opts.key_starts = starts;
-  return out(ops::self_attention(qkv(h), options.heads(), opts, rt.backend));
+  return out(ops::self_attention(qkv(h), options.heads(), opts, rt.backend), with_bias);
 }
 
 CrossAttentionImpl::CrossAttentionImpl(const MultiHeadOptions& o) : options(o) { reset(); }
@@ -178,12 +197,12 @@ void CrossAttentionImpl::reset() {
 
 at::Tensor CrossAttentionImpl::forward(const at::Tensor& h, const at::Tensor& kv_memory,
                                        const at::Tensor& key_lengths, const ModelRuntime& rt,
-                                       const ops::Dropout& dropout, const at::Tensor& kv_starts) {
+                                       const ops::Dropout& dropout, const at::Tensor& kv_starts, bool with_bias) {
   ops::AttentionOptions opts;
   opts.key_lengths = key_lengths;
   opts.dropout = dropout;
   opts.key_starts = kv_starts;
-  return out(ops::cross_attention(q(h), kv_memory, options.heads(), opts, rt.backend));
+  return out(ops::cross_attention(q(h), kv_memory, options.heads(), opts, rt.backend), with_bias);
 }
 
 at::Tensor SelfAttentionImpl::probs(const at::Tensor& h, const at::Tensor& key_lengths, bool causal) {
@@ -230,15 +249,19 @@ Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths
   const bool post = options.post_norm();
   const double p = options.dropout();
   if (record != nullptr) record->encoder_self.push_back(self_attn->probs(in.h, src_lengths, /*causal=*/false));
+  const bool own_bias = !bias_in_residual(in.x);
   const at::Tensor a =
       self_attn(in.h, src_lengths, /*causal=*/false, rt,
-                dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()), starts);
+                dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()), starts, own_bias);
   // (packed rows draw their masks where the padded ones would: starts)
-  const Stream s = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training(), starts), rt);
+  const Stream s = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training(), starts), rt,
+                            sublayer_bias(in.x, self_attn->out));
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
-                                 dropout_at(rt, options.relu_dropout(), site + 1, is_training(), starts)));
-  return residual(post, s.x, f, next, norm2, dropout_at(rt, p, site + 2, is_training(), starts), rt);
+                                 dropout_at(rt, options.relu_dropout(), site + 1, is_training(), starts)),
+          own_bias);
+  return residual(post, s.x, f, next, norm2, dropout_at(rt, p, site + 2, is_training(), starts), rt,
+                  sublayer_bias(in.x, ff2));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
@@ -260,8 +283,10 @@ Stream DecoderLayerImpl::feed_forward(const Stream& in, const NextNorm& next, co
   const double p = options.dropout();
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(in.h, /*with_bias=*/false), ff1->bias,
-                                 dropout_at(rt, options.relu_dropout(), site + 2, is_training())));
-  return residual(options.post_norm(), in.x, f, next, norm3, dropout_at(rt, p, site + 3, is_training()), rt);
+                                 dropout_at(rt, options.relu_dropout(), site + 2, is_training())),
+          !bias_in_residual(in.x));
+  return residual(options.post_norm(), in.x, f, next, norm3, dropout_at(rt, p, site + 3, is_training()), rt,
+                  sublayer_bias(in.x, ff2));
 }
 
 Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
@@ -275,15 +300,19 @@ Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
   const bool causal = !rt.disable_causal_mask;
   if (record != nullptr) record->decoder_self.push_back(self_attn->probs(in.h, tgt_lengths, causal));
   const double pa = options.attention_dropout();
-  const at::Tensor a =
-      self_attn(in.h, tgt_lengths, causal, rt, dropout_at(rt, pa, kAttentionSiteBase + site, is_training()));
+  const bool own_bias = !bias_in_residual(in.x);
+  const at::Tensor a = self_attn(in.h, tgt_lengths, causal, rt,
+                                 dropout_at(rt, pa, kAttentionSiteBase + site, is_training()), at::Tensor(), own_bias);
   const bool post = options.post_norm();
-  const Stream s1 = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training()), rt);
+  const Stream s1 = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training()), rt,
+                             sublayer_bias(in.x, self_attn->out));
   if (record != nullptr) record->cross.push_back(cross_attn->probs(s1.h, memory_kv, src_lengths));
   // Cross-attention: queries from the decoder, keys/values from the encoder.
   const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt,
-                                  dropout_at(rt, pa, kAttentionSiteBase + site + 1, is_training()), memory_starts);
-  const Stream s2 = residual(post, s1.x, c, norm3, norm2, dropout_at(rt, p, site + 1, is_training()), rt);
+                                  dropout_at(rt, pa, kAttentionSiteBase + site + 1, is_training()), memory_starts,
+                                  own_bias);
+  const Stream s2 = residual(post, s1.x, c, norm3, norm2, dropout_at(rt, p, site + 1, is_training()), rt,
+                             sublayer_bias(in.x, cross_attn->out));
   return feed_forward(s2, next, rt);
 }
 
@@ -404,7 +433,7 @@ Stream TransformerImpl::embed(const at::Tensor& ids, const nn::Embedding& table,
 }
 
 Stream TransformerImpl::enter(const at::Tensor& x, const NextNorm& first_norm) {
-  if (!options_.post_norm()) return add_norm(x, {}, first_norm, {}, runtime_);
+  if (!options_.post_norm()) return add_norm(x, {}, {}, first_norm, {}, runtime_);
   const at::ScalarType side = side_dtype(runtime_, x.scalar_type());
   return {x, x.scalar_type() == side ? x : x.to(side)};
 }

@@ -112,8 +112,11 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
   // the attention probabilities (inactive by default).
   // starts (CPU flash): h is [1, N, C], sentences packed one after another
   // from the rows starts: [B + 1] gives (ops::AttentionOptions::query_starts).
+  // with_bias = false leaves the output projection's bias to the caller's
+  // next (fused) op.
   at::Tensor forward(const at::Tensor& h, const at::Tensor& key_lengths, bool causal,
-                     const ModelRuntime& rt, const ops::Dropout& dropout = {}, const at::Tensor& starts = {});
+                     const ModelRuntime& rt, const ops::Dropout& dropout = {}, const at::Tensor& starts = {},
+                     bool with_bias = true);
   // The probabilities [B, H, T, T] forward applies, for display.
   at::Tensor probs(const at::Tensor& h, const at::Tensor& key_lengths, bool causal);
 
@@ -130,8 +133,10 @@ class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
   void reset() override;
   // h: [B, Tq, C] attends to kv: [B, Tk, 2C] (= project_memory) -> [B, Tq, C];
   // with kv_starts ([B + 1], CPU flash) kv is [1, N, 2C], sentences packed.
+  // with_bias as in SelfAttentionImpl::forward.
   at::Tensor forward(const at::Tensor& h, const at::Tensor& kv, const at::Tensor& key_lengths,
-                     const ModelRuntime& rt, const ops::Dropout& dropout = {}, const at::Tensor& kv_starts = {});
+                     const ModelRuntime& rt, const ops::Dropout& dropout = {}, const at::Tensor& kv_starts = {},
+                     bool with_bias = true);
   // memory: [B, Tk, C] -> kv: [B, Tk, 2C]
   at::Tensor project_memory(const at::Tensor& memory) { return kv(memory); }
   // The probabilities [B, H, Tq, Tk] applied to h's queries, for display.

@@ -25,6 +25,9 @@ struct AddLayerNormForwardParams {
   int64_t positions;  // row r is batch row r / positions, position r % positions (dropout coordinates)
   double eps;
   philox::DropoutStream dropout;  // p = 0: none
+  // y_bias: [C], added to every row of y before the dropout (the bias of the
+  // product y is; the CPU kernels only), or null
+  const T* y_bias;
 };
 
 template <typename T, typename U>
@@ -41,6 +44,7 @@ struct AddLayerNormBackwardParams {
   T* dbeta;        // dbeta: [C] (written)
   int64_t rows, channels, positions;
   philox::DropoutStream dropout;
+  T* dy_bias;  // dy_bias: [C] = dy summed over the rows (written; the CPU kernels only), or null
 };
 
 }  // namespace nmt::ops

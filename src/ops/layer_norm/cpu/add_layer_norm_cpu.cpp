@@ -1,7 +1,8 @@
 // See add_layer_norm_cpu.h. One row at a time (C values, in cache):
-// forward: pass 1 builds s and its sum, pass 2 the centred sum of squares,
-// pass 3 writes n; backward: pass 1 the two row reductions of dLayerNorm,
-// pass 2 dx and dy, with gamma/beta gradients summed per thread.
+// forward: pass 1 builds s (y's bias added on the way) and its sum, pass 2
+// the centred sum of squares, pass 3 writes n; backward: pass 1 the two row
+// reductions of dLayerNorm, pass 2 dx and dy, with gamma/beta gradients and
+// dy's column sums (the bias's gradient) summed per thread.
 // The loops read every array through a local pointer, never through p or
 // an AlignedBuffer: with p.gamma[c] or g[c] in them GCC kept a scalar copy
 // of the loop (it could not rule out that a store moves the pointer) and
@@ -30,30 +31,36 @@ template <typename T, typename U>
 void add_layer_norm_forward(const AddLayerNormForwardParams<T, U>& p) {
   const int64_t C = p.channels;
   const bool drop = p.y != nullptr && p.dropout.p > 0;
+  // Without a bias y gets zeros (exact: y + 0 is y), one loop for both.
+  const bool zeros = p.y != nullptr && p.y_bias == nullptr;
+  detail::AlignedBuffer<T> no_bias(zeros ? C : 0);
+  if (zeros) std::fill(no_bias.data(), no_bias.data() + C, T(0));
+  const T* y_bias = zeros ? no_bias.data() : p.y_bias;
   detail::in_team([&] {
     detail::AlignedBuffer<T> mask(drop ? C : 0);
 #pragma omp for schedule(static, kRowsPerChunk)
     for (int64_t r = 0; r < p.rows; ++r) {
       const T* x = p.x + r * C;
       T* s = p.s ? p.s + r * C : nullptr;
-      // pass 1: s = x + dropout(y), and its sum
+      // pass 1: s = x + dropout(y + y_bias), and its sum
       T sum = 0;
       if (p.y) {
         const U* y = p.y + r * C;
+        const T* yb = y_bias;
         if (drop) {
           const T* m = mask.data();
           const philox::MaskCoords at = philox::mask_coords(p.dropout, r, p.positions);
           philox::mask_row<T>(p.dropout, at.row, at.position, C, mask.data());
 #pragma omp simd reduction(+ : sum)
           for (int64_t c = 0; c < C; ++c) {
-            const T v = x[c] + load_as<T>(y[c]) * m[c];
+            const T v = x[c] + (load_as<T>(y[c]) + yb[c]) * m[c];
             s[c] = v;
             sum += v;
           }
         } else {
 #pragma omp simd reduction(+ : sum)
           for (int64_t c = 0; c < C; ++c) {
-            const T v = x[c] + load_as<T>(y[c]);
+            const T v = x[c] + (load_as<T>(y[c]) + yb[c]);
             s[c] = v;
             sum += v;
           }
@@ -85,12 +92,13 @@ void add_layer_norm_backward(const AddLayerNormBackwardParams<T, U>& p) {
   const int64_t C = p.channels;
   const bool drop = p.dy != nullptr && p.dropout.p > 0;
   const int threads = omp_get_max_threads();
-  detail::AlignedBuffer<T> partial(2 * C * threads);  // per thread: dgamma, dbeta
+  detail::AlignedBuffer<T> partial(3 * C * threads);  // per thread: dgamma, dbeta, dy's column sums
 #pragma omp parallel num_threads(threads)
   {
-    T* dgamma = partial.data() + 2 * C * omp_get_thread_num();
+    T* dgamma = partial.data() + 3 * C * omp_get_thread_num();
     T* dbeta = dgamma + C;
-    std::fill(dgamma, dgamma + 2 * C, T(0));
+    T* dy_sum = dbeta + C;  // summed even without a y bias: one loop, and C adds a row
+    std::fill(dgamma, dgamma + 3 * C, T(0));
     detail::AlignedBuffer<T> mask(drop ? C : 0);
     detail::AlignedBuffer<T> g(C);  // dn * gamma of this row
 #pragma omp for schedule(static, kRowsPerChunk)
@@ -114,7 +122,8 @@ void add_layer_norm_backward(const AddLayerNormBackwardParams<T, U>& p) {
       }
       const T inv_c = static_cast<T>(1) / static_cast<T>(C);
       const T a = sum_g * inv_c, b = sum_gx * inv_c;
-      // pass 2: dx = ds + rstd * (g - mean(g) - xhat * mean(g * xhat)); dy = dx * mask
+      // pass 2: dx = ds + rstd * (g - mean(g) - xhat * mean(g * xhat)); dy = dx * mask,
+      // and dy's column sums (y_bias's gradient)
       T* dx = p.dx + r * C;
       const T* ds = p.ds ? p.ds + r * C : nullptr;
       U* dy = p.dy ? p.dy + r * C : nullptr;
@@ -127,17 +136,23 @@ void add_layer_norm_backward(const AddLayerNormBackwardParams<T, U>& p) {
       for (int64_t c = 0; c < C; ++c) {
         const T xhat = (s[c] - mean) * rstd;
         const T v = (ds ? ds[c] : T(0)) + rstd * (gr[c] - a - xhat * b);
+        const T w = drop ? v * m[c] : v;
         dx[c] = v;
-        if (dy) store_as(dy + c, drop ? v * m[c] : v);
+        if (dy) store_as(dy + c, w);
+        dy_sum[c] += w;
       }
     }
   }
   // Sum the threads' partial gradients.
   for (int64_t c = 0; c < C; ++c) {
-    T dg = 0, db = 0;
-    for (int t = 0; t < threads; ++t) dg += partial[2 * C * t + c], db += partial[2 * C * t + C + c];
+    T dg = 0, db = 0, dyb = 0;
+    for (int t = 0; t < threads; ++t) {
+      const T* part = partial.data() + 3 * C * t;
+      dg += part[c], db += part[C + c], dyb += part[2 * C + c];
+    }
     p.dgamma[c] = dg;
     p.dbeta[c] = db;
+    if (p.dy_bias) p.dy_bias[c] = dyb;
   }
 }
 
