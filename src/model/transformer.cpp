@@ -69,7 +69,7 @@ Stream add_then_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor&
 // A sublayer's residual add: pre-norm normalizes the sum with `pre` (the
 // next sublayer's own norm), post-norm with `post` (this sublayer's).
 // y_bias: the bias of y's last product when that product left it out
-// (sublayer_bias), or undefined.
+// (left_bias), or undefined.
 Stream residual(bool post_norm, const at::Tensor& x, const at::Tensor& y, const nn::LayerNorm& pre,
                 const nn::LayerNorm& post, const ops::Dropout& d, const ModelRuntime& rt,
                 const at::Tensor& y_bias = {}) {
@@ -85,11 +85,9 @@ Stream residual(bool post_norm, const at::Tensor& x, const at::Tensor& y, const 
 // and encoding paths do (decoder_step_cpu.h, encoder_cpu.h), whose outputs
 // are the op-by-op path's to the bit.
 bool bias_in_residual(const at::Tensor& x) { return x.is_cpu() && at::GradMode::is_enabled(); }
-// The bias the residual add takes for `last`: its own, or none where the
-// product added it.
-at::Tensor sublayer_bias(const at::Tensor& x, const Dense& last) {
-  return bias_in_residual(x) ? last->bias : at::Tensor();
-}
+// The bias the residual add takes for `last`: none where the product added
+// its own (own_bias), else the product's.
+at::Tensor left_bias(bool own_bias, const Dense& last) { return own_bias ? at::Tensor() : last->bias; }
 
 nn::LayerNorm make_norm(int64_t c) { return nn::LayerNorm(nn::LayerNormOptions({c})); }
 
@@ -255,13 +253,13 @@ Stream EncoderLayerImpl::forward(const Stream& in, const at::Tensor& src_lengths
                 dropout_at(rt, options.attention_dropout(), kAttentionSiteBase + site, is_training()), starts, own_bias);
   // (packed rows draw their masks where the padded ones would: starts)
   const Stream s = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training(), starts), rt,
-                            sublayer_bias(in.x, self_attn->out));
+                            left_bias(own_bias, self_attn->out));
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(s.h, /*with_bias=*/false), ff1->bias,
                                  dropout_at(rt, options.relu_dropout(), site + 1, is_training(), starts)),
           own_bias);
   return residual(post, s.x, f, next, norm2, dropout_at(rt, p, site + 2, is_training(), starts), rt,
-                  sublayer_bias(in.x, ff2));
+                  left_bias(own_bias, ff2));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const TransformerLayerOptions& o) : options(o) { reset(); }
@@ -281,12 +279,13 @@ void DecoderLayerImpl::reset() {
 Stream DecoderLayerImpl::feed_forward(const Stream& in, const NextNorm& next, const ModelRuntime& rt) {
   const int64_t site = options.first_site();
   const double p = options.dropout();
+  const bool own_bias = !bias_in_residual(in.x);
   const at::Tensor f =
       ff2(ops::bias_relu_dropout(ff1(in.h, /*with_bias=*/false), ff1->bias,
                                  dropout_at(rt, options.relu_dropout(), site + 2, is_training())),
-          !bias_in_residual(in.x));
+          own_bias);
   return residual(options.post_norm(), in.x, f, next, norm3, dropout_at(rt, p, site + 3, is_training()), rt,
-                  sublayer_bias(in.x, ff2));
+                  left_bias(own_bias, ff2));
 }
 
 Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
@@ -305,14 +304,14 @@ Stream DecoderLayerImpl::forward(const Stream& in, const at::Tensor& memory_kv,
                                  dropout_at(rt, pa, kAttentionSiteBase + site, is_training()), at::Tensor(), own_bias);
   const bool post = options.post_norm();
   const Stream s1 = residual(post, in.x, a, norm2, norm1, dropout_at(rt, p, site, is_training()), rt,
-                             sublayer_bias(in.x, self_attn->out));
+                             left_bias(own_bias, self_attn->out));
   if (record != nullptr) record->cross.push_back(cross_attn->probs(s1.h, memory_kv, src_lengths));
   // Cross-attention: queries from the decoder, keys/values from the encoder.
   const at::Tensor c = cross_attn(s1.h, memory_kv, src_lengths, rt,
                                   dropout_at(rt, pa, kAttentionSiteBase + site + 1, is_training()), memory_starts,
                                   own_bias);
   const Stream s2 = residual(post, s1.x, c, norm3, norm2, dropout_at(rt, p, site + 1, is_training()), rt,
-                             sublayer_bias(in.x, cross_attn->out));
+                             left_bias(own_bias, cross_attn->out));
   return feed_forward(s2, next, rt);
 }
 

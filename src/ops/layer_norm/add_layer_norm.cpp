@@ -98,9 +98,9 @@ struct AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunct
     const at::ScalarType side = has_y ? y.scalar_type() : norm_dtype;
     TORCH_CHECK(side == norm_dtype, "add_layer_norm: y and norm dtypes differ");
     const bool has_bias = y_bias_in.numel() > 0;
-    TORCH_CHECK(!has_bias || (has_y && y_bias_in.dim() == 1 && y_bias_in.size(0) == x.size(-1) &&
+    TORCH_CHECK(!has_bias || (y_bias_in.dim() == 1 && y_bias_in.size(0) == x.size(-1) &&
                               y_bias_in.scalar_type() == x.scalar_type()),
-                "add_layer_norm: y_bias must be [C] in x's dtype, with a y");
+                "add_layer_norm: y_bias must be [C] in x's dtype");  // (add_layer_norm checked there is a y)
     const at::Tensor y_bias = has_bias ? y_bias_in.contiguous() : at::Tensor();
     at::Tensor sum = has_y ? at::empty_like(x) : at::Tensor();
     at::Tensor norm = empty_with_row_room(x.sizes(), x.options().dtype(norm_dtype));  // dense() reads it
