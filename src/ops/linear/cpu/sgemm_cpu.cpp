@@ -89,6 +89,13 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 // the panel's columns lie side by side in memory (across), x[j * ld + q]
 // when each runs along q. A panel of B is op(B)'s columns; a panel of A is
 // op(A)'s rows, so that the micro-kernel reads both the same way.
+//
+// Along q, the panel's kWidth sources are read together, so that the writes
+// go in order. Written source by source (kc floats to every kWidth-th
+// place), the pack of A took a fifth of the time of a product with few
+// columns (n = 256) on an AMD EPYC: the writes ran through memory kWidth
+// times faster than the reads, whose addresses kept meeting theirs 4 KiB
+// apart, and a load that seems to meet a store waits for it.
 template <int64_t kWidth>
 void pack_panel(const float* x, int64_t ld, bool across, int64_t used, int64_t kc, float* out) {
   if (across) {
@@ -103,11 +110,13 @@ void pack_panel(const float* x, int64_t ld, bool across, int64_t used, int64_t k
       for (int64_t j = 0; j < used; ++j) out[j] = src[j];
       for (int64_t j = used; j < kWidth; ++j) out[j] = 0;
     }
+  } else if (used == kWidth) {
+    for (int64_t q = 0; q < kc; ++q, out += kWidth)
+#pragma GCC unroll 32
+      for (int64_t j = 0; j < kWidth; ++j) out[j] = x[j * ld + q];
   } else {
-    for (int64_t j = 0; j < kWidth; ++j) {
-      const float* src = j < used ? x + j * ld : nullptr;
-      for (int64_t q = 0; q < kc; ++q) out[q * kWidth + j] = src ? src[q] : 0.0f;
-    }
+    for (int64_t q = 0; q < kc; ++q, out += kWidth)
+      for (int64_t j = 0; j < kWidth; ++j) out[j] = j < used ? x[j * ld + q] : 0.0f;
   }
 }
 
