@@ -8,7 +8,9 @@
 #   - its ceiling: nmt with nothing but its matrix multiplies, at the speed
 #     they run in its step (every other op at zero time);
 #   - for a goal ratio (--goal), the time a step of nmt may spend outside its
-#     matrix multiplies, against what it spends now.
+#     matrix multiplies, against what it spends now;
+#   - nmt's products and step against the cores' arithmetic peak (a
+#     register-only multiply-add loop on the same threads, nmt train --profile).
 # PyTorch runs as a user starts it (the default environment of
 # bench/bench_train.sh), nmt with --attention flash; both on --threads.
 #
@@ -27,7 +29,7 @@ while (($#)); do
     --isa) isa=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --goal) goal=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "bench_train_ceiling: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [ -z "$config" ] || { echo "bench_train_ceiling: one CONFIG only (got $config and $1)" >&2; exit 2; }
        config=$1; shift ;;
@@ -110,8 +112,10 @@ for name, a, b in (("matrix multiplies", n_gemm, p_gemm), ("attention", n_attn, 
     print(f"| {name} | {a:.1f} ({100 * a / n_wall:.0f}%) | {b:.1f} ({100 * b / p_wall:.0f}%) |")
 print()
 for line in open(n):
-    if line.startswith(("all GEMMs:", "the step:")):
+    if line.startswith(("all GEMMs:", "the step:", "the GEMMs at")):
         print("nmt's " + line.rstrip())
+    elif line.startswith("the cores' arithmetic peak:"):
+        print(line.rstrip())
 print(f"ceiling: nmt with nothing but its matrix multiplies, at their speed in its step: {ceiling:.2f}x")
 if n_wall > 1.15 * n_plain_ms:
     # The split comes from the profiled steps; on a machine whose speed moves

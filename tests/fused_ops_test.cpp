@@ -21,6 +21,7 @@
 #include "ops/layer_norm/add_layer_norm.h"
 #include "ops/linear/cpu/float_gemm.h"
 #include "ops/linear/cpu/onednn_gemm.h"
+#include "ops/linear/cpu/peak_cpu.h"
 #include "ops/linear/cpu/sgemm_cpu.h"
 #include "ops/linear/dense.h"
 #include "ops/linear/rows_matmul.h"
@@ -1010,6 +1011,40 @@ TEST(FloatGemm, NmtSgemmDoesNotDependOnTheThreadCount) {
       at::set_num_threads(threads);
       EXPECT_TRUE(alone.equal(team)) << (ta ? "Aᵀ" : "A") << (tb ? " Bᵀ" : " B");
     }
+}
+
+// The arithmetic peak's loops do the work they count: after R rounds every
+// lane of every chain holds its own start plus R increments of 2^-20 (exact
+// in float32 here), so no chain was merged with another, skipped or cut
+// short, and the flops returned are R · chains · lanes · 2 (4 for the bf16
+// dot products, which run where AVX512-BF16 and the AVX-512 kernels are, and
+// elsewhere leave the accumulators as they were). Per instruction set
+// (kernels.ops_*); the rate itself is a benchmark figure, only checked > 0.
+TEST(ArithmeticPeak, EveryChainRunsEveryRound) {
+  const int64_t lanes = cpu::peak_lanes(), rounds = 100003, n = cpu::kPeakChains * lanes;
+  EXPECT_EQ(lanes * 4, kernel_isa() >= CpuIsa::kAvx512 ? 64 : kernel_isa() == CpuIsa::kAvx2 ? 32 : 16);
+  std::vector<float> start(n);
+  for (int64_t i = 0; i < n; ++i) start[i] = 1.0f + static_cast<float>(i) * 0x1p-10f;
+  const auto check = [&](const std::vector<float>& acc, const char* what) {
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(static_cast<double>(acc[i]), static_cast<double>(start[i]) + rounds * 0x1p-20)
+          << what << ": chain " << i / lanes << ", lane " << i % lanes;
+  };
+  std::vector<float> acc = start;
+  EXPECT_EQ(cpu::fma_chains(rounds, 1.0f, 0x1p-20f, acc.data()), 2.0 * rounds * n);
+  check(acc, "multiply-adds");
+  EXPECT_EQ(cpu::has_bf16_dot(), kernel_isa() >= CpuIsa::kAvx512 && cpu_features().avx512_bf16);
+  acc = start;
+  const double dot_flops = cpu::bf16_dot_chains(rounds, 0x1p-20f, acc.data());
+  if (cpu::has_bf16_dot()) {
+    EXPECT_EQ(dot_flops, 4.0 * rounds * n);
+    check(acc, "bf16 dot products");
+  } else {
+    EXPECT_EQ(dot_flops, 0.0);
+    EXPECT_EQ(acc, start) << "no dot products here";
+  }
+  EXPECT_GT(cpu::arithmetic_peak_gflops(false, 1), 0.0);
+  EXPECT_EQ(cpu::arithmetic_peak_gflops(true, 1) > 0, cpu::has_bf16_dot());
 }
 
 // An input with row room (empty_with_row_room) takes one product over all

@@ -792,6 +792,24 @@ TEST(OpProfiler, CountsMatrixMultipliesByShape) {
   EXPECT_NE(report.find("64x128 . 128x256"), std::string::npos) << report;
   EXPECT_NE(report.find("4 x 8x16 . 16x32"), std::string::npos) << report;
   EXPECT_NE(report.find("of its GEMM roofline"), std::string::npos) << report;
+  EXPECT_NE(report.find("the cores' arithmetic peak: "), std::string::npos) << report;
+}
+
+// The GEMMs' and the step's share of the cores' arithmetic peak: 100 GFLOP
+// a step in 1 s is 100 GFLOP/s, half of a 200 GFLOP/s peak; at the peak they
+// would take 0.5 s of a 2 s step, a quarter. No peak (bf16 without
+// AVX512-BF16): said so, no shares.
+TEST(OpProfiler, SharesOfTheArithmeticPeak) {
+  const std::string report = format_arithmetic_peak(100e9, 1000.0, 2000.0, false, 200.0, 2);
+  EXPECT_NE(report.find("the cores' arithmetic peak: 200.0 GFLOP/s"), std::string::npos) << report;
+  EXPECT_NE(report.find("2 threads"), std::string::npos) << report;
+  EXPECT_NE(report.find("the GEMMs at 50% of it (100.0 GFLOP/s); the step at 25% of it (its 100.00 GFLOP at the "
+                        "peak take 500.00 ms of its 2000.00)"),
+            std::string::npos)
+      << report;
+  const std::string none = format_arithmetic_peak(100e9, 1000.0, 2000.0, true, 0.0, 2);
+  EXPECT_NE(none.find("not measured (vdpbf16ps bf16 dot products need AVX512-BF16"), std::string::npos) << none;
+  EXPECT_EQ(none.find("the GEMMs at"), std::string::npos) << none;
 }
 
 }  // namespace

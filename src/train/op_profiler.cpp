@@ -12,7 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "ops/linear/cpu/peak_cpu.h"
 #include "ops/linear/dense.h"
+#include "util/cpu_features.h"
 #include "util/timing.h"
 
 namespace nmt {
@@ -191,6 +193,30 @@ double stream_gbps() {
   return 2.0 * static_cast<double>(bytes) / seconds / 1e9;
 }
 
+std::string format_arithmetic_peak(double gemm_flops, double gemm_ms, double step_ms, bool bf16, double peak_gflops,
+                                   int threads) {
+  const std::string what = bf16 ? "vdpbf16ps bf16 dot products" : std::string(isa_name(kernel_isa())) +
+                                                                       (kernel_isa() == CpuIsa::kGeneric
+                                                                            ? " multiplies and adds"
+                                                                            : " fused multiply-adds");
+  if (peak_gflops <= 0)
+    return fmt::format("the cores' arithmetic peak: not measured ({} need AVX512-BF16 and the AVX-512 kernels)\n",
+                       what);
+  std::string s = fmt::format("the cores' arithmetic peak: {:.1f} GFLOP/s ({}, {} threads, registers only)", peak_gflops,
+                              what, threads);
+  if (bf16 && cpu_features().amx_bf16) s += ", below what AMX tiles reach: not a roof for oneDNN's bf16 products";
+  s += "\n";
+  if (gemm_ms > 0 && step_ms > 0) {
+    const double at_peak_ms = gemm_flops / (peak_gflops * 1e9) * 1e3;
+    s += fmt::format(
+        "the GEMMs at {:.0f}% of it ({:.1f} GFLOP/s); the step at {:.0f}% of it (its {:.2f} GFLOP at the peak take "
+        "{:.2f} ms of its {:.2f})\n",
+        100.0 * gemm_flops / (gemm_ms / 1e3) / 1e9 / peak_gflops, gemm_flops / (gemm_ms / 1e3) / 1e9,
+        100.0 * at_peak_ms / step_ms, gemm_flops / 1e9, at_peak_ms, step_ms);
+  }
+  return s;
+}
+
 std::string format_roofline(const std::vector<OpTime>& ops, const std::vector<GemmTime>& gemms, int64_t steps,
                             double wall_ms, double plain_ms, bool bf16) {
   const double per_step = 1.0 / static_cast<double>(std::max<int64_t>(steps, 1));
@@ -232,6 +258,8 @@ std::string format_roofline(const std::vector<OpTime>& ops, const std::vector<Ge
         "nothing else) {:.2f} ms: the step at {:.0f}% of its GEMM roofline\n",
         plain_ms * per_step, ideal_ms * per_step, 100.0 * ideal_ms / plain_ms);
   }
+  s += format_arithmetic_peak(flops * per_step, ms * per_step, plain_ms * per_step, bf16,
+                              ops::cpu::arithmetic_peak_gflops(bf16), at::get_num_threads());
   s += fmt::format("memory: a 256 MiB copy moves {:.1f} GB/s (read + write), the roof of the memory-bound classes\n",
                    stream_gbps());
   return s;

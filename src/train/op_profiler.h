@@ -55,11 +55,19 @@ double gemm_peak_gflops(const GemmTime& shape, bool bf16);
 // GB/s of a large copy (read + write), the memory-bound ops' roof.
 double stream_gbps();
 
+// The roofline's last word: the cores' arithmetic peak (ops/linear/cpu/
+// peak_cpu.h, peak_gflops measured on `threads` threads; 0: none for bf16
+// here), and the GEMMs' share of it (gemm_flops in gemm_ms, a step's) and
+// the step's (its GEMM flops at the peak over step_ms, unprofiled).
+std::string format_arithmetic_peak(double gemm_flops, double gemm_ms, double step_ms, bool bf16, double peak_gflops,
+                                   int threads);
+
 // The roofline account of profiled steps (wall_ms under the profiler; plain_ms
 // the same steps without it): time per op class, each GEMM shape's achieved
-// GFLOP/s against what it reaches alone, and the step's share of its GEMM
+// GFLOP/s against what it reaches alone, the step's share of its GEMM
 // roofline (the time its GEMMs would take at those speeds, nothing else,
-// over the unprofiled step's time).
+// over the unprofiled step's time), and both against the cores' arithmetic
+// peak (format_arithmetic_peak).
 std::string format_roofline(const std::vector<OpTime>& ops, const std::vector<GemmTime>& gemms, int64_t steps,
                             double wall_ms, double plain_ms, bool bf16);
 

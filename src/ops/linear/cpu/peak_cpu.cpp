@@ -1,0 +1,146 @@
+// See peak_cpu.h. The accumulators start from the caller's values, which
+// differ, and end in the caller's memory: a compiler may neither merge the
+// chains nor drop the loop (the first version of this loop, with equal
+// starting values, was compiled into one chain and reported 12x the peak).
+#include "ops/linear/cpu/peak_cpu.h"
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "ops/bf16.h"
+#include "ops/cpu_parallel.h"
+#include "util/cpu_features.h"
+
+namespace nmt::ops::cpu::NMT_KERNEL_ISA {
+
+namespace {
+
+#if defined(__AVX512F__)
+using Reg = __m512;
+constexpr int64_t kLanes = 16;
+inline Reg load(const float* p) { return _mm512_loadu_ps(p); }
+inline void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+inline Reg set1(float x) { return _mm512_set1_ps(x); }
+inline Reg mul_add(Reg a, Reg m, Reg c) { return _mm512_fmadd_ps(a, m, c); }
+constexpr double kFlopsPerLane = 2;
+#elif defined(__AVX2__) && defined(__FMA__)
+using Reg = __m256;
+constexpr int64_t kLanes = 8;
+inline Reg load(const float* p) { return _mm256_loadu_ps(p); }
+inline void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+inline Reg set1(float x) { return _mm256_set1_ps(x); }
+inline Reg mul_add(Reg a, Reg m, Reg c) { return _mm256_fmadd_ps(a, m, c); }
+constexpr double kFlopsPerLane = 2;
+#else
+// No FMA in the baseline instruction set: a multiply and an add (two
+// roundings), as the generic kernels' products run.
+typedef float Reg __attribute__((vector_size(16)));
+constexpr int64_t kLanes = 4;
+inline Reg load(const float* p) {
+  Reg v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, Reg v) { std::memcpy(p, &v, sizeof v); }
+inline Reg set1(float x) { return Reg{x, x, x, x}; }
+inline Reg mul_add(Reg a, Reg m, Reg c) { return a * m + c; }
+constexpr double kFlopsPerLane = 2;
+#endif
+
+// The chains as named registers: an array of vectors indexed in a loop is
+// kept in registers only when the compiler unrolls it all, which it does not
+// promise.
+template <typename Step>
+void run_chains(int64_t rounds, float* acc, Step step) {
+  static_assert(kPeakChains == 12, "the chains below are spelled out");
+  Reg a0 = load(acc + 0 * kLanes), a1 = load(acc + 1 * kLanes), a2 = load(acc + 2 * kLanes);
+  Reg a3 = load(acc + 3 * kLanes), a4 = load(acc + 4 * kLanes), a5 = load(acc + 5 * kLanes);
+  Reg a6 = load(acc + 6 * kLanes), a7 = load(acc + 7 * kLanes), a8 = load(acc + 8 * kLanes);
+  Reg a9 = load(acc + 9 * kLanes), a10 = load(acc + 10 * kLanes), a11 = load(acc + 11 * kLanes);
+  for (int64_t r = 0; r < rounds; ++r) {
+    a0 = step(a0), a1 = step(a1), a2 = step(a2), a3 = step(a3), a4 = step(a4), a5 = step(a5);
+    a6 = step(a6), a7 = step(a7), a8 = step(a8), a9 = step(a9), a10 = step(a10), a11 = step(a11);
+  }
+  store(acc + 0 * kLanes, a0), store(acc + 1 * kLanes, a1), store(acc + 2 * kLanes, a2);
+  store(acc + 3 * kLanes, a3), store(acc + 4 * kLanes, a4), store(acc + 5 * kLanes, a5);
+  store(acc + 6 * kLanes, a6), store(acc + 7 * kLanes, a7), store(acc + 8 * kLanes, a8);
+  store(acc + 9 * kLanes, a9), store(acc + 10 * kLanes, a10), store(acc + 11 * kLanes, a11);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int64_t peak_lanes() { return kLanes; }
+
+double fma_chains(int64_t rounds, float mul, float add, float* acc) {
+  const Reg m = set1(mul), c = set1(add);
+  run_chains(rounds, acc, [&](Reg a) { return mul_add(a, m, c); });
+  return static_cast<double>(rounds) * kPeakChains * kLanes * kFlopsPerLane;
+}
+
+#if defined(__AVX512BF16__)
+bool has_bf16_dot() { return cpu_features().avx512_bf16; }
+
+double bf16_dot_chains(int64_t rounds, float x, float* acc) {
+  if (!has_bf16_dot()) return 0;
+  // Each 32-bit lane holds a pair of bf16: (x, 0) and (1, 1).
+  const uint32_t pair_x = to_bf16(x).bits, pair_one = 0x3f803f80u;
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair_x));
+  const __m512bh b = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair_one));
+  run_chains(rounds, acc, [&](Reg v) { return _mm512_dpbf16_ps(v, a, b); });
+  return static_cast<double>(rounds) * kPeakChains * kLanes * 4;  // two products, two adds a lane
+}
+#else
+bool has_bf16_dot() { return false; }
+double bf16_dot_chains(int64_t, float, float*) { return 0; }
+#endif
+
+double arithmetic_peak_gflops(bool bf16, int samples) {
+  if (bf16 && !has_bf16_dot()) return 0;
+  const auto run = [&](int64_t rounds, float* acc) {
+    return bf16 ? bf16_dot_chains(rounds, 0x1p-20f, acc) : fma_chains(rounds, 1.0f, 0x1p-20f, acc);
+  };
+  std::vector<float> probe(kPeakChains * kLanes, 1.0f);
+  // Rounds for about 20 ms on one thread, from a run of 1 ms or more.
+  int64_t rounds = 1 << 12;
+  for (;;) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run(rounds, probe.data());
+    const double s = seconds_since(t0);
+    if (s >= 1e-3) {
+      rounds = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(rounds) * 0.02 / s));
+      break;
+    }
+    rounds *= 4;
+  }
+  std::vector<double> rates;
+  for (int sample = 0; sample < std::max(samples, 1); ++sample) {
+    double flops = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    detail::in_team([&] {
+      alignas(64) float acc[kPeakChains * kLanes];
+      for (int i = 0; i < kPeakChains * kLanes; ++i) acc[i] = 1.0f + static_cast<float>(i) * 0x1p-10f;
+      const double done = run(rounds, acc);
+      float sum = 0;
+      for (const float v : acc) sum += v;
+      volatile float sink = sum;  // the chains' values are used
+      (void)sink;
+#pragma omp atomic
+      flops += done;
+    });
+    rates.push_back(flops / seconds_since(t0) / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+}  // namespace nmt::ops::cpu::NMT_KERNEL_ISA
