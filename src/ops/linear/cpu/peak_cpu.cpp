@@ -8,10 +8,8 @@
 #include <immintrin.h>
 #endif
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "ops/bf16.h"
 #include "ops/cpu_parallel.h"
@@ -109,26 +107,35 @@ double arithmetic_peak_gflops(bool bf16, int samples) {
   const auto run = [&](int64_t rounds, float* acc) {
     return bf16 ? bf16_dot_chains(rounds, 0x1p-20f, acc) : fma_chains(rounds, 1.0f, 0x1p-20f, acc);
   };
-  std::vector<float> probe(kPeakChains * kLanes, 1.0f);
+  const auto fill = [](float* acc) {
+    for (int64_t i = 0; i < kPeakChains * kLanes; ++i) acc[i] = 1.0f + static_cast<float>(i) * 0x1p-10f;
+  };
   // Rounds for about 20 ms on one thread, from a run of 1 ms or more.
   int64_t rounds = 1 << 12;
   for (;;) {
+    alignas(64) float probe[kPeakChains * kLanes];
+    fill(probe);
     const auto t0 = std::chrono::steady_clock::now();
-    run(rounds, probe.data());
+    run(rounds, probe);
     const double s = seconds_since(t0);
     if (s >= 1e-3) {
-      rounds = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(rounds) * 0.02 / s));
+      rounds = static_cast<int64_t>(static_cast<double>(rounds) * 0.02 / s) + 1;
       break;
     }
     rounds *= 4;
   }
-  std::vector<double> rates;
-  for (int sample = 0; sample < std::max(samples, 1); ++sample) {
+  // (fixed arrays and a hand-written sort: a std::vector or std::sort would
+  // leave template copies every instruction set's objects define, which
+  // tests/check_kernel_isa.sh forbids)
+  constexpr int kMaxSamples = 15;
+  double rates[kMaxSamples];
+  const int n = samples < 1 ? 1 : samples > kMaxSamples ? kMaxSamples : samples;
+  for (int sample = 0; sample < n; ++sample) {
     double flops = 0;
     const auto t0 = std::chrono::steady_clock::now();
     detail::in_team([&] {
       alignas(64) float acc[kPeakChains * kLanes];
-      for (int i = 0; i < kPeakChains * kLanes; ++i) acc[i] = 1.0f + static_cast<float>(i) * 0x1p-10f;
+      fill(acc);
       const double done = run(rounds, acc);
       float sum = 0;
       for (const float v : acc) sum += v;
@@ -137,10 +144,12 @@ double arithmetic_peak_gflops(bool bf16, int samples) {
 #pragma omp atomic
       flops += done;
     });
-    rates.push_back(flops / seconds_since(t0) / 1e9);
+    double rate = flops / seconds_since(t0) / 1e9;
+    int i = sample;
+    for (; i > 0 && rates[i - 1] > rate; --i) rates[i] = rates[i - 1];
+    rates[i] = rate;
   }
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
+  return rates[n / 2];
 }
 
 }  // namespace nmt::ops::cpu::NMT_KERNEL_ISA
