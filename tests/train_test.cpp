@@ -797,7 +797,8 @@ TEST(OpProfiler, CountsMatrixMultipliesByShape) {
 
 // The GEMMs' and the step's share of the cores' arithmetic peak: 100 GFLOP
 // a step in 1 s is 100 GFLOP/s, half of a 200 GFLOP/s peak; at the peak they
-// would take 0.5 s of a 2 s step, a quarter. No peak (bf16 without
+// would take 0.5 s of a 2 s step, a quarter. Over the peak (products on
+// wider vectors than nmt's lowered kernels): said why. No peak (bf16 without
 // AVX512-BF16): said so, no shares.
 TEST(OpProfiler, SharesOfTheArithmeticPeak) {
   const std::string report = format_arithmetic_peak(100e9, 1000.0, 2000.0, false, 200.0, 2);
@@ -807,6 +808,12 @@ TEST(OpProfiler, SharesOfTheArithmeticPeak) {
                         "peak take 500.00 ms of its 2000.00)"),
             std::string::npos)
       << report;
+  EXPECT_EQ(report.find("over 100%"), std::string::npos) << report;
+  // Products faster than the peak ran on wider vectors than nmt's kernels (NMT_CPU_ISA alone): said so.
+  const std::string over = format_arithmetic_peak(300e9, 1000.0, 2000.0, false, 200.0, 2);
+  EXPECT_NE(over.find("the GEMMs at 150% of it"), std::string::npos) << over;
+  EXPECT_NE(over.find("(over 100%: the products ran wider instructions than nmt's kernels"), std::string::npos)
+      << over;
   const std::string none = format_arithmetic_peak(100e9, 1000.0, 2000.0, true, 0.0, 2);
   EXPECT_NE(none.find("not measured (vdpbf16ps bf16 dot products need AVX512-BF16"), std::string::npos) << none;
   EXPECT_EQ(none.find("the GEMMs at"), std::string::npos) << none;
