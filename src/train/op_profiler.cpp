@@ -207,15 +207,16 @@ std::string format_arithmetic_peak(double gemm_flops, double gemm_ms, double ste
   if (bf16 && cpu_features().amx_bf16) s += ", below what AMX tiles reach: not a roof for oneDNN's bf16 products";
   s += "\n";
   if (gemm_ms > 0 && step_ms > 0) {
+    const double achieved = gemm_flops / (gemm_ms / 1e3) / 1e9;  // GFLOP/s
     const double at_peak_ms = gemm_flops / (peak_gflops * 1e9) * 1e3;
     s += fmt::format(
         "the GEMMs at {:.0f}% of it ({:.1f} GFLOP/s); the step at {:.0f}% of it (its {:.2f} GFLOP at the peak take "
         "{:.2f} ms of its {:.2f})\n",
-        100.0 * gemm_flops / (gemm_ms / 1e3) / 1e9 / peak_gflops, gemm_flops / (gemm_ms / 1e3) / 1e9,
-        100.0 * at_peak_ms / step_ms, gemm_flops / 1e9, at_peak_ms, step_ms);
+        100.0 * achieved / peak_gflops, achieved, 100.0 * at_peak_ms / step_ms, gemm_flops / 1e9, at_peak_ms,
+        step_ms);
     // NMT_CPU_ISA lowers nmt's own kernels, the peak's among them, not the
     // libraries' (bench/avx2_env.sh holds those too).
-    if (gemm_flops / (gemm_ms / 1e3) / 1e9 > peak_gflops)
+    if (achieved > peak_gflops)
       s += "(over 100%: the products ran wider instructions than nmt's kernels, which NMT_CPU_ISA lowers alone; "
            "bench/avx2_env.sh holds every library to AVX2)\n";
   }

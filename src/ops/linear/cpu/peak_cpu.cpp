@@ -4,52 +4,28 @@
 // starting values, was compiled into one chain and reported 12x the peak).
 #include "ops/linear/cpu/peak_cpu.h"
 
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if defined(__AVX512BF16__)
 #include <immintrin.h>
 #endif
 
 #include <chrono>
-#include <cstring>
 
 #include "ops/bf16.h"
 #include "ops/cpu_parallel.h"
+#include "ops/cpu_simd.h"
 #include "util/cpu_features.h"
 
 namespace nmt::ops::cpu::NMT_KERNEL_ISA {
 
 namespace {
 
-#if defined(__AVX512F__)
-using Reg = __m512;
-constexpr int64_t kLanes = 16;
-inline Reg load(const float* p) { return _mm512_loadu_ps(p); }
-inline void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
-inline Reg set1(float x) { return _mm512_set1_ps(x); }
-inline Reg mul_add(Reg a, Reg m, Reg c) { return _mm512_fmadd_ps(a, m, c); }
-constexpr double kFlopsPerLane = 2;
-#elif defined(__AVX2__) && defined(__FMA__)
-using Reg = __m256;
-constexpr int64_t kLanes = 8;
-inline Reg load(const float* p) { return _mm256_loadu_ps(p); }
-inline void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
-inline Reg set1(float x) { return _mm256_set1_ps(x); }
-inline Reg mul_add(Reg a, Reg m, Reg c) { return _mm256_fmadd_ps(a, m, c); }
-constexpr double kFlopsPerLane = 2;
-#else
-// No FMA in the baseline instruction set: a multiply and an add (two
-// roundings), as the generic kernels' products run.
-typedef float Reg __attribute__((vector_size(16)));
-constexpr int64_t kLanes = 4;
-inline Reg load(const float* p) {
-  Reg v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, Reg v) { std::memcpy(p, &v, sizeof v); }
-inline Reg set1(float x) { return Reg{x, x, x, x}; }
-inline Reg mul_add(Reg a, Reg m, Reg c) { return a * m + c; }
-constexpr double kFlopsPerLane = 2;
-#endif
+// The kernels' own vectors (ops/cpu_simd.h): a · m + c is one fused
+// multiply-add where the instruction set has one (as in the products'
+// micro-kernels), a multiply and an add in the generic copy.
+using Reg = detail::Vec<float>;
+constexpr int64_t kLanes = detail::kLanes<float>;
+using detail::vec_loadu;
+using detail::vec_storeu;
 
 // The chains as named registers: an array of vectors indexed in a loop is
 // kept in registers only when the compiler unrolls it all, which it does not
@@ -57,18 +33,18 @@ constexpr double kFlopsPerLane = 2;
 template <typename Step>
 void run_chains(int64_t rounds, float* acc, Step step) {
   static_assert(kPeakChains == 12, "the chains below are spelled out");
-  Reg a0 = load(acc + 0 * kLanes), a1 = load(acc + 1 * kLanes), a2 = load(acc + 2 * kLanes);
-  Reg a3 = load(acc + 3 * kLanes), a4 = load(acc + 4 * kLanes), a5 = load(acc + 5 * kLanes);
-  Reg a6 = load(acc + 6 * kLanes), a7 = load(acc + 7 * kLanes), a8 = load(acc + 8 * kLanes);
-  Reg a9 = load(acc + 9 * kLanes), a10 = load(acc + 10 * kLanes), a11 = load(acc + 11 * kLanes);
+  Reg a0 = vec_loadu(acc + 0 * kLanes), a1 = vec_loadu(acc + 1 * kLanes), a2 = vec_loadu(acc + 2 * kLanes);
+  Reg a3 = vec_loadu(acc + 3 * kLanes), a4 = vec_loadu(acc + 4 * kLanes), a5 = vec_loadu(acc + 5 * kLanes);
+  Reg a6 = vec_loadu(acc + 6 * kLanes), a7 = vec_loadu(acc + 7 * kLanes), a8 = vec_loadu(acc + 8 * kLanes);
+  Reg a9 = vec_loadu(acc + 9 * kLanes), a10 = vec_loadu(acc + 10 * kLanes), a11 = vec_loadu(acc + 11 * kLanes);
   for (int64_t r = 0; r < rounds; ++r) {
     a0 = step(a0), a1 = step(a1), a2 = step(a2), a3 = step(a3), a4 = step(a4), a5 = step(a5);
     a6 = step(a6), a7 = step(a7), a8 = step(a8), a9 = step(a9), a10 = step(a10), a11 = step(a11);
   }
-  store(acc + 0 * kLanes, a0), store(acc + 1 * kLanes, a1), store(acc + 2 * kLanes, a2);
-  store(acc + 3 * kLanes, a3), store(acc + 4 * kLanes, a4), store(acc + 5 * kLanes, a5);
-  store(acc + 6 * kLanes, a6), store(acc + 7 * kLanes, a7), store(acc + 8 * kLanes, a8);
-  store(acc + 9 * kLanes, a9), store(acc + 10 * kLanes, a10), store(acc + 11 * kLanes, a11);
+  vec_storeu(acc + 0 * kLanes, a0), vec_storeu(acc + 1 * kLanes, a1), vec_storeu(acc + 2 * kLanes, a2);
+  vec_storeu(acc + 3 * kLanes, a3), vec_storeu(acc + 4 * kLanes, a4), vec_storeu(acc + 5 * kLanes, a5);
+  vec_storeu(acc + 6 * kLanes, a6), vec_storeu(acc + 7 * kLanes, a7), vec_storeu(acc + 8 * kLanes, a8);
+  vec_storeu(acc + 9 * kLanes, a9), vec_storeu(acc + 10 * kLanes, a10), vec_storeu(acc + 11 * kLanes, a11);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -80,9 +56,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int64_t peak_lanes() { return kLanes; }
 
 double fma_chains(int64_t rounds, float mul, float add, float* acc) {
-  const Reg m = set1(mul), c = set1(add);
-  run_chains(rounds, acc, [&](Reg a) { return mul_add(a, m, c); });
-  return static_cast<double>(rounds) * kPeakChains * kLanes * kFlopsPerLane;
+  const Reg m = detail::vec_set1(mul), c = detail::vec_set1(add);
+  run_chains(rounds, acc, [&](Reg a) { return a * m + c; });
+  return static_cast<double>(rounds) * kPeakChains * kLanes * 2;
 }
 
 #if defined(__AVX512BF16__)
@@ -94,7 +70,7 @@ double bf16_dot_chains(int64_t rounds, float x, float* acc) {
   const uint32_t pair_x = to_bf16(x).bits, pair_one = 0x3f803f80u;
   const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair_x));
   const __m512bh b = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair_one));
-  run_chains(rounds, acc, [&](Reg v) { return _mm512_dpbf16_ps(v, a, b); });
+  run_chains(rounds, acc, [&](Reg v) { return (Reg)_mm512_dpbf16_ps((__m512)v, a, b); });
   return static_cast<double>(rounds) * kPeakChains * kLanes * 4;  // two products, two adds a lane
 }
 #else
