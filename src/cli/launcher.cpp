@@ -77,7 +77,12 @@ GroupEnd run_group(int nproc, std::vector<char*>& child_argv, int restart) {
   std::vector<pid_t> pids(nproc, -1);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  // A rank starts with SIGINT/SIGTERM unblocked (the launcher's own thread
+  // blocks them: util/interrupt.h), then routes them as every nmt does.
+  sigset_t no_signals;
+  sigemptyset(&no_signals);
+  posix_spawnattr_setsigmask(&attr, &no_signals);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   posix_spawnattr_setpgroup(&attr, 0);  // the first rank leads a new group; the others join it
   for (int r = 0; r < nproc; ++r) {
     std::vector<std::string> env;

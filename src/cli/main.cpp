@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   // A training step's products all run on OpenMP's pool where oneDNN's or
   // MKL's float32 gemm is loaded (oneDNN's bf16 one comes with LibTorch).
   nmt::ensure_library_settings(argv, nmt::ops::cpu::float_gemm_available());
+  // Before any thread of ours starts (util/interrupt.h says why).
+  nmt::take_signals_on_own_thread();
   // Logs go to stderr so that stdout carries only results (translations).
   spdlog::set_default_logger(spdlog::stderr_color_mt("nmt"));
   spdlog::set_pattern("[%H:%M:%S] %v");

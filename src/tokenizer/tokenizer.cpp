@@ -229,6 +229,7 @@ void train_in_child(const SpmLibrary& lib, const std::string& args, const std::s
     ::close(pipe_fds[0]);
     ::signal(SIGINT, SIG_IGN);  // the parent decides, and ends this process
     ::signal(SIGTERM, SIG_DFL);
+    unblock_interrupt_signals();  // blocked in the thread that forked (util/interrupt.h)
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
     char err[512] = {0};

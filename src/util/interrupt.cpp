@@ -1,11 +1,13 @@
 #include "util/interrupt.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace nmt {
 
@@ -36,7 +38,30 @@ void on_signal(int sig) {
   }
 }
 
+sigset_t interrupt_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
 }  // namespace
+
+void take_signals_on_own_thread() {
+  const sigset_t set = interrupt_signals();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    ::pthread_setname_np(::pthread_self(), "nmt-signals");
+    ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    for (;;) ::pause();  // each signal runs its handler here (or ends the process)
+  }).detach();
+}
+
+void unblock_interrupt_signals() {
+  const sigset_t set = interrupt_signals();
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+}
 
 void install_interrupt_handlers(const char* first, const char* second) {
   g_interrupted_text = std::string("\nnmt: interrupted; ") + first + " (Ctrl-C twice more to abort)\n";
