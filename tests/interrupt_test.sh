@@ -60,29 +60,56 @@ done
 # a thread that runs products. oneDNN's JIT float32 GEMM kernels (before
 # 3.11) point the stack pointer into the heap while they run, and a handler
 # run there wrote its frame over the heap: one SIGINT in five aborted
-# training ("corrupted size vs. prev_size"). Checked while training holds
-# between steps with two threads (OpenMP's team started); OpenBLAS's own
-# workers, which start as it loads, are left out (OPENBLAS_NUM_THREADS=1).
+# training ("corrupted size vs. prev_size"). Checked in training held between
+# steps with two threads (OpenMP's team started) and in a service that has
+# answered a request; OpenBLAS's own workers, which start as it loads, are
+# left out (OPENBLAS_NUM_THREADS=1).
+# open_threads PID: the names of PID's threads open to SIGINT or SIGTERM,
+# then "of N" (how many threads it has).
+open_threads() {
+  local t blocked names="" count=0
+  for t in /proc/$1/task/*; do
+    count=$((count + 1))
+    blocked=$(awk '/^SigBlk:/ { print $2 }' "$t/status" 2>/dev/null) || continue
+    # bit 1: SIGINT (2), bit 14: SIGTERM (15)
+    if [ $(( 0x$blocked & 0x4002 )) -ne $(( 0x4002 )) ]; then names="$names$(cat "$t/comm" 2>/dev/null) "; fi
+  done
+  echo "${names}of $count"
+}
 dir=$tmp/threads
 OPENBLAS_NUM_THREADS=1 NMT_TEST_HOLD=train-step@3:$tmp/held_threads "$nmt" train --config "$tmp/tiny.yaml" \
   --set train.threads=2 --set train.max_steps=$steps --set train.checkpoint_dir="$dir" >"$dir.log" 2>&1 &
 pid=$!
 if wait_held "$tmp/held_threads"; then
-  open="" count=0
-  for t in /proc/$pid/task/*; do
-    count=$((count + 1))
-    blocked=$(awk '/^SigBlk:/ { print $2 }' "$t/status" 2>/dev/null) || continue
-    # bit 1: SIGINT (2), bit 14: SIGTERM (15); a thread open to either.
-    if [ $(( 0x$blocked & 0x4002 )) -ne $(( 0x4002 )) ]; then open="$open $(cat "$t/comm" 2>/dev/null)"; fi
-  done
-  if [ "$open" = " nmt-signals" ] && [ "$count" -ge 3 ]; then ok
-  else bad "threads open to SIGINT/SIGTERM:$open (want only nmt-signals, of $count threads)"; fi
+  open=$(open_threads $pid)
+  if [[ $open =~ ^nmt-signals\ of\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 3 ]; then ok
+  else bad "training: threads open to SIGINT/SIGTERM: $open (want only nmt-signals)"; fi
   kill -INT $pid
   wait_exit $pid 60
   if [ "$rc" = 130 ] && [ -f "$dir/last/manifest.txt" ]; then ok
   else bad "SIGINT taken on nmt-signals: exit $rc: $(tail -2 "$dir.log")"; fi
 else
   bad "threads: never reached step 3: $(tail -2 "$dir.log")"
+fi
+OPENBLAS_NUM_THREADS=1 "$nmt" serve --checkpoint "$tmp/straight" --port 0 --port-file "$tmp/serve.port" \
+  --threads 2 >"$tmp/serve.log" 2>&1 &
+pid=$!
+if wait_until 60 test -s "$tmp/serve.port"; then
+  answer=$(/usr/bin/python3 - "$(cat "$tmp/serve.port")" <<'PY'
+import json, sys, urllib.request
+r = urllib.request.Request("http://127.0.0.1:%s/v1/translate" % sys.argv[1], method="POST",
+                           data=json.dumps({"text": "我爱水课"}).encode(), headers={"Content-Type": "application/json"})
+print(urllib.request.urlopen(r, timeout=30).status)
+PY
+  )
+  open=$(open_threads $pid)
+  if [ "$answer" = 200 ] && [[ $open =~ ^nmt-signals\ of\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 3 ]; then ok
+  else bad "serve: answered ${answer:-nothing}; threads open to SIGINT/SIGTERM: $open (want only nmt-signals)"; fi
+  kill -TERM $pid
+  wait_exit $pid 30
+  if [ "$rc" = 0 ]; then ok; else bad "serve SIGTERM: exit $rc: $(tail -2 "$tmp/serve.log")"; fi
+else
+  bad "serve did not start: $(tail -2 "$tmp/serve.log")"
 fi
 
 # Two SIGINTs, the second while the save is held: the save completes. Three:
