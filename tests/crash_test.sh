@@ -4,7 +4,7 @@
 #     and slowed down, so many kills land inside one), then resumed: every
 #     time the resume must work and lose at most the steps since the last
 #     save; the run that finally completes logs exactly the losses of an
-#     uninterrupted run.
+#     uninterrupted run, each step once.
 #  2. A full disk (injected: NMT_TEST_WRITE_LIMIT; and a real tmpfs of one
 #     and a half checkpoints where this machine lets us mount one): one line
 #     naming the file, exit 1, last/ and best/ complete, nothing staged left.
@@ -19,13 +19,11 @@ on_exit() { kill_jobs; umount "$tmp/tiny_fs" 2>/dev/null; }
 tiny_config "$src" "$tmp" >"$tmp/tiny.yaml"
 sed -i 's/log_every: 5/log_every: 1/; s/eval_every: 1000/eval_every: 4/' "$tmp/tiny.yaml"
 steps=200
+# Every step's line once, in order (a resumed run drops the lines logged
+# after the step it resumes from, which it logs again).
 losses() { /usr/bin/python3 -c "
 import json, sys
-seen = {}
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    if 'train_loss' in r: seen[int(r['step'])] = '%.6f' % r['train_loss']  # a repeated step: the resumed run's
-print(' '.join(seen[k] for k in sorted(seen)))" "$1"; }
+print(' '.join('%d:%.6f' % (r['step'], r['train_loss']) for r in map(json.loads, open(sys.argv[1])) if 'train_loss' in r))" "$1"; }
 saved_step() { sed -n 's/^step: //p' "$1/last/state.yaml" 2>/dev/null || echo 0; }
 
 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=$steps --set train.checkpoint_dir="$tmp/straight" \

@@ -427,6 +427,33 @@ TEST(Reporter, WritesLogWindowsAndEvaluationsToMetricsJsonl) {
   EXPECT_NE(lines[2].find("\"valid_bleu\": 20, \"valid_loss\": 1.5"), std::string::npos) << lines[2];
 }
 
+// A run resumed from step 2 of a file that a killed session had written up
+// to step 4: the lines of steps 3 and 4 go (they are logged again), those of
+// step 2 and before stay, and so does a line without a step.
+TEST(Reporter, ResumingDropsTheLinesLoggedAfterTheStepResumedFrom) {
+  const std::string text =
+      "{\"step\": 1, \"train_loss\": 5}\n{\"step\": 2, \"train_loss\": 4}\n{\"step\": 2, \"valid_loss\": 4.5}\n"
+      "{\"note\": 1}\n{\"step\": 3, \"train_loss\": 3}\n{\"step\": 4, \"valid_loss\": 2.5}\n";
+  int64_t dropped = -1;
+  EXPECT_EQ(lines_up_to_step(text, 2, &dropped),
+            "{\"step\": 1, \"train_loss\": 5}\n{\"step\": 2, \"train_loss\": 4}\n{\"step\": 2, \"valid_loss\": 4.5}\n"
+            "{\"note\": 1}\n");
+  EXPECT_EQ(dropped, 2);
+  EXPECT_EQ(lines_up_to_step(text, 4, &dropped), text);
+  EXPECT_EQ(dropped, 0);
+  EXPECT_EQ(lines_up_to_step("{\"step\": 12, \"x\": 1}", 9, &dropped), "");  // the last line unended
+  EXPECT_EQ(dropped, 1);
+
+  TrainConfig tc;
+  tc.checkpoint_dir = testing::temp_dir("reporter_resume");
+  tc.progress = false;
+  write_file_atomic(tc.checkpoint_dir + "/metrics.jsonl", text);
+  TrainingState at2;
+  at2.step = 2;
+  { Reporter r(tc, at2, /*append=*/true, /*active=*/true); }
+  EXPECT_EQ(read_file(tc.checkpoint_dir + "/metrics.jsonl", "metrics"), lines_up_to_step(text, 2, nullptr));
+}
+
 // ---------------------------------------------------------------- whole runs
 
 TEST(Train, ResumeContinuesExactly) {

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -15,6 +17,24 @@
 namespace nmt {
 
 namespace fs = std::filesystem;
+
+std::string lines_up_to_step(const std::string& text, int64_t step, int64_t* dropped) {
+  static constexpr std::string_view kKey = "{\"step\": ";
+  std::string kept;
+  kept.reserve(text.size());
+  int64_t n = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    end = end == std::string::npos ? text.size() : end + 1;
+    const std::string_view line(text.data() + at, end - at);
+    // Every line nmt writes starts with its step; another line is kept as is.
+    if (line.substr(0, kKey.size()) == kKey && std::strtod(line.data() + kKey.size(), nullptr) > double(step)) ++n;
+    else kept.append(line);
+    at = end;
+  }
+  if (dropped) *dropped = n;
+  return kept;
+}
 
 Reporter::Reporter(const TrainConfig& config, const TrainingState& state, bool append, bool active)
     : config_(config),
@@ -30,8 +50,13 @@ Reporter::Reporter(const TrainConfig& config, const TrainingState& state, bool a
                       : config.metrics_file;
   const fs::path parent = fs::path(metrics_path_).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
-  if (append && fs::exists(metrics_path_)) metrics_text_ = read_file(metrics_path_, "metrics log");
+  int64_t dropped = 0;
+  if (append && fs::exists(metrics_path_))
+    metrics_text_ = lines_up_to_step(read_file(metrics_path_, "metrics log"), state.step, &dropped);
   write_file_atomic(metrics_path_, metrics_text_);  // fails here, not an hour in
+  if (dropped > 0)
+    info(fmt::format("metrics: {} line{} logged after step {} (the step resumed from) dropped from {}: the steps "
+                     "after it run again", dropped, dropped == 1 ? "" : "s", state.step, metrics_path_));
 }
 
 Reporter::~Reporter() { clear_progress(); }

@@ -28,10 +28,17 @@ struct TrainResult {
   int interrupted = 0;           // the signal that stopped the run early (0: it ran its course)
 };
 
+// A metrics file's lines, less those of steps after `step` (counted in
+// *dropped): a run resumed from the checkpoint of step N logs N+1.. again,
+// and the lines an earlier session wrote past its last save (before a crash
+// or a kill) would stand twice in the file, with other losses.
+std::string lines_up_to_step(const std::string& text, int64_t step, int64_t* dropped);
+
 class Reporter {
  public:
-  // append: continue the metrics file of a resumed run; `state` carries the
-  // time its earlier sessions took, so the clocks go on from there.
+  // append: continue the metrics file of a resumed run, from the step
+  // resumed from; `state` carries the time its earlier sessions took, so the
+  // clocks go on from there.
   Reporter(const TrainConfig& config, const TrainingState& state, bool append, bool active);
   ~Reporter();
 
