@@ -76,13 +76,18 @@ open_threads() {
   done
   echo "${names}of $count"
 }
+# only_signal_thread_open PID: succeeds when nmt-signals is the only one of
+# PID's threads (at least 3) open to them; $open says which were.
+only_signal_thread_open() {
+  open=$(open_threads "$1")
+  [[ $open =~ ^nmt-signals\ of\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 3 ]
+}
 dir=$tmp/threads
 OPENBLAS_NUM_THREADS=1 NMT_TEST_HOLD=train-step@3:$tmp/held_threads "$nmt" train --config "$tmp/tiny.yaml" \
   --set train.threads=2 --set train.max_steps=$steps --set train.checkpoint_dir="$dir" >"$dir.log" 2>&1 &
 pid=$!
 if wait_held "$tmp/held_threads"; then
-  open=$(open_threads $pid)
-  if [[ $open =~ ^nmt-signals\ of\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 3 ]; then ok
+  if only_signal_thread_open $pid; then ok
   else bad "training: threads open to SIGINT/SIGTERM: $open (want only nmt-signals)"; fi
   kill -INT $pid
   wait_exit $pid 60
@@ -102,8 +107,7 @@ r = urllib.request.Request("http://127.0.0.1:%s/v1/translate" % sys.argv[1], met
 print(urllib.request.urlopen(r, timeout=30).status)
 PY
   )
-  open=$(open_threads $pid)
-  if [ "$answer" = 200 ] && [[ $open =~ ^nmt-signals\ of\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 3 ]; then ok
+  if only_signal_thread_open $pid && [ "$answer" = 200 ]; then ok
   else bad "serve: answered ${answer:-nothing}; threads open to SIGINT/SIGTERM: $open (want only nmt-signals)"; fi
   kill -TERM $pid
   wait_exit $pid 30

@@ -10,7 +10,7 @@
 
 namespace nmt {
 
-// Called first in main(), before any thread starts: SIGINT and SIGTERM are
+// Called in main() before any thread starts: SIGINT and SIGTERM are
 // blocked in the calling thread, so every thread started after it (OpenMP's
 // team, oneDNN's, the batch prefetcher, the service's) inherits the block,
 // and one thread of their own ("nmt-signals") takes them, doing nothing
