@@ -798,10 +798,11 @@ void check_dense(c10::DeviceType device, const SideCase& sc) {
       }
       const at::Tensor before = with_buffer ? g[1].grad().clone() : at::Tensor();
       const at::Tensor before_b = with_buffer ? g[2].grad().clone() : at::Tensor();
-      // A GPU, and a CPU whose LibTorch carries oneDNN (Debian's does), take dense().
-      const bool cpu_onednn = device == c10::kCPU && (sc.side == at::kBFloat16 ? cpu::onednn_gemm_available<bf16>()
-                                                                                 : cpu::onednn_gemm_available<float>());
-      if (device == c10::kCUDA || cpu_onednn) {
+      // A GPU, and a CPU with a gemm for the dtype in the process (oneDNN's
+      // in Debian's LibTorch; MKL's or nmt's for float32 in PyPI's), take dense().
+      const bool cpu_gemm = device == c10::kCPU && (sc.side == at::kBFloat16 ? cpu::bf16_gemm_available()
+                                                                               : cpu::float_gemm_available());
+      if (device == c10::kCUDA || cpu_gemm) {
         ASSERT_TRUE(dense_applies(g[0], g[1])) << what;
       } else {
         EXPECT_FALSE(dense_applies(g[0], g[1])) << what;
@@ -936,7 +937,8 @@ TEST(FloatGemm, EachLibraryMatchesTheFloat64Reference) {
 }
 
 // The choice of library: a name wins (and must be present); auto takes MKL
-// where it is present on an Intel CPU, or where oneDNN is absent, and sends
+// where it is present on an Intel CPU, oneDNN where present otherwise, nmt's
+// where MKL is alone on another vendor's CPU, and sends
 // the long weight gradients to nmt's sgemm where oneDNN runs AVX2 kernels;
 // a bad name is an InputError naming the variable.
 TEST(FloatGemm, ChoiceRule) {
@@ -950,7 +952,10 @@ TEST(FloatGemm, ChoiceRule) {
   EXPECT_FALSE(choose_float_gemm("", true, true, true, false).by_hand);
   EXPECT_EQ(choose_float_gemm("auto", true, true, false, false).library, FloatGemm::kOnednn) << "not an Intel CPU";
   EXPECT_EQ(choose_float_gemm("auto", true, false, true, false).library, FloatGemm::kOnednn) << "no MKL";
-  EXPECT_EQ(choose_float_gemm("", false, true, false, false).library, FloatGemm::kMkl) << "no oneDNN";
+  EXPECT_EQ(choose_float_gemm("", false, true, true, false).library, FloatGemm::kMkl) << "no oneDNN, Intel";
+  EXPECT_EQ(choose_float_gemm("", false, true, false, false).library, FloatGemm::kNmt) << "MKL alone, not Intel";
+  EXPECT_FALSE(choose_float_gemm("", false, true, false, false).by_hand);
+  EXPECT_EQ(choose_float_gemm("mkl", false, true, false, false).library, FloatGemm::kMkl) << "named";
   // The weight gradients: on nmt's only under oneDNN chosen by auto, with AVX2 kernels.
   EXPECT_TRUE(choose_float_gemm("", true, false, false, true).weight_gradients_on_nmt);
   EXPECT_FALSE(choose_float_gemm("", true, false, false, false).weight_gradients_on_nmt) << "AVX-512 kernels";
@@ -986,6 +991,63 @@ TEST(FloatGemm, ChoiceRule) {
   EXPECT_NE(error_of("mkl", true, false).find("NMT_CPU_GEMM: mkl is not in this process"), std::string::npos)
       << error_of("mkl", true, false);
   EXPECT_NE(error_of("onednn", false, true).find("NMT_CPU_GEMM: onednn is not in this process"), std::string::npos);
+}
+
+// Each bf16 gemm in the process (oneDNN's where LibTorch exports it, MKL's
+// where LibTorch carries it or libmkl_rt is installed) against float64
+// products of the same bf16 values, summed in float32: every transpose, rows
+// with gaps, alpha and beta (0: C holds NaN, never read). Columns of C past
+// n must stay as they were. A process with neither runs no case.
+TEST(Bf16Gemm, EachLibraryMatchesTheFloat64Reference) {
+  std::vector<std::pair<std::string, void (*)(const cpu::GemmParams<bf16>&)>> libraries;
+  if (cpu::onednn_gemm_available<bf16>())
+    libraries.emplace_back("oneDNN", [](const cpu::GemmParams<bf16>& p) { cpu::onednn_gemm(p); });
+  if (cpu::mkl_bf16_gemm_available()) libraries.emplace_back("MKL", &cpu::mkl_bf16_gemm);
+  if (libraries.empty()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process";
+  at::manual_seed(35);
+  using Shape = std::tuple<int64_t, int64_t, int64_t>;
+  for (const auto& [name, gemm] : libraries)
+    for (const auto& [m, k, n] : std::vector<Shape>{{37, 19, 23}, {1, 64, 300}, {130, 1, 7}, {70, 300, 45}})
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true})
+          for (const float beta : {0.0f, 1.0f}) {
+            const std::string what = name + " m " + std::to_string(m) + " k " + std::to_string(k) + " n " +
+                                     std::to_string(n) + (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "") + " beta " +
+                                     std::to_string(beta);
+            const at::Tensor a_store = at::randn({ta ? k : m, (ta ? m : k) + 3}).to(at::kBFloat16);
+            const at::Tensor b_store = at::randn({tb ? n : k, (tb ? k : n) + 3}).to(at::kBFloat16);
+            const at::Tensor a = a_store.narrow(1, 0, ta ? m : k), b = b_store.narrow(1, 0, tb ? k : n);
+            at::Tensor c_store = at::randn({m, n + 3});
+            if (beta == 0) c_store.narrow(1, 0, n).fill_(NAN);
+            const at::Tensor c_before = c_store.clone();
+            cpu::GemmParams<bf16> p;
+            p.trans_a = ta, p.trans_b = tb, p.m = m, p.n = n, p.k = k, p.alpha = 1.5f, p.beta = beta;
+            p.a = reinterpret_cast<const bf16*>(a_store.data_ptr()), p.lda = a_store.size(1);
+            p.b = reinterpret_cast<const bf16*>(b_store.data_ptr()), p.ldb = b_store.size(1);
+            p.c = c_store.data_ptr<float>(), p.ldc = c_store.size(1);
+            gemm(p);
+            const at::Tensor opa = (ta ? a.t() : a).to(at::kDouble), opb = (tb ? b.t() : b).to(at::kDouble);
+            at::Tensor ref = 1.5 * at::mm(opa, opb);
+            if (beta != 0) ref += beta * c_before.narrow(1, 0, n).to(at::kDouble);
+            EXPECT_LT((c_store.narrow(1, 0, n).to(at::kDouble) - ref).abs().max().item<double>(), 2e-4 * std::sqrt(k))
+                << what;
+            EXPECT_TRUE(c_store.narrow(1, n, 3).equal(c_before.narrow(1, n, 3))) << what << ": columns past n written";
+          }
+}
+
+// bf16 products: oneDNN's where present, MKL's only when named (it ran at
+// its float32 speed on an AMD EPYC), else none (LibTorch's mm).
+TEST(Bf16Gemm, ChoiceRule) {
+  using cpu::Bf16Gemm;
+  using cpu::choose_bf16_gemm;
+  EXPECT_EQ(choose_bf16_gemm("", true, true), Bf16Gemm::kOnednn);
+  EXPECT_EQ(choose_bf16_gemm("auto", true, false), Bf16Gemm::kOnednn);
+  EXPECT_EQ(choose_bf16_gemm("", false, true), Bf16Gemm::kNone) << "MKL's only by hand";
+  EXPECT_EQ(choose_bf16_gemm("nmt", false, true), Bf16Gemm::kNone) << "nmt has no bf16 gemm";
+  EXPECT_EQ(choose_bf16_gemm("mkl", true, true), Bf16Gemm::kMkl);
+  EXPECT_EQ(choose_bf16_gemm("mkl", false, true), Bf16Gemm::kMkl);
+  EXPECT_EQ(choose_bf16_gemm("mkl", true, false), Bf16Gemm::kOnednn) << "an MKL without a bf16 gemm";
+  EXPECT_EQ(choose_bf16_gemm("", false, false), Bf16Gemm::kNone);
 }
 
 // nmt's sgemm sums every element in one order whatever the team: bit for
@@ -1051,7 +1113,7 @@ TEST(ArithmeticPeak, EveryChainRunsEveryRound) {
 // its rows: the same output and gradients as the block-and-padded-rows path
 // of an input without, and an output that has the room too.
 TEST(Dense, OneProductOverRowRoomGivesTheSameResults) {
-  if (!cpu::onednn_gemm_available<bf16>()) GTEST_SKIP() << "no oneDNN bf16 gemm in this LibTorch";
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process";
   at::manual_seed(28);
   const int64_t N = 100, in_dim = 48, out_dim = 80;  // 100 rows: one block of 64 and 36 more
   const at::Tensor x0 = at::randn({N, in_dim}).to(at::kBFloat16);

@@ -113,10 +113,10 @@ struct TrainingSession {
     // (dense() and the cross-entropy), or LibTorch's BLAS.
     std::string blas;
     if (device.is_cpu()) ops::cpu::float_gemm_choice();  // a bad NMT_CPU_GEMM stops a bf16 run too
-    if (device.is_cpu() && ops::cpu::float_gemm_available()) {
+    const bool bf16 = precision == at::kBFloat16;
+    if (device.is_cpu() && (bf16 ? ops::cpu::bf16_gemm_available() : ops::cpu::float_gemm_available())) {
       const char* policy = std::getenv("OMP_WAIT_POLICY");
-      blas = "products on " +
-             (precision == at::kBFloat16 ? std::string("oneDNN's gemm") : ops::cpu::float_gemm_description()) +
+      blas = "products on " + (bf16 ? ops::cpu::bf16_gemm_description() : ops::cpu::float_gemm_description()) +
              ", OpenMP threads " +
              (policy ? "OMP_WAIT_POLICY=" + std::string(policy) : std::string("spinning a while between ops"));
     } else if (device.is_cpu()) {

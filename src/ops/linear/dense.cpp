@@ -9,7 +9,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ops/linear/cpu/float_gemm.h"
-#include "ops/linear/cpu/onednn_gemm.h"
 #include "ops/op_glue.h"
 
 namespace nmt::ops {
@@ -20,11 +19,11 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Whether x's products on the CPU run on our gemm route: bf16 ones on
-// oneDNN's gemm (cpu/onednn_gemm.h; their gradients added straight into
-// float32 buffers), float32 ones on oneDNN's or MKL's sgemm, some on nmt's
-// (cpu/float_gemm.h; on OpenMP's thread pool, not on the BLAS's own).
+// oneDNN's gemm (their gradients added straight into float32 buffers),
+// float32 ones on oneDNN's or MKL's sgemm, some on nmt's (cpu/float_gemm.h
+// says which; on OpenMP's thread pool, not on the BLAS's own).
 bool bf16_on_cpu(const at::Tensor& x) {
-  return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::onednn_gemm_available<bf16>();
+  return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::bf16_gemm_available();
 }
 bool float32_on_cpu(const at::Tensor& x) {
   return x.is_cpu() && x.scalar_type() == at::kFloat && cpu::float_gemm_available();
@@ -53,7 +52,7 @@ Operand operand(const at::Tensor& t) {
   return {c, false, row_major_ld(c)};
 }
 
-// c = beta · c + a · b through oneDNN's gemm (bf16) or the float32 one in use
+// c = beta · c + a · b through the bf16 gemm in use or the float32 one
 // (cpu/float_gemm.h) for a: [m, k] and b: [k, n] of
 // one dtype (bf16 or float32, on_cpu_gemm), into c: [m, n] float32 with rows
 // of unit stride. Recorded as a product of a and b after the c it adds
@@ -73,7 +72,7 @@ void cpu_gemm_product(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, f
   if (a.scalar_type() == at::kBFloat16) {
     cpu::GemmParams<bf16> p;
     fill(p, bf16());
-    cpu::onednn_gemm(p);
+    cpu::bf16_gemm(p);
   } else {
     cpu::GemmParams<float> p;
     fill(p, float());

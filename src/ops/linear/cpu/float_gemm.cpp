@@ -49,7 +49,12 @@ FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl
   }
   if (!want.empty() && want != "auto")
     throw InputError("NMT_CPU_GEMM: '" + want + "' is not one of: auto | onednn | mkl | nmt");
-  c.library = mkl && (intel_cpu || !onednn) ? FloatGemm::kMkl : FloatGemm::kOnednn;
+  if (mkl && intel_cpu)
+    c.library = FloatGemm::kMkl;
+  else if (onednn || !mkl)
+    c.library = FloatGemm::kOnednn;
+  else
+    c.library = FloatGemm::kNmt;  // MKL alone, another vendor's CPU (float_gemm.h)
   c.weight_gradients_on_nmt = c.library == FloatGemm::kOnednn && avx2_kernels;
   return c;
 }
@@ -67,10 +72,12 @@ const FloatGemmChoice& float_gemm_choice() {
 
 std::string float_gemm_description() {
   const FloatGemmChoice& c = float_gemm_choice();
-  if (c.library == FloatGemm::kNmt) return "nmt's sgemm (NMT_CPU_GEMM=nmt)";
+  if (c.library == FloatGemm::kNmt)
+    return c.by_hand ? "nmt's sgemm (NMT_CPU_GEMM=nmt)" : "nmt's sgemm (MKL's alone in this process, not an Intel CPU)";
   if (c.weight_gradients_on_nmt) return "oneDNN's sgemm, nmt's for the weight gradients (AVX2 kernels)";
   if (c.library == FloatGemm::kOnednn) return c.by_hand ? "oneDNN's sgemm (NMT_CPU_GEMM=onednn)" : "oneDNN's sgemm";
-  return "MKL " + mkl_version() + "'s sgemm (" + (c.by_hand ? "NMT_CPU_GEMM=mkl" : "an Intel CPU") + ")";
+  return "MKL " + mkl_version() + "'s sgemm (" + mkl_source() + ", " +
+         (c.by_hand ? "NMT_CPU_GEMM=mkl" : onednn_gemm_available<float>() ? "an Intel CPU" : "no oneDNN exported") + ")";
 }
 
 void float_gemm_on(FloatGemm library, const GemmParams<float>& p) {
@@ -79,6 +86,35 @@ void float_gemm_on(FloatGemm library, const GemmParams<float>& p) {
     case FloatGemm::kNmt: return sgemm(p);
     case FloatGemm::kOnednn: break;
   }
+  onednn_gemm(p);
+}
+
+Bf16Gemm choose_bf16_gemm(const std::string& want, bool onednn, bool mkl) {
+  if (want == "mkl" && mkl) return Bf16Gemm::kMkl;
+  return onednn ? Bf16Gemm::kOnednn : Bf16Gemm::kNone;
+}
+
+Bf16Gemm bf16_gemm_library() {
+  static const Bf16Gemm library = [] {
+    const char* env = std::getenv("NMT_CPU_GEMM");
+    return choose_bf16_gemm(env ? env : "", onednn_gemm_available<bf16>(), mkl_bf16_gemm_available());
+  }();
+  return library;
+}
+
+bool bf16_gemm_available() { return bf16_gemm_library() != Bf16Gemm::kNone; }
+
+std::string bf16_gemm_description() {
+  switch (bf16_gemm_library()) {
+    case Bf16Gemm::kOnednn: return "oneDNN's gemm";
+    case Bf16Gemm::kMkl: return "MKL " + mkl_version() + "'s bf16 gemm (" + mkl_source() + ", NMT_CPU_GEMM=mkl)";
+    case Bf16Gemm::kNone: break;
+  }
+  return "LibTorch's mm (no bf16 gemm with float32 output exported)";
+}
+
+void bf16_gemm(const GemmParams<bf16>& p) {
+  if (bf16_gemm_library() == Bf16Gemm::kMkl) return mkl_bf16_gemm(p);
   onednn_gemm(p);
 }
 

@@ -1,7 +1,9 @@
 // The float32 products of a CPU training step (dense() and the fused
 // cross-entropy), and the library that runs them: oneDNN's sgemm
-// (onednn_gemm.h), or Intel MKL's where its runtime library is installed
-// (Debian: libmkl-rt, in non-free) and the CPU is Intel's.
+// (onednn_gemm.h), or Intel MKL's where it is in the process (inside
+// PyPI's LibTorch, which hides its oneDNN, on any CPU: there it is the only
+// one) or its runtime library is installed (Debian: libmkl-rt, in non-free)
+// and the CPU is Intel's. The bf16 products' library is chosen below.
 //
 // Why a second library: in a training step the products' operands come from
 // memory other ops wrote moments before, not from the cache a benchmark
@@ -10,6 +12,12 @@
 // and MKL ran the gradients' shapes (Aᵀ · B, A · Bᵀ) 13-22% faster even
 // alone; PyTorch's products are MKL's. A step's products took 4.5% less time
 // on MKL, 10% less held to AVX2 (docs/bench/roofline.md).
+//
+// Where MKL is the only one (PyPI's LibTorch) and the CPU is not Intel's,
+// nmt's own sgemm runs them: on an AMD EPYC (Zen 4, 2 threads, configs/
+// real.yaml, LibTorch 2.11) a step took 516-523 ms with it and 512-626 ms
+// (median 596) with MKL's, whose products ran at 146-182 GFLOP/s to nmt's
+// 176-178; LibTorch's own mm (MKL again) 574 ms.
 //
 // Why by vendor and not by a measurement: the library sets the order in
 // which a product sums, so a run resumed from a checkpoint must multiply on
@@ -39,6 +47,7 @@
 
 #include <string>
 
+#include "ops/bf16.h"
 #include "ops/linear/cpu/gemm_params.h"
 
 namespace nmt::ops::cpu {
@@ -53,9 +62,10 @@ struct FloatGemmChoice {
 
 // The rule: want is NMT_CPU_GEMM ("" for auto). Throws InputError (exit 2)
 // for an unknown name, or for a library asked for by name that is not in
-// this process. auto: MKL where it is present and the CPU is Intel's (or
-// oneDNN is absent), oneDNN otherwise, with the weight gradients on nmt's
-// where the kernels are AVX2's (avx2_kernels).
+// this process. auto: MKL where it is present and the CPU is Intel's,
+// oneDNN where it is present otherwise (the weight gradients on nmt's where
+// the kernels are AVX2's: avx2_kernels), nmt's where MKL is alone on another
+// vendor's CPU.
 FloatGemmChoice choose_float_gemm(const std::string& want, bool onednn, bool mkl, bool intel_cpu,
                                   bool avx2_kernels);
 // Whether a product goes to nmt's sgemm under weight_gradients_on_nmt.
@@ -75,11 +85,36 @@ void float_gemm(const GemmParams<float>& p);
 // On one library, whichever is in use (tests and benchmarks).
 void float_gemm_on(FloatGemm library, const GemmParams<float>& p);
 
-// ---- MKL (libmkl_rt), looked up on first use -------------------------------
+// ---- bf16 products ----------------------------------------------------------
+// A bf16 step's products (bf16 operands, float32 output) run on oneDNN's
+// gemm where LibTorch exports it (Debian's), the library LibTorch's own bf16
+// products run on. MKL's (cblas_gemm_bf16bf16f32) only by hand,
+// NMT_CPU_GEMM=mkl: on an AMD EPYC (Zen 4, AVX512-BF16) MKL 2024.2's ran at
+// its float32 speed, 160-187 GFLOP/s on 2 cores against the 415-438 of
+// oneDNN's bf16 kernels inside the same LibTorch; on Intel's CPUs it is
+// unmeasured. Without either (PyPI's LibTorch, whose oneDNN is hidden, on
+// any CPU), bf16 products go through LibTorch's mm.
+enum class Bf16Gemm { kNone, kOnednn, kMkl };
+Bf16Gemm choose_bf16_gemm(const std::string& want, bool onednn, bool mkl);
+// The library in use (NMT_CPU_GEMM, read once; float_gemm_choice() rejects a
+// bad value first).
+Bf16Gemm bf16_gemm_library();
+bool bf16_gemm_available();
+// "oneDNN's gemm" or "MKL 2024.2's bf16 gemm (NMT_CPU_GEMM=mkl)".
+std::string bf16_gemm_description();
+// C = alpha op(A) op(B) + beta C with bf16 A and B on the library in use.
+void bf16_gemm(const GemmParams<bf16>& p);
+
+// ---- MKL, looked up on first use ---------------------------------------------
+// In the process (LibTorch with MKL inside it) or Intel's libmkl_rt.
 bool mkl_sgemm_available();
-// "2020.0.4" or "" when absent.
+bool mkl_bf16_gemm_available();
+// "2024.2" or "" when absent.
 std::string mkl_version();
-// Throws std::runtime_error when MKL is absent.
+// "in LibTorch", "libmkl_rt", or "" when absent.
+std::string mkl_source();
+// Throw std::runtime_error when MKL (or its bf16 gemm) is absent.
 void mkl_sgemm(const GemmParams<float>& p);
+void mkl_bf16_gemm(const GemmParams<bf16>& p);
 
 }  // namespace nmt::ops::cpu
