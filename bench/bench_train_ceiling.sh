@@ -15,13 +15,19 @@
 # bench/bench_train.sh), nmt with --attention flash; both on --threads.
 #
 # Usage: bench/bench_train_ceiling.sh [--precision float32|bf16] [--threads N] [--isa native|avx2]
-#                                     [--steps N] [--goal R] CONFIG
+#                                     [--steps N] [--goal R] [--python PY] [--nmt PATH] CONFIG
 #   defaults: float32, 2 threads, native, 20 steps profiled (PyTorch: 10,
 #   and 3 + N plain ones), goal 1.5
+#   --python PY: the PyTorch to measure against, a python with torch,
+#   sentencepiece and yaml (default: bench/peers_env.sh's, PyTorch 2.15)
+#   --nmt PATH: the nmt to measure (default: build/nmt, brought up to date by
+#   scripts/setup.sh); the two let it run on a host with neither Debian's
+#   packages nor the peers' environment, e.g. a GPU host's CPU with a bundle
+#   from scripts/gpu_bundle_build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-precision=float32 threads=2 isa=native steps=20 goal=1.5 config=
+precision=float32 threads=2 isa=native steps=20 goal=1.5 config= peer_python= nmt=
 while (($#)); do
   case $1 in
     --precision) precision=$2; shift 2 ;;
@@ -29,7 +35,9 @@ while (($#)); do
     --isa) isa=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --goal) goal=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --python) peer_python=$2; shift 2 ;;
+    --nmt) nmt=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench_train_ceiling: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [ -z "$config" ] || { echo "bench_train_ceiling: one CONFIG only (got $config and $1)" >&2; exit 2; }
        config=$1; shift ;;
@@ -48,10 +56,18 @@ case $isa in
   *) echo "bench_train_ceiling: --isa: '$isa' is not one of: native | avx2" >&2; exit 2 ;;
 esac
 source bench/train_peers.sh
-python=/usr/bin/python3
-peer_python=$(bench/peers_env.sh)
-scripts/setup.sh >/dev/null
-nmt=${NMT_BUILD_DIR:-build}/nmt
+if [ -n "$peer_python" ]; then
+  "$peer_python" -c 'import torch, sentencepiece, yaml' 2>/dev/null ||
+    { echo "bench_train_ceiling: --python $peer_python: needs torch, sentencepiece and yaml" >&2; exit 2; }
+else
+  peer_python=$(bench/peers_env.sh)
+fi
+if [ -n "$nmt" ]; then
+  [ -x "$nmt" ] || { echo "bench_train_ceiling: --nmt $nmt: not an executable" >&2; exit 2; }
+else
+  scripts/setup.sh >/dev/null
+  nmt=${NMT_BUILD_DIR:-build}/nmt
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -75,7 +91,7 @@ torch_run "$work/torch_plain.log" --max-steps $((steps + 3))
 echo "bench_train_ceiling: PyTorch --profile-steps 10" >&2
 torch_run "$work/torch_profile.log" --profile-steps 10 --max-minutes 60
 
-"$python" - "$work" "$config" "$precision" "$threads" "$isa" "$goal" \
+"$peer_python" - "$work" "$config" "$precision" "$threads" "$isa" "$goal" \
   "$("$peer_python" -c 'import torch; print(torch.__version__.split("+")[0])')" <<'PY'
 import re, sys
 work, config, precision, threads, isa, goal, torch_version = sys.argv[1:]
