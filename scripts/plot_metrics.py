@@ -286,15 +286,20 @@ def read_metrics(path, x_key, keys):
     data = {key: ([], []) for key in keys}
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
+            text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}")
+    lines = text.split("\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
+            # A running trainer appends a line at a time: an unended last
+            # line may be one it is still writing.
+            if n == len(lines) and not text.endswith("\n"):
+                continue
             raise InputError(f"{path}:{n}: not JSON: {e.msg}")
         if not isinstance(rec, dict):
             raise InputError(f"{path}:{n}: expected a JSON object")

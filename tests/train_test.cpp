@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -441,17 +444,44 @@ TEST(Reporter, ResumingDropsTheLinesLoggedAfterTheStepResumedFrom) {
   EXPECT_EQ(dropped, 2);
   EXPECT_EQ(lines_up_to_step(text, 4, &dropped), text);
   EXPECT_EQ(dropped, 0);
-  EXPECT_EQ(lines_up_to_step("{\"step\": 12, \"x\": 1}", 9, &dropped), "");  // the last line unended
-  EXPECT_EQ(dropped, 1);
+  // An unended last line is a write a crash cut short: dropped whatever its step.
+  bool torn = false;
+  EXPECT_EQ(lines_up_to_step("{\"step\": 12, \"x\": 1}", 9, &dropped, &torn), "");
+  EXPECT_EQ(dropped, 0);
+  EXPECT_TRUE(torn);
+  EXPECT_EQ(lines_up_to_step(text + "{\"step\": 1, \"tr", 9, &dropped, &torn), text);
+  EXPECT_TRUE(torn);
+  lines_up_to_step(text, 9, &dropped, &torn);
+  EXPECT_FALSE(torn);
 
   TrainConfig tc;
   tc.checkpoint_dir = testing::temp_dir("reporter_resume");
   tc.progress = false;
-  write_file_atomic(tc.checkpoint_dir + "/metrics.jsonl", text);
+  const std::string path = tc.checkpoint_dir + "/metrics.jsonl";
+  write_file_atomic(path, text + "{\"step\": 2, \"valid_lo");  // and a torn line
   TrainingState at2;
   at2.step = 2;
-  { Reporter r(tc, at2, /*append=*/true, /*active=*/true); }
-  EXPECT_EQ(read_file(tc.checkpoint_dir + "/metrics.jsonl", "metrics"), lines_up_to_step(text, 2, nullptr));
+  {
+    Reporter r(tc, at2, /*append=*/true, /*active=*/true);
+    EXPECT_EQ(read_file(path, "metrics"), lines_up_to_step(text, 2, nullptr));
+    // Then lines are appended to that file, not the file rewritten (a
+    // rewrite at every line grows with the run): the same inode, the old
+    // lines as they were, each new one after them.
+    struct stat before {};
+    ASSERT_EQ(::stat(path.c_str(), &before), 0);
+    at2.step = 3;
+    r.evaluation(at2, {{"loss", 2.0}}, /*best=*/true);
+    r.stamp(at2);
+    r.evaluation(at2, {{"loss", 1.5}}, /*best=*/true);
+    struct stat after {};
+    ASSERT_EQ(::stat(path.c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino) << "metrics.jsonl was replaced, not appended to";
+    const std::string now = read_file(path, "metrics");
+    ASSERT_EQ(now.compare(0, before.st_size, lines_up_to_step(text, 2, nullptr)), 0) << now;
+    const std::string added = now.substr(before.st_size);
+    EXPECT_EQ(std::count(added.begin(), added.end(), '\n'), 2) << added;
+    EXPECT_EQ(added.rfind("{\"step\": 3", 0), 0u) << added;
+  }
 }
 
 // ---------------------------------------------------------------- whole runs

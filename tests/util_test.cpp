@@ -136,6 +136,48 @@ TEST(WriteFileAtomic, AFullDiskKeepsThePreviousFile) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
 }
 
+// The appended log: lines land at the end of what the file held, in order;
+// sync() works on a file and on a pipe-like target (/dev/null); a full disk
+// is the one-line IoError (in a child: the limit is read once per process),
+// and a folder that cannot hold the file fails at opening, naming it.
+TEST(AppendFile, AppendsLinesAndSaysWhenItCannot) {
+  const fs::path dir = testing::temp_dir("append");
+  const std::string path = (dir / "log.jsonl").string();
+  write_file_atomic(path, "{\"a\": 1}\n");
+  {
+    AppendFile log(path);
+    log.append("{\"b\": 2}\n");
+    log.sync();
+    log.append("{\"c\": 3}\n");
+  }
+  EXPECT_EQ(slurp(path), "{\"a\": 1}\n{\"b\": 2}\n{\"c\": 3}\n");
+  {
+    AppendFile null("/dev/null");
+    null.append("x\n");
+    EXPECT_NO_THROW(null.sync());
+  }
+  const std::string missing = (dir / "no_such_folder" / "log.jsonl").string();
+  try {
+    AppendFile log(missing);
+    ADD_FAILURE() << "opened " << missing;
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()), missing + ": cannot open for appending: No such file or directory");
+  }
+  testing::Process child = testing::fork_child([&] {
+    ::setenv("NMT_TEST_WRITE_LIMIT", "100", 1);
+    try {
+      AppendFile log(path);
+      log.append(std::string(1000, 'x'));
+      return 0;
+    } catch (const IoError& e) {
+      return std::string(e.what()) == path + ": cannot write: No space left on device" ? 1 : 2;
+    }
+  });
+  const int status = testing::wait_for(child, std::chrono::seconds(60));
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "1: the one-line IoError; 0: no error; 2: another message";
+  EXPECT_EQ(slurp(path), "{\"a\": 1}\n{\"b\": 2}\n{\"c\": 3}\n") << "a refused append wrote nothing";
+}
+
 bool has_marker(const std::string& folder) { return fs::exists(fs::path(folder) / "marker"); }
 bool is_marker(const std::string& name) { return name == "marker"; }
 

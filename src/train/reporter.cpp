@@ -18,14 +18,19 @@ namespace nmt {
 
 namespace fs = std::filesystem;
 
-std::string lines_up_to_step(const std::string& text, int64_t step, int64_t* dropped) {
+std::string lines_up_to_step(const std::string& text, int64_t step, int64_t* dropped, bool* torn) {
   static constexpr std::string_view kKey = "{\"step\": ";
   std::string kept;
   kept.reserve(text.size());
   int64_t n = 0;
+  if (torn) *torn = false;
   for (size_t at = 0; at < text.size();) {
     size_t end = text.find('\n', at);
-    end = end == std::string::npos ? text.size() : end + 1;
+    if (end == std::string::npos) {  // every line nmt writes ends: this one was cut short
+      if (torn) *torn = true;
+      break;
+    }
+    ++end;
     const std::string_view line(text.data() + at, end - at);
     // Every line nmt writes starts with its step; another line is kept as is.
     if (line.substr(0, kKey.size()) == kKey && std::strtod(line.data() + kKey.size(), nullptr) > double(step)) ++n;
@@ -51,12 +56,16 @@ Reporter::Reporter(const TrainConfig& config, const TrainingState& state, bool a
   const fs::path parent = fs::path(metrics_path_).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
   int64_t dropped = 0;
+  bool torn = false;
+  std::string kept;
   if (append && fs::exists(metrics_path_))
-    metrics_text_ = lines_up_to_step(read_file(metrics_path_, "metrics log"), state.step, &dropped);
-  write_file_atomic(metrics_path_, metrics_text_);  // fails here, not an hour in
+    kept = lines_up_to_step(read_file(metrics_path_, "metrics log"), state.step, &dropped, &torn);
+  write_file_atomic(metrics_path_, kept);  // fails here, not an hour in
+  metrics_ = std::make_unique<AppendFile>(metrics_path_);
   if (dropped > 0)
     info(fmt::format("metrics: {} line{} logged after step {} (the step resumed from) dropped from {}: the steps "
                      "after it run again", dropped, dropped == 1 ? "" : "s", state.step, metrics_path_));
+  if (torn) info(fmt::format("metrics: an unended last line (a write cut short) dropped from {}", metrics_path_));
 }
 
 Reporter::~Reporter() { clear_progress(); }
@@ -74,9 +83,10 @@ double Reporter::wall_seconds() const {
 
 double Reporter::wall_minutes() const { return wall_seconds() / 60.0; }
 
-void Reporter::stamp(TrainingState& state) const {
+void Reporter::stamp(TrainingState& state) {
   state.train_seconds = train_seconds();
   state.wall_seconds = wall_seconds();
+  if (metrics_) metrics_->sync();
 }
 
 void Reporter::pause_clock() {
@@ -100,8 +110,7 @@ void Reporter::write_json(const std::vector<std::pair<std::string, double>>& fie
     else std::snprintf(buf, sizeof buf, "null");
     line += (i ? ", \"" : "\"") + fields[i].first + "\": " + buf;
   }
-  metrics_text_ += line + "}\n";
-  write_file_atomic(metrics_path_, metrics_text_);
+  if (metrics_) metrics_->append(line + "}\n");
 }
 
 namespace {

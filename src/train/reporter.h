@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "config/config.h"
 #include "train/gradient_sync.h"
 #include "train/train_step.h"
+#include "util/atomic_file.h"
 
 namespace nmt {
 
@@ -29,10 +31,11 @@ struct TrainResult {
 };
 
 // A metrics file's lines, less those of steps after `step` (counted in
-// *dropped): a run resumed from the checkpoint of step N logs N+1.. again,
-// and the lines an earlier session wrote past its last save (before a crash
-// or a kill) would stand twice in the file, with other losses.
-std::string lines_up_to_step(const std::string& text, int64_t step, int64_t* dropped);
+// *dropped) and an unended last line (a write a crash cut short; *torn set):
+// a run resumed from the checkpoint of step N logs N+1.. again, and the
+// lines an earlier session wrote past its last save (before a crash or a
+// kill) would stand twice in the file, with other losses.
+std::string lines_up_to_step(const std::string& text, int64_t step, int64_t* dropped, bool* torn = nullptr);
 
 class Reporter {
  public:
@@ -54,8 +57,10 @@ class Reporter {
   void warn(const std::string& line);
   // The whole run's wall time, evaluations included.
   double wall_minutes() const;
-  // Writes the run's clocks into the state a checkpoint is about to keep.
-  void stamp(TrainingState& state) const;
+  // Before a checkpoint is saved: writes the run's clocks into the state it
+  // keeps, and makes the metrics lines logged so far durable (a run resumed
+  // from it finds them all).
+  void stamp(TrainingState& state);
   TrainResult finish(const TrainingState& state);
 
  private:
@@ -73,9 +78,9 @@ class Reporter {
   TrainConfig config_;
   bool active_;
   bool tty_;
-  // metrics.jsonl's lines, rewritten whole through util/atomic_file.h after
-  // each addition (a crash never leaves a torn last line).
-  std::string metrics_text_;
+  // metrics.jsonl: trimmed and rewritten once when the run starts
+  // (lines_up_to_step), then appended to a line at a time (util/atomic_file.h).
+  std::unique_ptr<AppendFile> metrics_;
   std::string metrics_path_;
   Clock::time_point start_, window_start_, paused_at_, last_progress_;
   double prior_train_seconds_ = 0, prior_wall_seconds_ = 0;  // earlier sessions

@@ -15,6 +15,7 @@
 #include <set>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "util/errors.h"
 
@@ -96,25 +97,50 @@ std::string read_file(const std::string& path, const std::string& what) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, std::string_view content) {
-  // AtomicFile owns the temporary, the rename and the cases that need none.
-  AtomicFile file(path);
-  const int fd = ::open(file.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_fail(file.path(), "write", errno);
+// All of content to fd (retried after EINTR and short writes); the error
+// number of a failed write, or 0.
+static int write_all(int fd, std::string_view content) {
   size_t done = 0;
   while (done < content.size()) {
     const size_t chunk = std::min<size_t>(content.size() - done, 1 << 20);
     const ssize_t n = ::write(fd, content.data() + done, chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      io_fail(file.path(), "write", err);
-    }
+    if (n <= 0) return n < 0 ? errno : EIO;
     done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  // AtomicFile owns the temporary, the rename and the cases that need none.
+  AtomicFile file(path);
+  const int fd = ::open(file.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_fail(file.path(), "write", errno);
+  if (const int err = write_all(fd, content)) {
+    ::close(fd);
+    io_fail(file.path(), "write", err);
   }
   if (::close(fd) != 0) io_fail(file.path(), "write", errno);
   file.commit();
+}
+
+AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) io_fail(path_, "open for appending", errno);
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::append(std::string_view lines) {
+  if (over_write_limit(lines.size())) io_fail(path_, "write", ENOSPC);
+  if (const int err = write_all(fd_, lines)) io_fail(path_, "write", err);
+}
+
+void AppendFile::sync() {
+  // A device or pipe (EINVAL, EROFS) has nothing to make durable.
+  if (::fdatasync(fd_) != 0 && errno != EINVAL && errno != EROFS) io_fail(path_, "sync", errno);
 }
 
 AtomicFile::AtomicFile(std::string path)

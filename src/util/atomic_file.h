@@ -43,6 +43,30 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// The one file nmt appends to instead of replacing: a log that grows by a
+// line at a time (metrics.jsonl), which rewriting whole at every line would
+// make quadratic in its length. append() writes whole lines at the end with
+// one write(2) each, checked (an IoError naming the path, as above); sync()
+// makes what was appended durable (fdatasync; nothing for a device or pipe).
+// A crash can lose what was appended after the last sync() and leave its
+// last line torn: the owner repairs the file when it opens it again (the
+// training Reporter syncs before each checkpoint is saved and, on a resume,
+// keeps the lines up to the checkpoint's step, a torn line dropped).
+class AppendFile {
+ public:
+  explicit AppendFile(std::string path);  // opened for appending; created if missing
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+
+  void append(std::string_view lines);
+  void sync();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 // fsync of a folder: makes the renames done in it durable.
 void sync_directory(const std::string& dir);
 

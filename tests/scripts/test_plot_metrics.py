@@ -116,6 +116,14 @@ class PlotMetrics(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         ET.parse(out)
 
+    def test_a_line_still_being_written_is_left_out(self):
+        # A running trainer appends a line at a time; the plot is read meanwhile.
+        done = "".join(json.dumps({"step": s, "train_loss": 3.0 - s / 10}) + "\n" for s in (1, 2, 3))
+        path = self.write("live/metrics.jsonl", text=done + '{"step": 4, "train_lo')
+        text, root = self.plot(path, "--series", "train_loss")
+        line, = root.findall(f".//{SVG}polyline")
+        self.assertEqual(len(line.get("points").split()), 3)
+
     def test_bad_input_is_one_line_and_exit_2(self):
         bad = self.write("bad.jsonl", text='{"step": 1, "train_loss": 2.0}\n{"step": 2, "train_loss": \n')
         r = self.run_script(bad, "-o", os.path.join(self.dir.name, "x.svg"))
