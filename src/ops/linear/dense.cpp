@@ -18,10 +18,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Whether x's products on the CPU run on our gemm route: bf16 ones on
-// oneDNN's gemm (their gradients added straight into float32 buffers),
-// float32 ones on oneDNN's or MKL's sgemm, some on nmt's (cpu/float_gemm.h
-// says which; on OpenMP's thread pool, not on the BLAS's own).
+// Whether x's products on the CPU run on our gemm route: bf16 ones on a
+// gemm with float32 output (oneDNN's; their gradients added straight into
+// float32 buffers), float32 ones on oneDNN's, MKL's or nmt's sgemm
+// (cpu/float_gemm.h says which; on OpenMP's thread pool, not on the BLAS's own).
 bool bf16_on_cpu(const at::Tensor& x) {
   return x.is_cpu() && x.scalar_type() == at::kBFloat16 && cpu::bf16_gemm_available();
 }

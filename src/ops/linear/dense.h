@@ -1,5 +1,5 @@
 // A dense layer's product for training (on a GPU, and on a CPU where
-// LibTorch brought oneDNN or Intel MKL is installed), with its weight gradient added where the
+// LibTorch exports oneDNN or Intel MKL is in the process), with its weight gradient added where the
 // optimizer reads it:
 //   y = x w + b
 // x: [N, in] in the matrix side's dtype (float32, or bf16 when matrix
