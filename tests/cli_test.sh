@@ -256,22 +256,32 @@ else bad "--profile 3 failed: $(tail -2 "$tmp/profile.txt")"; fi
 # tokens/s, elapsed time and what is left of the budget; and a resumed run's
 # summary in one unit: the run's steps with the run's time, the session apart.
 if /usr/bin/python3 - "$nmt" "$tmp/tiny.yaml" "$tmp/progress" >"$tmp/progress.txt" <<'PY'
-import os, pty, re, subprocess, sys
+import os, pty, re, select, subprocess, sys, time
 nmt, config, run = sys.argv[1:]
 leader, follower = pty.openpty()  # stderr a terminal: the progress line is drawn
+# The line is redrawn at most every 200 ms, and 60 tiny steps can take less
+# than that after the first: the run is held after step 10 (two windows
+# logged, so the loss is known) for longer than that, and step 11 draws.
+hold = run + ".hold"
+env = dict(os.environ, NMT_TEST_HOLD="train-step@10:" + hold)
 p = subprocess.Popen([nmt, "train", "--config", config, "--set", "train.checkpoint_dir=" + run, "--set", "train.progress=true",
                       "--set", "train.max_steps=60", "--set", "train.log_every=5"],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower, env=env)
 os.close(follower)
-out = b""
+out, released = b"", False
 while True:
-    try:
-        chunk = os.read(leader, 65536)
-    except OSError:
-        break
-    if not chunk:
-        break
-    out += chunk
+    if select.select([leader], [], [], 0.05)[0]:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    if not released and os.path.exists(hold):
+        time.sleep(0.3)
+        os.remove(hold)
+        released = True
 p.wait()
 text = out.decode("utf-8", "replace")
 lines = [l for l in re.split(r"\r|\n", text.replace("\x1b[K", "")) if l.startswith("  step ")]
