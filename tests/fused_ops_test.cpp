@@ -9,6 +9,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
+#include <type_traits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -887,6 +889,32 @@ TEST(Dense, ProductsTakeEveryOperandLayout) {
       }
 }
 
+// One gemm case against float64: A and B stored [m, k] or [k, m], [k, n] or
+// [n, k] in T, rows 3 wider than used; alpha 1.5, beta 0 over NaN (never
+// read) or added; the columns of C past n must stay as they were.
+template <typename T>
+void check_gemm_case(const std::function<void(const cpu::GemmParams<T>&)>& gemm, const std::string& what, int64_t m,
+                     int64_t k, int64_t n, bool ta, bool tb, float beta) {
+  const auto dtype = std::is_same_v<T, float> ? at::kFloat : at::kBFloat16;
+  const at::Tensor a_store = at::randn({ta ? k : m, (ta ? m : k) + 3}).to(dtype);
+  const at::Tensor b_store = at::randn({tb ? n : k, (tb ? k : n) + 3}).to(dtype);
+  const at::Tensor a = a_store.narrow(1, 0, ta ? m : k), b = b_store.narrow(1, 0, tb ? k : n);
+  at::Tensor c_store = at::randn({m, n + 3});
+  if (beta == 0) c_store.narrow(1, 0, n).fill_(NAN);
+  const at::Tensor c_before = c_store.clone();
+  cpu::GemmParams<T> p;
+  p.trans_a = ta, p.trans_b = tb, p.m = m, p.n = n, p.k = k, p.alpha = 1.5f, p.beta = beta;
+  p.a = static_cast<const T*>(a_store.data_ptr()), p.lda = a_store.size(1);
+  p.b = static_cast<const T*>(b_store.data_ptr()), p.ldb = b_store.size(1);
+  p.c = c_store.data_ptr<float>(), p.ldc = c_store.size(1);
+  gemm(p);
+  const at::Tensor opa = (ta ? a.t() : a).to(at::kDouble), opb = (tb ? b.t() : b).to(at::kDouble);
+  at::Tensor ref = 1.5 * at::mm(opa, opb);
+  if (beta != 0) ref += beta * c_before.narrow(1, 0, n).to(at::kDouble);
+  EXPECT_LT((c_store.narrow(1, 0, n).to(at::kDouble) - ref).abs().max().item<double>(), 2e-4 * std::sqrt(k)) << what;
+  EXPECT_TRUE(c_store.narrow(1, n, 3).equal(c_before.narrow(1, n, 3))) << what << ": columns past n written";
+}
+
 // Each float32 gemm in the process (oneDNN's, MKL's where libmkl_rt is
 // installed, nmt's own) against float64 products: every transpose, rows
 // with gaps in A, B and C, alpha and beta (0: C holds NaN, never read), and
@@ -913,25 +941,7 @@ TEST(FloatGemm, EachLibraryMatchesTheFloat64Reference) {
             const std::string what = std::string(names[static_cast<int>(library)]) + " m " + std::to_string(m) +
                                      " k " + std::to_string(k) + " n " + std::to_string(n) + (ta ? " Aᵀ" : "") +
                                      (tb ? " Bᵀ" : "") + " beta " + std::to_string(beta);
-            // Stored [m, k] or [k, m], [k, n] or [n, k], rows 3 wider than used.
-            const at::Tensor a_store = at::randn({ta ? k : m, (ta ? m : k) + 3});
-            const at::Tensor b_store = at::randn({tb ? n : k, (tb ? k : n) + 3});
-            const at::Tensor a = a_store.narrow(1, 0, ta ? m : k), b = b_store.narrow(1, 0, tb ? k : n);
-            at::Tensor c_store = at::randn({m, n + 3});
-            if (beta == 0) c_store.narrow(1, 0, n).fill_(NAN);
-            const at::Tensor c_before = c_store.clone();
-            cpu::GemmParams<float> p;
-            p.trans_a = ta, p.trans_b = tb, p.m = m, p.n = n, p.k = k, p.alpha = 1.5f, p.beta = beta;
-            p.a = a_store.data_ptr<float>(), p.lda = a_store.size(1);
-            p.b = b_store.data_ptr<float>(), p.ldb = b_store.size(1);
-            p.c = c_store.data_ptr<float>(), p.ldc = c_store.size(1);
-            cpu::float_gemm_on(library, p);
-            const at::Tensor opa = (ta ? a.t() : a).to(at::kDouble), opb = (tb ? b.t() : b).to(at::kDouble);
-            at::Tensor ref = 1.5 * at::mm(opa, opb);
-            if (beta != 0) ref += beta * c_before.narrow(1, 0, n).to(at::kDouble);
-            EXPECT_LT((c_store.narrow(1, 0, n).to(at::kDouble) - ref).abs().max().item<double>(), 2e-4 * std::sqrt(k))
-                << what;
-            EXPECT_TRUE(c_store.narrow(1, n, 3).equal(c_before.narrow(1, n, 3))) << what << ": columns past n written";
+            check_gemm_case<float>([&](const cpu::GemmParams<float>& q) { cpu::float_gemm_on(library, q); }, what, m, k, n, ta, tb, beta);
           }
   }
 }
@@ -1014,24 +1024,7 @@ TEST(Bf16Gemm, EachLibraryMatchesTheFloat64Reference) {
             const std::string what = name + " m " + std::to_string(m) + " k " + std::to_string(k) + " n " +
                                      std::to_string(n) + (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "") + " beta " +
                                      std::to_string(beta);
-            const at::Tensor a_store = at::randn({ta ? k : m, (ta ? m : k) + 3}).to(at::kBFloat16);
-            const at::Tensor b_store = at::randn({tb ? n : k, (tb ? k : n) + 3}).to(at::kBFloat16);
-            const at::Tensor a = a_store.narrow(1, 0, ta ? m : k), b = b_store.narrow(1, 0, tb ? k : n);
-            at::Tensor c_store = at::randn({m, n + 3});
-            if (beta == 0) c_store.narrow(1, 0, n).fill_(NAN);
-            const at::Tensor c_before = c_store.clone();
-            cpu::GemmParams<bf16> p;
-            p.trans_a = ta, p.trans_b = tb, p.m = m, p.n = n, p.k = k, p.alpha = 1.5f, p.beta = beta;
-            p.a = reinterpret_cast<const bf16*>(a_store.data_ptr()), p.lda = a_store.size(1);
-            p.b = reinterpret_cast<const bf16*>(b_store.data_ptr()), p.ldb = b_store.size(1);
-            p.c = c_store.data_ptr<float>(), p.ldc = c_store.size(1);
-            gemm(p);
-            const at::Tensor opa = (ta ? a.t() : a).to(at::kDouble), opb = (tb ? b.t() : b).to(at::kDouble);
-            at::Tensor ref = 1.5 * at::mm(opa, opb);
-            if (beta != 0) ref += beta * c_before.narrow(1, 0, n).to(at::kDouble);
-            EXPECT_LT((c_store.narrow(1, 0, n).to(at::kDouble) - ref).abs().max().item<double>(), 2e-4 * std::sqrt(k))
-                << what;
-            EXPECT_TRUE(c_store.narrow(1, n, 3).equal(c_before.narrow(1, n, 3))) << what << ": columns past n written";
+            check_gemm_case<bf16>(gemm, what, m, k, n, ta, tb, beta);
           }
 }
 
