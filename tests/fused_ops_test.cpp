@@ -1013,7 +1013,7 @@ TEST(Bf16Gemm, EachLibraryMatchesTheFloat64Reference) {
   if (cpu::onednn_gemm_available<bf16>())
     libraries.emplace_back("oneDNN", [](const cpu::GemmParams<bf16>& p) { cpu::onednn_gemm(p); });
   if (cpu::mkl_bf16_gemm_available()) libraries.emplace_back("MKL", &cpu::mkl_bf16_gemm);
-  if (libraries.empty()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process";
+  if (libraries.empty()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process that runs on this CPU";
   at::manual_seed(35);
   using Shape = std::tuple<int64_t, int64_t, int64_t>;
   for (const auto& [name, gemm] : libraries)
@@ -1106,7 +1106,7 @@ TEST(ArithmeticPeak, EveryChainRunsEveryRound) {
 // its rows: the same output and gradients as the block-and-padded-rows path
 // of an input without, and an output that has the room too.
 TEST(Dense, OneProductOverRowRoomGivesTheSameResults) {
-  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process";
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process that runs on this CPU";
   at::manual_seed(28);
   const int64_t N = 100, in_dim = 48, out_dim = 80;  // 100 rows: one block of 64 and 36 more
   const at::Tensor x0 = at::randn({N, in_dim}).to(at::kBFloat16);

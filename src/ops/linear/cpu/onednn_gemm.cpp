@@ -42,7 +42,19 @@ void run(const GemmParams<T>& p) {
 
 template <typename T>
 bool onednn_gemm_available() {
-  return gemm_fn<T>() != nullptr;
+  // oneDNN exports both gemms on every CPU but runs its bf16 one only on
+  // cores with AVX-512 (on an AVX2-only AMD EPYC it answers 3,
+  // "unimplemented", for every shape): a 1 x 1 x 1 product, asked once,
+  // says whether this CPU has it.
+  static const bool available = [] {
+    const GemmFn fn = gemm_fn<T>();
+    if (fn == nullptr) return false;
+    T one;
+    if constexpr (std::is_same_v<T, float>) one = 1.0f; else one = to_bf16(1.0f);
+    float c = 0;
+    return fn('N', 'N', 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1) == 0 && c == 1.0f;
+  }();
+  return available;
 }
 template bool onednn_gemm_available<bf16>();
 template bool onednn_gemm_available<float>();

@@ -31,7 +31,8 @@
 
 namespace nmt::ops::cpu {
 
-// Whether oneDNN's gemm for T is in this process (a LibTorch built with it).
+// Whether oneDNN's gemm for T is in this process (a LibTorch built with it)
+// and runs on this CPU (its bf16 gemm needs AVX-512).
 template <typename T>
 bool onednn_gemm_available();
 // Run the product; throw std::runtime_error when oneDNN reports a failure or
