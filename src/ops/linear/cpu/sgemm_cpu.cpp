@@ -25,6 +25,7 @@ using detail::vec_load;
 using detail::vec_loadu;
 using detail::vec_set1;
 using detail::vec_store;
+using detail::vec_transpose;
 using detail::vec_storeu;
 
 constexpr int kVecs = 2;                                        // vectors of C's columns in a tile row
@@ -46,7 +47,14 @@ constexpr double kTeamFlop = 1 << 21;
 //   c: the tile's first element, rows ldc apart; mr x nr of it are C's (mr ≤ kMr, nr ≤ kNr)
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, float alpha, float beta,
                   int64_t mr, int64_t nr) {
-  Vec<float> acc[kMr][kVecs] = {};
+  // Zeroed one by one: with `= {}` GCC also cleared a copy of the array on
+  // the stack (`rep stos`, 384 bytes) every call, 3% of the kernel's
+  // samples on an AMD EPYC (Zen 3), besides the registers the loop uses.
+  Vec<float> acc[kMr][kVecs];
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < kMr; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) acc[r][v] = vec_set1(0.0f);
   // The tile of C is read and written only at the end: ask for its lines
   // now, so that the pass does not wait for them there (a larger C than L2
   // holds ran 5-10% slower without).
@@ -98,12 +106,13 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 // apart, and a load that seems to meet a store waits for it.
 template <int64_t kWidth>
 void pack_panel(const float* x, int64_t ld, bool across, int64_t used, int64_t kc, float* out) {
+  constexpr int L = kLanes<float>;
   if (across) {
     for (int64_t q = 0; q < kc; ++q, out += kWidth) {
       const float* src = x + q * ld;
-      if constexpr (kWidth % kLanes<float> == 0) {
+      if constexpr (kWidth % L == 0) {
         if (used == kWidth) {
-          for (int64_t j = 0; j < kWidth; j += kLanes<float>) vec_store(out + j, vec_loadu(src + j));
+          for (int64_t j = 0; j < kWidth; j += L) vec_store(out + j, vec_loadu(src + j));
           continue;
         }
       }
@@ -111,7 +120,41 @@ void pack_panel(const float* x, int64_t ld, bool across, int64_t used, int64_t k
       for (int64_t j = used; j < kWidth; ++j) out[j] = 0;
     }
   } else if (used == kWidth) {
-    for (int64_t q = 0; q < kc; ++q, out += kWidth)
+    // Each of the kWidth sources runs along q: L values of q from L sources
+    // (zeros past kWidth) are turned over in registers (vec_transpose) and
+    // written as L rows of the panel, instead of one float at a time through
+    // scalar loads and stores: on an AVX2-only AMD EPYC (Zen 3) A . B and
+    // A . Bᵀ at a step's shapes ran 1-9% faster (A's panels of the first,
+    // B's of the second), against oneDNN in the same run, 4 rounds.
+    constexpr int64_t kGroups = (kWidth + L - 1) / L;
+    int64_t q = 0;
+    for (; q + L <= kc; q += L) {
+      Vec<float> t[kGroups][L];
+#pragma GCC unroll 4
+      for (int64_t g = 0; g < kGroups; ++g) {
+#pragma GCC unroll 16
+        for (int l = 0; l < L; ++l)
+          t[g][l] = g * L + l < kWidth ? vec_loadu(x + (g * L + l) * ld + q) : Vec<float>{};
+        vec_transpose<float>(t[g]);
+      }
+      // Rows in order, groups in order: a group narrower than L (the last,
+      // or A's 6 of 8) writes past its row into the next row's first
+      // lanes, which that row then writes over; the panel's last row only
+      // writes its own.
+      float* row = out + q * kWidth;
+#pragma GCC unroll 16
+      for (int l = 0; l < L; ++l, row += kWidth)
+#pragma GCC unroll 4
+        for (int64_t g = 0; g < kGroups; ++g) {
+          const int64_t count = std::min<int64_t>(L, kWidth - g * L);
+          if (count == L || q + l + 1 < kc) {
+            vec_storeu(row + g * L, t[g][l]);
+          } else {
+            for (int64_t j = 0; j < count; ++j) row[g * L + j] = t[g][l][j];
+          }
+        }
+    }
+    for (out += q * kWidth; q < kc; ++q, out += kWidth)
 #pragma GCC unroll 32
       for (int64_t j = 0; j < kWidth; ++j) out[j] = x[j * ld + q];
   } else {
