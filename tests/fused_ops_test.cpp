@@ -10,9 +10,9 @@
 
 #include <cmath>
 #include <functional>
-#include <type_traits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "ops/activation/bias_relu_dropout.h"
@@ -889,6 +889,9 @@ TEST(Dense, ProductsTakeEveryOperandLayout) {
       }
 }
 
+// Why the bf16 product tests skip (oneDNN's bf16 gemm needs AVX-512).
+constexpr const char* kNoBf16Gemm = "no bf16 gemm with float32 output in this process that runs on this CPU";
+
 // One gemm case against float64: A and B stored [m, k] or [k, m], [k, n] or
 // [n, k] in T, rows 3 wider than used; alpha 1.5, beta 0 over NaN (never
 // read) or added; the columns of C past n must stay as they were.
@@ -941,7 +944,8 @@ TEST(FloatGemm, EachLibraryMatchesTheFloat64Reference) {
             const std::string what = std::string(names[static_cast<int>(library)]) + " m " + std::to_string(m) +
                                      " k " + std::to_string(k) + " n " + std::to_string(n) + (ta ? " Aᵀ" : "") +
                                      (tb ? " Bᵀ" : "") + " beta " + std::to_string(beta);
-            check_gemm_case<float>([&](const cpu::GemmParams<float>& q) { cpu::float_gemm_on(library, q); }, what, m, k, n, ta, tb, beta);
+            const auto gemm = [&](const cpu::GemmParams<float>& q) { cpu::float_gemm_on(library, q); };
+            check_gemm_case<float>(gemm, what, m, k, n, ta, tb, beta);
           }
   }
 }
@@ -1013,7 +1017,7 @@ TEST(Bf16Gemm, EachLibraryMatchesTheFloat64Reference) {
   if (cpu::onednn_gemm_available<bf16>())
     libraries.emplace_back("oneDNN", [](const cpu::GemmParams<bf16>& p) { cpu::onednn_gemm(p); });
   if (cpu::mkl_bf16_gemm_available()) libraries.emplace_back("MKL", &cpu::mkl_bf16_gemm);
-  if (libraries.empty()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process that runs on this CPU";
+  if (libraries.empty()) GTEST_SKIP() << kNoBf16Gemm;
   at::manual_seed(35);
   using Shape = std::tuple<int64_t, int64_t, int64_t>;
   for (const auto& [name, gemm] : libraries)
@@ -1106,7 +1110,7 @@ TEST(ArithmeticPeak, EveryChainRunsEveryRound) {
 // its rows: the same output and gradients as the block-and-padded-rows path
 // of an input without, and an output that has the room too.
 TEST(Dense, OneProductOverRowRoomGivesTheSameResults) {
-  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "no bf16 gemm with float32 output in this process that runs on this CPU";
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << kNoBf16Gemm;
   at::manual_seed(28);
   const int64_t N = 100, in_dim = 48, out_dim = 80;  // 100 rows: one block of 64 and 36 more
   const at::Tensor x0 = at::randn({N, in_dim}).to(at::kBFloat16);

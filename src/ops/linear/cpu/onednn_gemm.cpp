@@ -50,7 +50,10 @@ bool onednn_gemm_available() {
     const GemmFn fn = gemm_fn<T>();
     if (fn == nullptr) return false;
     T one;
-    if constexpr (std::is_same_v<T, float>) one = 1.0f; else one = to_bf16(1.0f);
+    if constexpr (std::is_same_v<T, float>)
+      one = 1.0f;
+    else
+      one = to_bf16(1.0f);
     float c = 0;
     return fn('N', 'N', 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1) == 0 && c == 1.0f;
   }();

@@ -25,8 +25,8 @@ using detail::vec_load;
 using detail::vec_loadu;
 using detail::vec_set1;
 using detail::vec_store;
-using detail::vec_transpose;
 using detail::vec_storeu;
+using detail::vec_transpose;
 
 constexpr int kVecs = 2;                                        // vectors of C's columns in a tile row
 constexpr int64_t kNr = kVecs * kLanes<float>;                  // tile columns: 32 / 16 / 8
