@@ -390,8 +390,13 @@ TEST(Model, EncoderOnSentenceRowsMatchesPaddedRows) {
 // model.norm: post with bf16 matrix multiplies (precision bf16 or auto on
 // a CPU with AVX512-BF16): the sublayers' bf16 outputs join the float32
 // stream before each LayerNorm; the loss and its gradient stay within bf16's
-// reach of float32's.
+// reach of float32's. The gradient is compared whole (every parameter's, as
+// one vector, by its L2 norm): one small tensor's largest element moved by
+// 1.3-13% of its largest magnitude from one draw of the batch to another
+// (60 draws, LibTorch's bf16 products on an AVX2-only CPU), the whole
+// gradient by 2.2-5.3%, the loss by under 0.2%.
 TEST(Model, PostNormTrainsWithBf16MatrixMultiplies) {
+  torch::manual_seed(1);
   const auto src = torch::randint(4, 50, {3, 7}, torch::kLong), tgt = torch::randint(4, 40, {3, 6}, torch::kLong);
   const auto len = torch::tensor({7, 4, 2}, torch::kLong), tlen = torch::tensor({6, 2, 5}, torch::kLong);
   const auto labels = torch::randint(4, 40, {3, 6}, torch::kLong);
@@ -405,12 +410,17 @@ TEST(Model, PostNormTrainsWithBf16MatrixMultiplies) {
     m->set_dropout_step(1, 2, 0);
     const at::Tensor loss = m->loss_sum(src, len, tgt, tlen, labels, 0.1);
     loss.backward();
-    return std::pair{loss.item<double>(), m->decoder_layers->ptr<DecoderLayerImpl>(0)->norm2->weight.grad().clone()};
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& p : m->parameters()) {
+      EXPECT_TRUE(p.grad().defined());
+      if (p.grad().defined()) grads.push_back(p.grad().to(at::kDouble).flatten());
+    }
+    return std::pair{loss.item<double>(), at::cat(grads)};
   };
   const auto [loss32, grad32] = run(at::kFloat);
   const auto [loss16, grad16] = run(at::kBFloat16);
-  EXPECT_NEAR(loss16, loss32, 2e-2 * std::abs(loss32));
-  EXPECT_LT((grad16 - grad32).abs().max().item<double>(), 5e-2 * grad32.abs().max().item<double>());
+  EXPECT_NEAR(loss16, loss32, 5e-3 * std::abs(loss32));
+  EXPECT_LT((grad16 - grad32).norm().item<double>(), 0.1 * grad32.norm().item<double>());
 }
 
 // ~20 pairs of the toy corpus, learnt by heart by a tiny model.
