@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   at::set_num_threads(2);
   // LibTorch seeds its default generator from the clock: a test that draws
-  // before seeding would see other numbers in every run. Seeded here, each
-  // case (ctest runs one a process) draws the same ones every time.
+  // before seeding would see other numbers in every run. Seeded here, the
+  // same cases in the same order (ctest runs a suite a process) draw the same
+  // numbers every run; a case that needs its own seeds it itself.
   at::manual_seed(0);
   const int rc = RUN_ALL_TESTS();
   // Every case skipped (a CUDA suite on a machine without a GPU): 77, which
