@@ -190,6 +190,17 @@ def text_of(driver, element_id):
     return driver.execute_script(f"return document.getElementById('{element_id}').textContent.trim();")
 
 
+def translation_of(driver):
+    """The translations the page shows, without the notes beside them."""
+    return driver.execute_script("return Array.from(document.querySelectorAll('#translation .tr-text'),"
+                                 " e => e.textContent.trim()).join('\\n');")
+
+
+def notes_of(driver):
+    return driver.execute_script("return Array.from(document.querySelectorAll('#translation .tr-note'),"
+                                 " e => e.textContent.trim());")
+
+
 def error_shown(driver):
     return driver.execute_script("const e = document.getElementById('error');"
                                  "return e.hidden || e.offsetParent === null ? '' : e.textContent.trim();")
@@ -254,6 +265,11 @@ def run(args):
         check(str(info["heads"]) in model_text and str(info["model"]) in model_text,
               f"#model-info {model_text!r} does not show the heads ({info['heads']}) and model ({info['model']})")
         check(not error_shown(driver), f"#error shown on load: {error_shown(driver)!r}")
+        # The examples are the model's own (v1/info: its validation sources).
+        chips = driver.execute_script("return Array.from(document.querySelectorAll('#examples .example'),"
+                                      " e => e.textContent);")
+        check(chips and chips == info.get("examples"),
+              f"the example chips {chips} are not the model's examples {info.get('examples')}")
 
         # Bad input: empty source -> a message (or a disabled button), no crash.
         translate_in_page(driver, "   ")
@@ -282,7 +298,7 @@ def run(args):
         source.clear()
         source.send_keys(args.sentence)
         driver.find_element(By.ID, "translate").click()
-        translation = wait(driver, 30, lambda d: text_of(d, "translation") or False, "#translation stayed empty")
+        translation = wait(driver, 30, lambda d: translation_of(d) or False, "#translation stayed empty")
         check(translation == answer["translations"][0],
               f"#translation {translation!r} differs from the API's {answer['translations'][0]!r}")
         check(not error_shown(driver), f"#error shown after a good translation: {error_shown(driver)!r}")
@@ -399,7 +415,7 @@ def run(args):
         driver.get(base)
         wait(driver, 10, lambda d: text_of(d, "model-info") or False, "the page did not load again")
         translate_in_page(driver, args.sentence)
-        again = wait(driver, 30, lambda d: text_of(d, "translation") or False, "#translation stayed empty")
+        again = wait(driver, 30, lambda d: translation_of(d) or False, "#translation stayed empty")
         check(again == answer["translations"][0], "the page's own translation failed after the other site's POST")
         placeholders = check_placeholders_shown(driver, base) if args.protected else None
     phone_cell = run_phone(base, args, S, T)
@@ -415,7 +431,7 @@ def check_placeholders_shown(driver, base):
     show the placeholder each stands for instead. Returns the tokens checked."""
     status, info = api(base, "v1/info")
     check(info.get("protect_placeholders") is True, f"v1/info does not say the model protects placeholders: {info}")
-    sentence = "\u65e0\u6cd5\u521b\u5efa\u76ee\u5f55 %s"  # 无法创建目录 %s, one of the page's examples
+    sentence = "\u65e0\u6cd5\u521b\u5efa\u76ee\u5f55 %s"  # 无法创建目录 %s
     status, answer = api(base, "v1/translate", {"text": [sentence], "attention": True})
     check(status == 200, f"POST v1/translate answered {status}: {answer}")
     att = answer["attention"][0]
@@ -426,7 +442,7 @@ def check_placeholders_shown(driver, base):
     check(any("%s" in t for t in att["source"]) and any("%s" in t for t in att["target_out"]),
           f"%s is not among the tokens: source {att['source']}, target {att['target_out']}")
     translate_in_page(driver, sentence)
-    wait(driver, 30, lambda d: text_of(d, "translation") == answer["translations"][0] or False,
+    wait(driver, 30, lambda d: translation_of(d) == answer["translations"][0] or False,
          f"#translation never showed {answer['translations'][0]!r}")
     select(driver, "kind", "cross")
     labels = driver.execute_script(
@@ -444,6 +460,23 @@ def check_placeholders_shown(driver, base):
         check(not PRIVATE_USE.search(text), f"the {what} shows a sentinel: {ascii(text)}")
         check("predicting \u201c" in text and "%s" in text, f"the {what} does not say it predicts %s: {text!r}")
     return len(tokens)
+
+
+def check_length_limit_shown(base, sentence):
+    """A service whose length limit cuts every translation short (--max-len 2):
+    the page says so beside the translation, as the API's length_limited does."""
+    status, answer = api(base, "v1/translate", {"text": [sentence], "attention": True})
+    check(status == 200 and answer.get("length_limited") == [0], f"--max-len 2: the API answered {status}: {answer}")
+    with chromium("browser (length limit)") as driver:
+        driver.get(base)
+        wait(driver, 10, lambda d: text_of(d, "model-info") or False, "#model-info stayed empty")
+        translate_in_page(driver, sentence)
+        wait(driver, 30, lambda d: translation_of(d) or False, "#translation stayed empty")
+        notes = notes_of(driver)
+        check(any("length limit" in n for n in notes), f"no note of the length limit beside the translation: {notes}")
+        check(translation_of(driver) == answer["translations"][0],
+              f"the page shows {translation_of(driver)!r}, the API {answer['translations'][0]!r}")
+    return notes
 
 
 def run_phone(base, args, S, T):
@@ -464,7 +497,7 @@ def run_phone(base, args, S, T):
         # A sentence three times as long: too many columns to fit 390 px at a
         # finger's size, so the map must pan rather than shrink.
         translate_in_page(driver, "，".join([args.sentence] * 3))
-        wait(driver, 30, lambda d: text_of(d, "translation") or False, "phone: #translation stayed empty")
+        wait(driver, 30, lambda d: translation_of(d) or False, "phone: #translation stayed empty")
         select(driver, "kind", "cross")
         look = driver.execute_script(LOOK_JS)
         check(look["w"] >= MIN_PHONE_CELL and 0.8 <= look["w"] / look["h"] <= 1.25,
@@ -552,6 +585,8 @@ def main():
     parser.add_argument("--screenshot", required=True, help="PNG to write (cross attention of the sentence)")
     parser.add_argument("--phone-screenshot", help="PNG of the page on a 390x844 phone (default: beside --screenshot)")
     parser.add_argument("--sentence", default="无法打开文件", help="the Chinese sentence to translate")
+    parser.add_argument("--limited-url", help="the explorer of a service started with --max-len 2: check that the page "
+                        "marks a translation stopped at the length limit")
     parser.add_argument("--protected", action="store_true",
                         help="the model protects placeholders: check that its sentinels are shown as placeholders")
     args = parser.parse_args()
@@ -560,6 +595,7 @@ def main():
     started = time.monotonic()
     try:
         S, T, cells, refused, cross_origin, phone_cell, placeholders = run(args)
+        limited_notes = check_length_limit_shown(args.limited_url, args.sentence) if args.limited_url else None
     except Failure as e:
         print(f"FAIL: browser_test: {e}", file=sys.stderr)
         return 1
@@ -571,6 +607,7 @@ def main():
           f"no console errors; another site's POST refused ({cross_origin} x 403) and the page still works; "
           f"on a {PHONE[0]}x{PHONE[1]} phone {phone_cell:.0f} px cells, a tap shows the weight; "
           + (f"{placeholders} tokens of a protected model's map shown with %s, not sentinels; " if placeholders else "")
+          + (f"a translation at the length limit marked ({limited_notes[0]!r}); " if limited_notes else "")
           + f"screenshots "
           f"{args.screenshot}, {args.phone_screenshot} ({time.monotonic() - started:.1f} s)")
     return 0

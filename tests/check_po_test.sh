@@ -145,6 +145,23 @@ assert sorted(e["forms"] for e in j["ranked"] if "forms" in e) == [[0, 1]] * 3, 
 assert [e["forms"] for e in j["placeholders"]] == [[0, 1], [0], [1]], j["placeholders"]
 PY
 
+# A catalog of real software messages, read by a model of the toy corpus:
+# whatever the checkpoint's own validation says, its fit is judged on the
+# catalog itself (unknown tokens, back-translations far from their msgids)
+# and named, in the log, the report and the JSON.
+{
+  printf 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+  paste -d'\t' <(head -30 "$src/data/real/test.en") <(head -30 "$src/data/real/test.zh") | grep -v '"\|\\' |
+    while IFS=$'\t' read -r en zh; do printf 'msgid "%s"\nmsgstr "%s"\n\n' "$en" "$zh"; done
+} >"$tmp/software.po"
+out=$("$nmt" check-po "$tmp/software.po" --checkpoint "$tmp/run" --top 3 2>"$tmp/software.log")
+rc=$?
+if [ $rc -eq 0 ] && grep -qE "^warning: .*this model does not fit the catalog: its vocabulary lacks [0-9]+% of the input's [0-9]+ tokens" <<<"$out" &&
+   grep -q "check-po: this model does not fit the catalog" "$tmp/software.log"; then ok
+else bad "software.po with a toy model: exit $rc: $(grep -i 'warn\|fit' <<<"$out$(cat "$tmp/software.log")")"; fi
+"$nmt" check-po "$tmp/software.po" --checkpoint "$tmp/run" --json 2>/dev/null | grep -q '"warning": ".*does not fit the catalog' && ok ||
+  bad "software.po --json: no warning of the misfit"
+
 # An entry longer than the model's positions (256) is scored on its prefix,
 # back-translated from its first 256 tokens (the rule of every entry point),
 # and the log names its line.

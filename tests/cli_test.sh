@@ -186,6 +186,31 @@ if grep -qw avx2 /proc/cpuinfo; then
   else bad "bf16 refused: exit $rc, $(wc -l <"$tmp/bf16.log") lines: $(head -c 300 "$tmp/bf16.log")"; fi
 fi
 
+# ---- A model that does not protect placeholders loses them: translate and
+# evaluate warn, once, naming the line and what it lost.
+printf '我爱水课\n文件 %%s 不存在\n' >"$tmp/ph.zh"
+"$nmt" translate --checkpoint "$tmp/run" --input "$tmp/ph.zh" --output "$tmp/ph.out" 2>"$tmp/ph.log"
+if [ "$(grep -c 'lost placeholders' "$tmp/ph.log")" = 1 ] &&
+   grep -q "translate: 1 of 2 translations lost placeholders of their source, .*: line 2 (%s); this model does not protect placeholders" "$tmp/ph.log"
+then ok; else bad "translate, a lost placeholder: $(grep -i placeholder "$tmp/ph.log")"; fi
+"$nmt" evaluate --checkpoint "$tmp/run" --src "$tmp/ph.zh" --ref "$tmp/ph.zh" >/dev/null 2>"$tmp/ph.log"
+grep -q "evaluate: $tmp/ph.zh: 1 of 2 translations lost placeholders" "$tmp/ph.log" && ok ||
+  bad "evaluate, a lost placeholder: $(grep -i placeholder "$tmp/ph.log")"
+
+# ---- What stops a run as it starts comes as its one error line, and the
+# resolved config only after the run's inputs are checked (an 85-line page of
+# it used to come first): a checkpoint to start from that is not there, a
+# training file that is not there, a folder that holds a run.
+for refusal in "train.init_from=$tmp/nope|train.init_from" "data.train_src=$tmp/nope.zh|$tmp/nope.zh: cannot open" \
+               "train.checkpoint_dir=$tmp/run|$tmp/run: already holds checkpoints"; do
+  set_arg=${refusal%%|*} expected=${refusal#*|}
+  "$nmt" train --config "$tmp/tiny.yaml" --set "$set_arg" >"$tmp/refused.out" 2>"$tmp/refused.log"
+  rc=$?
+  if [ $rc = 2 ] && [ "$(wc -l <"$tmp/refused.log")" = 1 ] && [ ! -s "$tmp/refused.out" ] &&
+     grep -q "^nmt: error: .*$expected" "$tmp/refused.log"; then ok
+  else bad "train --set $set_arg: exit $rc, $(wc -l <"$tmp/refused.log") lines: $(head -c 300 "$tmp/refused.log")"; fi
+done
+
 # ---- A source longer than the model reads (256 tokens): cut to its first 256
 # and translated, with a warning naming the line, in every entry point
 # (translate, its attention map, evaluate; check-po and the service have

@@ -100,6 +100,25 @@ TEST(Config, TieAllNeedsOneVocabularyAndJointIsShared) {
   EXPECT_TRUE(cfg.tokenizer.shared);
 }
 
+// A key and its alias together would leave the later one winning in
+// silence: refused, naming both, in a file and on the command line. The
+// same name twice on a command line stays allowed (the later wins).
+TEST(Config, AKeyAndItsAliasTogetherAreRefused) {
+  EXPECT_EQ(error_of("tokenizer:\n  joint: true\n  shared: false\n"),
+            "x.yaml:3: tokenizer.shared: the same key as tokenizer.joint (x.yaml:2); give one of the two names");
+  Config cfg;
+  try {
+    apply_overrides(cfg, {"tokenizer.joint=true", "tokenizer.shared=false"});
+    ADD_FAILURE() << "a key and its alias were both accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--set tokenizer.shared=false: tokenizer.shared: the same key as tokenizer.joint "
+                           "(--set tokenizer.joint=true); give one of the two names");
+  }
+  EXPECT_FALSE(cfg.tokenizer.shared);  // left as it was
+  apply_overrides(cfg, {"tokenizer.shared=true", "tokenizer.shared=false"});
+  EXPECT_FALSE(cfg.tokenizer.shared);
+}
+
 // decode.beam and decode.length_penalty: the decoding defaults a checkpoint
 // carries (translate, evaluate, check-po, serve), validation stays greedy.
 TEST(Config, DecodeBeamKeys) {

@@ -64,6 +64,11 @@ for section in SECTIONS:
         known_keys |= {section + "." + k.strip() for k in found.group(1).split(",")}
 
 
+# The demo's beam scoring (scripts/demo.sh), which the docs' figures quote.
+DEMO_LENGTH_PENALTY = re.search(r"--beam 4 --length-penalty ([0-9.]+)",
+                                open(os.path.join(src, "scripts/demo.sh"), encoding="utf-8").read()).group(1)
+
+
 def commands(text):
     """(line, subcommand, arguments, in a sh block) of every nmt command shown:
     code spans, and the lines of ```sh blocks (without their comments, split
@@ -105,6 +110,19 @@ for doc in DOCS:
             if (sub, flag) in choices:
                 check(shown == choices[(sub, flag)],
                       f"{where}: {flag} shown as {sorted(shown)}, nmt takes {sorted(choices[(sub, flag)])}")
+        # What a shown command writes goes outside the checkout's own files:
+        # a run's folder (checkpoints/), /tmp, a build folder; a user who
+        # follows the docs must not find untracked files in the checkout.
+        if in_block:
+            for flag, out in re.findall(r"(?<![\w-])(--output|--attention-map|--port-file) +(\S+)", args):
+                check(re.match(r"(/tmp/|checkpoints/|build[\w-]*/|-$)", out) is not None,
+                      f"{where}: {flag} {out} writes into the checkout (use checkpoints/ or /tmp/)")
+        # A command on the demo's toy model with a beam scores as the demo
+        # does: the same --length-penalty (its figures are quoted with it).
+        if "checkpoints/toy" in args and re.search(r"--beam [1-9]", args):
+            penalty = re.search(r"--length-penalty ([0-9.]+)", args)
+            check(penalty is not None and penalty.group(1) == DEMO_LENGTH_PENALTY,
+                  f"{where}: --beam on the toy model without the demo's --length-penalty {DEMO_LENGTH_PENALTY}")
         # Files a shown command reads, relative to the checkout.
         if in_block:
             for f in re.findall(r"(?<![\w/.-])((?:configs|data)/[\w./+-]+\.(?:yaml|zh|en))", args):
@@ -113,6 +131,37 @@ for doc in DOCS:
     files = r"(?!(?:bin|pt|zh|en|json|jsonl|csv|txt|yaml|model|vocab|svg|md)\b)"
     for key in sorted(set(re.findall(r"`((?:" + "|".join(SECTIONS) + r")\." + files + r"[a-z_]+)", text))):
         check(key in known_keys, f"{doc}: `{key}` is no config key nmt knows")
+
+# Other programs' outputs in the docs' shell blocks (msgunfmt -o, > FILE):
+# outside the checkout too.
+for doc in DOCS:
+    block = None
+    for number, line in enumerate(open(os.path.join(src, doc), encoding="utf-8").read().splitlines(), 1):
+        if line.startswith("```"):
+            block = None if block is not None else (line[3:].strip() or "text")
+            continue
+        if block != "sh":
+            continue
+        for out in re.findall(r"(?:\s-o|[^2&]>)\s*([\w./-]+)", re.sub(r"(^|\s)#.*", "", line)):
+            check(re.match(r"(/tmp/|/dev/|checkpoints/|build[\w-]*/)", out) is not None,
+                  f"{doc}:{number}: writes {out} into the checkout (use checkpoints/ or /tmp/)")
+
+# The toy demo's scores: the README gives what varies by CPU as a range, and
+# docs/bench/toy.md records the runs; every recorded run lies in the range,
+# and its ends are recorded runs (a claim no run made, or a run the claim
+# leaves out, fails here).
+readme = open(os.path.join(src, "README.md"), encoding="utf-8").read()
+toy = open(os.path.join(src, "docs/bench/toy.md"), encoding="utf-8").read()
+claim = re.search(r"test BLEU (\d+\.\d+)-(\d+\.\d+) greedy and beam 4", readme)
+table = re.search(r"^\| machine \| greedy BLEU \| beam 4 BLEU \|.*\n\|[-| ]+\|\n((?:\|.*\n)+)", toy, re.M)
+runs = [float(x) for row in (table.group(1).splitlines() if table else [])
+        for x in [c.strip() for c in row.strip("|").split("|")][1:3]]
+check(claim is not None, "README.md: no toy demo BLEU range ('test BLEU A-B greedy and beam 4')")
+check(len(runs) >= 2, f"docs/bench/toy.md: no recorded runs of the demo's scoring ({runs})")
+if claim and runs:
+    low, high = float(claim.group(1)), float(claim.group(2))
+    check(all(low <= r <= high for r in runs) and min(runs) == low and max(runs) == high,
+          f"README.md: toy BLEU {low}-{high}, docs/bench/toy.md records {sorted(set(runs))}")
 
 # docs/bad_input.md, the check-po table: what it says against what nmt does.
 bad_input = open(os.path.join(src, "docs/bad_input.md"), encoding="utf-8").read()

@@ -123,7 +123,29 @@ TEST(PlaceholderMask, OtherPlaceholdersStandForTheirText) {
   EXPECT_EQ(restore_target(masked, m), en);
   // What the source lacks stays verbatim in a target, and is dropped from a translation.
   EXPECT_EQ(mask_target("<i>{1}</i> %s %d", m), "<i>{1}</i> " + S(1) + " %d");
-  EXPECT_EQ(restore_target(S(9) + "x" + S(data::kMaxSentinels) + S(4), m), "x{0}");
+  EXPECT_EQ(restore_target(S(9) + "x" + S(data::kMaxSentinels) + S(4), m), "x {0}");  // a space after a word
+}
+
+// Decoding forces a missing placeholder in at the end, where the model wrote
+// no space for it: one that follows a word or another placeholder gets a
+// space, unless the source glues it so too; markup and entities touch text.
+TEST(PlaceholderMask, APlaceholderAfterAWordGetsASpaceUnlessTheSourceGluesIt) {
+  const auto S = [](int k) { return sentinel(k); };
+  const data::MaskedSource m = mask_source("文件 %s 现在不存在");
+  EXPECT_FALSE(m.slots[0].glued);
+  EXPECT_EQ(restore_target("the file does not exist now" + S(1), m), "the file does not exist now %s");
+  EXPECT_EQ(restore_target("file " + S(1) + " is gone", m), "file %s is gone");
+  EXPECT_EQ(restore_target("(" + S(1) + ")", m), "(%s)");  // not after a word
+  const data::MaskedSource two = mask_source("%1$d 个 %2$s");
+  EXPECT_EQ(restore_target("now" + S(2) + S(1), two), "now %2$s %1$d");
+  // Glued in the source ("0x%08x", "%s%s"): left glued.
+  const data::MaskedSource hex = mask_source("地址 0x%08x，%s%s");
+  EXPECT_TRUE(hex.slots[0].glued);
+  EXPECT_FALSE(hex.slots[1].glued);
+  EXPECT_TRUE(hex.slots[2].glued);
+  EXPECT_EQ(restore_target("address 0x" + S(1) + ", " + S(2) + S(3), hex), "address 0x%08x, %s%s");
+  const data::MaskedSource markup = mask_source("<b>粗体</b> &amp; 100%%");
+  EXPECT_EQ(restore_target(S(1) + "bold" + S(2) + S(3) + " 100" + S(4), markup), "<b>bold</b>&amp; 100%%");
 }
 
 // What a person is shown of a token (an attention map's labels): each

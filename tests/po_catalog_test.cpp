@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/po_catalog.h"
+#include "eval/input_fit.h"
 #include "eval/po_check.h"
 #include "eval/po_rank.h"
 #include "util/errors.h"
@@ -468,6 +469,28 @@ TEST(PoCheck, RivalCandidatesAreTheMsgidsABackTranslationResembles) {
   // 2 and 4 hold each other's letters: neither is the other's rival.
   const auto dup = rival_candidates({"could not open the file"}, english, {2}, 3);
   for (const size_t j : dup[0]) EXPECT_NE(j, 4u);
+}
+
+// A model's fit judged on its input: unknown tokens beyond 5% (a toy model
+// reading software messages: over 40%) or back-translations at a median chrF
+// under 20 are named; a model that fits (0.1% unknown, chrF 45) passes.
+TEST(InputFit, UnknownTokensAndFarBackTranslationsAreNamed) {
+  eval::TokenCounts fits;
+  fits.add(std::vector<int64_t>(999, 7), 1);
+  fits.add({1}, 1);
+  EXPECT_NEAR(fits.unknown_share(), 0.001, 1e-12);
+  EXPECT_EQ(eval::input_fit_problems(fits), "");
+  EXPECT_EQ(eval::input_fit_problems(fits, 45.0, 500), "");
+  eval::TokenCounts toy;
+  toy.add({1, 5, 1, 6, 1, 1, 9}, 1);  // 4 of 7 unknown
+  EXPECT_EQ(eval::input_fit_problems(toy).rfind("its vocabulary lacks 57% of the input's 7 tokens", 0), 0u)
+      << eval::input_fit_problems(toy);
+  const std::string far = eval::input_fit_problems(fits, 6.3, 511);
+  EXPECT_NE(far.find("median chrF 6.3 over 511 entries"), std::string::npos) << far;
+  EXPECT_NE(eval::input_fit_problems(toy, 6.3, 511).find("; the back-translations are far"), std::string::npos);
+  EXPECT_EQ(eval::median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(eval::median({4.0, 1.0, 2.0, 3.0}), 2.5);
+  EXPECT_EQ(eval::median({}), 0.0);
 }
 
 }  // namespace

@@ -131,4 +131,28 @@ expect_refused "resume into another run's folder" "train.checkpoint_dir: $run ho
   "$nmt" train --resume "$other/best" --set train.checkpoint_dir="$run" --set train.max_steps=8
 [ "$before" = "$(listing "$run" | grep -v train.lock)" ] && ok || bad "a refused resume changed $run"
 
+# 4. A run that fails before its first save takes back what it made: a folder
+#    it created is gone (no empty tokenizer/, no train.lock); in a folder that
+#    was there already, what was there stays and nothing of the run's is left.
+#    (The corpus's preparation fails: after the run folder is made.)
+head -100 "$src/data/toy/train.zh" >"$tmp/bad.zh" && printf 'bad \377 line\n' >>"$tmp/bad.zh"
+head -101 "$src/data/toy/train.en" >"$tmp/bad.en"
+fresh=$tmp/fresh-fail
+"$nmt" train --config "$tmp/tiny.yaml" --set data.train_src="$tmp/bad.zh" --set data.train_tgt="$tmp/bad.en" \
+  --set train.checkpoint_dir="$fresh" >"$tmp/fresh-fail.log" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && [ ! -e "$fresh" ]; then ok
+else bad "a run failing before its first save: exit $rc, left: $(find "$fresh" 2>/dev/null | tr '\n' ' ')"; fi
+kept=$tmp/kept-fail
+mkdir -p "$kept" && echo mine >"$kept/notes.txt"
+"$nmt" train --config "$tmp/tiny.yaml" --set data.train_src="$tmp/bad.zh" --set data.train_tgt="$tmp/bad.en" \
+  --set train.checkpoint_dir="$kept" >"$tmp/kept-fail.log" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && [ "$(cd "$kept" && find . | sort | tr '\n' ' ')" = ". ./notes.txt ./train.lock " ]; then ok
+else bad "a failing run in a folder of the user's: exit $rc, now holds: $(cd "$kept" && find . | sort | tr '\n' ' ')"; fi
+# A --profile run saves nothing and leaves nothing.
+"$nmt" train --config "$tmp/tiny.yaml" --profile 2 --set train.checkpoint_dir="$tmp/profiled" >"$tmp/profiled.log" 2>&1 ||
+  bad "--profile: $(tail -1 "$tmp/profiled.log")"
+[ ! -e "$tmp/profiled" ] && ok || bad "--profile left $(find "$tmp/profiled" | tr '\n' ' ')"
+
 summary "run folder"

@@ -372,6 +372,17 @@ check(status_beam == 200 and beam.get("length_limited") and
       f"{beam.get('length_limited')}")
 short.stop()
 
+# 3e. A translation that lost a placeholder of its text (this model does not
+#     protect placeholders): named in the answer ("placeholders_lost": the
+#     texts' indices) and warned about once in the service's log, naming it.
+plain = Server("placeholders")
+status, _, answer = plain.translate([lines[0], "文件 %s 不存在"])
+rc = plain.stop()
+log = open(plain.log.name, encoding="utf-8").read()
+check(status == 200 and answer.get("placeholders_lost") == [1] and rc == 0 and
+      log.count("lost placeholders") == 1 and "(1 of 2 texts: %s)" in log and "does not protect" in log,
+      f"a lost placeholder: answer {answer}, log: {[l for l in log.splitlines() if 'placeholder' in l]}")
+
 # 4. A full queue answers 503 with Retry-After instead of growing. Whole
 # batches (--batching static) wait --max-delay-ms for company, so requests
 # stay queued (with continuous batching they start at once).
@@ -379,6 +390,13 @@ slow = Server("queue", "--max-queue", "4", "--max-delay-ms", "1500", "--max-batc
               "--batching", "static")
 codes = []
 retry = []
+# The start-up log names the delay only where batches wait for it (static);
+# continuous batching starts a request at once.
+main_log = open(os.path.join(work, "main.log"), encoding="utf-8").read()
+slow_log = open(os.path.join(work, "queue.log"), encoding="utf-8").read()
+check("ms delay" not in main_log and "starts at once" in main_log and "waits up to 1500 ms" in slow_log,
+      f"the batching line: continuous {[l for l in main_log.splitlines() if 'batching:' in l]}, static "
+      f"{[l for l in slow_log.splitlines() if 'batching:' in l]}")
 
 
 def queued(i):

@@ -446,7 +446,7 @@ TEST(Request, ReadsTheFields) {
   EXPECT_TRUE(r.attention);
   const TranslateRequest one = parse_translate_request(R"({"text": "一"})", {});
   EXPECT_EQ(one.text, (std::vector<std::string>{"一"}));
-  EXPECT_EQ(one.beam, 0);  // not given
+  EXPECT_FALSE(one.beam.has_value());  // not given
   EXPECT_FALSE(one.attention);
   // Not given: the checkpoint's decode.beam; given, the request's (1 and 0 are greedy).
   EXPECT_EQ(job_beam(one, 4), 4);
@@ -454,6 +454,8 @@ TEST(Request, ReadsTheFields) {
   EXPECT_EQ(job_beam(one, 1), 0);
   EXPECT_EQ(job_beam(r, 0), 4);
   EXPECT_EQ(job_beam(parse_translate_request(R"({"text": "一", "beam": 1})", {}), 4), 0);
+  // 0 is greedy, as on the command line and in configs, not "not given".
+  EXPECT_EQ(job_beam(parse_translate_request(R"({"text": "一", "beam": 0})", {}), 4), 0);
 }
 
 TEST(Request, EveryWrongShapeIsA4xxNamingTheField) {
@@ -464,7 +466,8 @@ TEST(Request, EveryWrongShapeIsA4xxNamingTheField) {
   EXPECT_EQ(status_of("{\"text\": []}"), 400);
   EXPECT_EQ(status_of("{\"text\": 5}"), 400);
   EXPECT_EQ(status_of("{\"text\": [\"a\", 5]}"), 400);
-  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": 0}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": -1}"), 400);
+  EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": 0}"), 200);
   EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": 9}"), 400);
   EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": 2.5}"), 400);
   EXPECT_EQ(status_of("{\"text\": [\"a\"], \"beam\": \"2\"}"), 400);
@@ -582,6 +585,33 @@ TEST(Access, OriginMustBeTheServiceOrAllowed) {
 // CORS: an --allow-origin page is told it may read the answers, and its
 // preflights get the route's methods and the headers a page sends; nobody
 // else gets either (tests/cors_test.py drives the same from Chromium).
+// --allow-origin as a browser's Origin header writes it: the forms a user
+// types for the same origin all match, and what no Origin header holds is
+// refused naming the flag (it would answer that page 403 on every call).
+TEST(Access, AllowedOriginsAreWrittenAsBrowsersSendThem) {
+  EXPECT_EQ(normalize_origin("http://example.test"), "http://example.test");
+  EXPECT_EQ(normalize_origin("http://example.test/"), "http://example.test");
+  EXPECT_EQ(normalize_origin("http://example.test:80"), "http://example.test");
+  EXPECT_EQ(normalize_origin("HTTPS://Example.Test:443/"), "https://example.test");
+  EXPECT_EQ(normalize_origin("https://example.test:80"), "https://example.test:80");
+  EXPECT_EQ(normalize_origin("http://127.0.0.1:08080"), "http://127.0.0.1:8080");
+  EXPECT_EQ(normalize_origin("http://[::1]:8080/"), "http://[::1]:8080");
+  for (const char* bad : {"example.test", "ftp://example.test", "http://example.test/app", "http://example.test?x=1",
+                          "http://user@example.test", "http://example.test:", "http://example.test:99999",
+                          "http://", "http://[::1", "http://[nope]:80", "http://exa mple.test", "http://例子.测试"}) {
+    try {
+      normalize_origin(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(std::string("--allow-origin: '") + bad + "'", 0), 0u) << e.what();
+    }
+  }
+  // Normalized, a page's Origin matches it.
+  AccessPolicy policy;
+  policy.allow_origins = {normalize_origin("http://example.test:80/")};
+  EXPECT_FALSE(check_origin(true, "http://example.test", "127.0.0.1:8080", policy));
+}
+
 TEST(Access, CorsHeadersForAllowedOriginsOnly) {
   AccessPolicy policy;
   policy.allow_origins = {"http://127.0.0.1:5000"};

@@ -35,13 +35,18 @@ protect=()
 if [ "$mode" = --browser ]; then
   "$nmt" serve --checkpoint "$tmp/run" --port 0 --port-file "$tmp/port" --threads 2 >"$tmp/serve.log" 2>&1 &
   server=$!
-  on_exit() { kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null; }
+  # A second service whose length limit stops every translation (--max-len 2).
+  "$nmt" serve --checkpoint "$tmp/run" --port 0 --port-file "$tmp/limited_port" --threads 1 --max-len 2 \
+    >"$tmp/limited.log" 2>&1 &
+  limited=$!
+  on_exit() { kill -TERM "$server" "$limited" 2>/dev/null; wait "$server" "$limited" 2>/dev/null; }
   wait_until 60 test -s "$tmp/port" || { echo "FAIL: serve did not start: $(tail -3 "$tmp/serve.log")"; exit 1; }
+  wait_until 60 test -s "$tmp/limited_port" || { echo "FAIL: serve --max-len 2 did not start: $(tail -3 "$tmp/limited.log")"; exit 1; }
   shot=${NMT_SCREENSHOT:-$tmp/explorer.png}
   # The phone-size page's screenshot is kept (where ctest runs, or NMT_TEST_ARTIFACTS).
   phone_shot=${NMT_TEST_ARTIFACTS:-$PWD}/explorer-phone.png
   /usr/bin/python3 "$src/tests/browser_test.py" --url "http://127.0.0.1:$(cat "$tmp/port")/" --screenshot "$shot" \
-    --phone-screenshot "$phone_shot" --protected \
+    --phone-screenshot "$phone_shot" --protected --limited-url "http://127.0.0.1:$(cat "$tmp/limited_port")/" \
     --sentence "$(sed -n 3p "$src/data/toy/test.zh")"
   rc=$?
   /usr/bin/python3 "$src/tests/cors_test.py" "$nmt" "$tmp/run" "$tmp" || rc=1

@@ -25,6 +25,7 @@
 #include "decode/scorer.h"
 #include "decode/translator.h"
 #include "eval/bleu.h"
+#include "eval/input_fit.h"
 #include "eval/placeholders.h"
 #include "eval/po_check.h"
 #include "eval/po_rank.h"
@@ -229,15 +230,16 @@ int run_train(const TrainArgs& args) {
                                         ? cfg.origin.at("train.precision") + ": train.precision"
                                         : "train.precision";
   resolve_precision(cfg.train.precision, resolve_device(cfg.attention.device, "attention.device"), precision_key);
-  spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg));
   keep_freed_memory_for_reuse();
   use_recent_block_cache();
+  RunStart start;
+  // The config once the run's inputs are checked: a refused run ends on its error.
+  start.inputs_checked = [&cfg] { spdlog::info("config {} resolved:\n{}", cfg.source_name, to_yaml(cfg)); };
   if (args.profile > 0) {
-    profile_training(cfg, args.profile, std::cout);
+    profile_training(cfg, args.profile, std::cout, start);
     return kExitOk;
   }
   install_interrupt_handlers();
-  RunStart start;
   start.resume = args.resume;
   start.overwrite = args.overwrite;
   const TrainResult result = train(cfg, start);
@@ -315,6 +317,7 @@ int run_translate(const TranslateArgs& args) {
   std::vector<std::vector<int64_t>> all_hyps;
   std::vector<SourceCut> cuts;   // over-long sources, numbered from 0 in the whole input
   std::vector<size_t> limited;   // translations that stopped at the length limit, likewise
+  std::vector<LostPlaceholders> lost;  // translations that lost placeholders, likewise
   int64_t count = 0;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -323,6 +326,7 @@ int run_translate(const TranslateArgs& args) {
     TranslationBatch out = t.translate_batch(lines, opts);
     for (const SourceCut& c : out.cuts) cuts.push_back({c.line + static_cast<size_t>(count), c.tokens});
     for (const size_t i : out.length_limited) limited.push_back(i + static_cast<size_t>(count));
+    for (LostPlaceholders& l : out.placeholders_lost) lost.push_back({l.line + static_cast<size_t>(count), l.missing});
     for (const std::string& l : out.translations) {
       if (args.output.empty()) std::cout << l << '\n';
       else output += l + '\n';
@@ -342,6 +346,9 @@ int run_translate(const TranslateArgs& args) {
                opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
   if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, t.max_positions()));
   log_length_limited("translate", limited, static_cast<size_t>(count), opts, t.model());
+  if (!lost.empty())
+    spdlog::warn("translate: {}",
+                 describe_lost_placeholders(lost, static_cast<size_t>(count), opts.protect_placeholders));
   if (!args.attention_map.empty()) write_attention_maps(t, args, all, all_sources, all_hyps);
   return kExitOk;
 }
@@ -410,6 +417,9 @@ int run_evaluate(const EvaluateArgs& args) {
   const std::vector<std::string>& hyp = out.translations;
   if (!out.cuts.empty()) spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(out.cuts, t.max_positions()));
   log_length_limited("evaluate: " + args.src, out.length_limited, src.size(), opts, t.model());
+  if (!out.placeholders_lost.empty())
+    spdlog::warn("evaluate: {}: {}", args.src,
+                 describe_lost_placeholders(out.placeholders_lost, src.size(), opts.protect_placeholders));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!args.output.empty()) {
@@ -509,8 +519,10 @@ int run_check_po(const CheckPoArgs& args) {
     const DecodeOptions opts = decode_options(t, args.decode);
     eval::PoModel model;
     model.protect_placeholders = opts.protect_placeholders;
+    eval::TokenCounts read;  // the msgstrs' tokens, and how many the model's vocabulary lacks
     model.translate = [&](const std::vector<std::string>& chinese) {
       TranslationBatch batch = t.translate_batch(chinese, opts);
+      for (const PreparedLine& line : batch.sources) read.add(line.ids, kUnkId);
       const std::vector<SourceCut>& cuts = batch.cuts;
       const std::vector<size_t>& limited = batch.length_limited;
       if (!limited.empty()) {  // named by their catalog lines (the lines are the items' msgstrs, in order)
@@ -539,6 +551,19 @@ int run_check_po(const CheckPoArgs& args) {
     ranked = eval::rank_translations(texts, model, eval::parse_rank_by(args.rank));
     spdlog::info("check-po: {} translations back-translated and scored in {:.1f} s", texts.items.size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    // The fit judged on this catalog itself, whatever the checkpoint's own
+    // validation says (a model can fit its training data and not this).
+    std::vector<double> chrf;
+    for (const eval::RankedItem& r : ranked) chrf.push_back(r.chrf);
+    const std::string misfit =
+        eval::input_fit_problems(read, eval::median(chrf), static_cast<int64_t>(ranked.size()));
+    if (!misfit.empty()) {
+      const std::string warning = "this model does not fit the catalog: " + misfit +
+                                  "; its back-translations are mostly wrong and the ranking says little (a model "
+                                  "trained on software messages, configs/real.yaml, fits such catalogs)";
+      spdlog::warn("check-po: {}", warning);
+      model_warning += (model_warning.empty() ? "" : "; ") + warning;
+    }
   }
   const size_t shown = args.top == 0 ? ranked.size() : std::min(ranked.size(), static_cast<size_t>(args.top));
 
@@ -746,13 +771,16 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
 int run_serve(const ServeArgs& args) {
   serve::AccessPolicy access;
   access.allow_hosts = args.allow_hosts;
-  access.allow_origins = args.allow_origins;
   for (const std::string& h : access.allow_hosts)
     if (h.empty() || h.find_first_of(":/[] \t") != std::string::npos)
       throw InputError("--allow-host: '" + h + "' is not a host name (no port, no scheme)");
-  for (const std::string& o : access.allow_origins)
-    if (o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0)
-      throw InputError("--allow-origin: '" + o + "' is not an origin (scheme://host[:port], e.g. https://example.org)");
+  // As a browser's Origin header writes them, or refused: one that can never
+  // match would answer every call of that page 403.
+  for (const std::string& o : args.allow_origins) {
+    access.allow_origins.push_back(serve::normalize_origin(o));
+    if (access.allow_origins.back() != o)
+      spdlog::info("--allow-origin {}: matched as {}, as a browser sends it", o, access.allow_origins.back());
+  }
   if (!args.api_key_file.empty()) access.api_keys = serve::read_api_keys(args.api_key_file);
   const Translator t = open_translator(args.checkpoint, args.runtime);
   serve::Model model;
@@ -763,6 +791,10 @@ int run_serve(const ServeArgs& args) {
     spdlog::info("requests without \"beam\" are decoded with beam {} (decode.beam), length penalty {}",
                  model.decode.beam, model.decode.length_penalty);
   model.workers = args.workers > 0 ? args.workers : (t.device().is_cpu() ? t.threads() : 1);
+  model.examples = serve::example_sentences(t.config().data.valid_src);
+  if (model.examples.empty())
+    spdlog::info("serve: the explorer offers no examples: {} (the model's data.valid_src) is not readable here",
+                 t.config().data.valid_src);
   serve::ServerOptions options;
   options.host = args.host;
   options.port = static_cast<int>(args.port);

@@ -11,7 +11,9 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <sstream>
+#include <utility>
 
 #include "ops/attention/backend.h"
 #include "ops/linear/packed_linear.h"
@@ -267,12 +269,30 @@ const std::map<std::string, std::string>& aliases() {
   return table;
 }
 
-const Field* find_field(const std::string& path) {
+// The key a name stands for: itself, or the key an alias names.
+const std::string& canonical_key(const std::string& path) {
   const auto alias = aliases().find(path);
-  const std::string& name = alias != aliases().end() ? alias->second : path;
+  return alias != aliases().end() ? alias->second : path;
+}
+
+const Field* find_field(const std::string& path) {
+  const std::string& name = canonical_key(path);
   for (const auto& f : fields())
     if (f.path == name) return &f;
   return nullptr;
+}
+
+// A key given under two of its names (tokenizer.shared and its alias
+// tokenizer.joint) in one file or one command line: which should win is a
+// guess either way, so neither does. `seen` maps each key to the name and
+// place it was first given under.
+void refuse_second_name(std::map<std::string, std::pair<std::string, std::string>>& seen, const std::string& path,
+                        const std::string& location) {
+  const std::string& key = canonical_key(path);
+  const auto [it, first] = seen.emplace(key, std::make_pair(path, location));
+  if (first || it->second.first == path) return;
+  throw InputError(location + ": " + path + ": the same key as " + it->second.first + " (" + it->second.second +
+                   "); give one of the two names");
 }
 
 std::string known_keys(const std::string& section) {
@@ -312,6 +332,7 @@ void load_into(Config& cfg, const YAML::Node& root, const std::string& source) {
   if (!root.IsMap()) input_error(where(source, root), "", "expected a mapping of sections");
   static const std::vector<std::string> kSections = {"data",      "tokenizer", "model",
                                                      "attention", "train",     "decode"};
+  std::map<std::string, std::pair<std::string, std::string>> seen;  // refuse_second_name's
   for (const auto& sec : root) {
     const std::string name = key_name(sec.first, source, "");
     if (std::find(kSections.begin(), kSections.end(), name) == kSections.end())
@@ -324,6 +345,7 @@ void load_into(Config& cfg, const YAML::Node& root, const std::string& source) {
       const Field* f = find_field(path);
       const std::string loc = where(source, kv.first);
       if (!f) input_error(loc, path, "unknown key (known in " + name + ": " + known_keys(name) + ")");
+      refuse_second_name(seen, path, loc);
       f->parse(cfg, kv.second, [&](const std::string& problem) { input_error(loc, path, problem); });
       cfg.origin[path] = loc;
     }
@@ -426,8 +448,10 @@ Config load_config(const std::string& path) {
 
 namespace {
 
-// Parses one "key.path=value" into cfg (field checks only).
-void parse_assignment(Config& cfg, const std::string& assignment) {
+// Parses one "key.path=value" into cfg (field checks only); `seen` as
+// refuse_second_name's, over one command line's assignments.
+void parse_assignment(Config& cfg, const std::string& assignment,
+                      std::map<std::string, std::pair<std::string, std::string>>& seen) {
   const size_t invalid = utf8::first_invalid(assignment), nul = assignment.find('\0');
   if (std::min(invalid, nul) != std::string::npos)
     throw InputError(std::string(invalid < nul ? "--set: not valid UTF-8" : "--set: NUL character") +
@@ -445,6 +469,7 @@ void parse_assignment(Config& cfg, const std::string& assignment) {
     input_error(loc, path,
                 known.empty() ? "unknown section" : "unknown key (known in " + section + ": " + known + ")");
   }
+  refuse_second_name(seen, path, loc);
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(eq + 1));
@@ -461,7 +486,8 @@ void apply_overrides(Config& cfg, const std::vector<std::string>& assignments) {
   // On a copy: rejected overrides leave cfg as it was. The cross-key checks
   // run once, after all of them, so their order does not matter.
   Config updated = cfg;
-  for (const auto& a : assignments) parse_assignment(updated, a);
+  std::map<std::string, std::pair<std::string, std::string>> seen;
+  for (const auto& a : assignments) parse_assignment(updated, a, seen);
   validate(updated);
   cfg = std::move(updated);
 }

@@ -1,5 +1,6 @@
 #include "data/placeholder_mask.h"
 
+#include <cctype>
 #include <map>
 
 #include "data/placeholders.h"
@@ -48,16 +49,19 @@ MaskedSource mask_source(const std::string& line) {
   std::vector<int> id(spans.size(), 0);
   for (size_t s = 0; s < spans.size(); ++s) {
     const std::string text = line.substr(spans[s].offset, spans[s].length);
+    const size_t at = spans[s].offset;
+    const bool glued = at > 0 && (std::isalnum(static_cast<unsigned char>(line[at - 1])) ||
+                                  (s > 0 && spans[s - 1].offset + spans[s - 1].length == at));
     if (arg_of[s] > 0) {
       MaskedSource::Slot& slot = m.slots[static_cast<size_t>(arg_of[s] - 1)];
-      if (slot.text.empty()) slot = {text, arg_of[s], printf_argument(text).second};
+      if (slot.text.empty()) slot = {text, arg_of[s], printf_argument(text).second, glued};
       id[s] = arg_of[s];
       continue;
     }
     auto it = other.find(text);
     if (it == other.end()) {
       if (m.slots.size() >= static_cast<size_t>(kMaxSentinels)) continue;  // left verbatim
-      m.slots.push_back({text, 0, ""});
+      m.slots.push_back({text, 0, "", glued});
       it = other.emplace(text, static_cast<int>(m.slots.size())).first;
     }
     id[s] = it->second;
@@ -120,6 +124,7 @@ std::string restore_target(const std::string& translation, const MaskedSource& s
   bool in_order = true;
   for (size_t j = 0; j < order.size(); ++j) in_order = in_order && order[j] == static_cast<int>(j + 1);
   std::string out;
+  size_t placeholder_end = std::string::npos;  // where the last placeholder written ends in out
   for (size_t i = 0; i < translation.size();) {
     const int k = sentinel_at(translation, i);
     if (k == 0) {
@@ -130,9 +135,18 @@ std::string restore_target(const std::string& translation, const MaskedSource& s
     if (k > static_cast<int>(source.slots.size())) continue;  // not the source's: dropped
     const MaskedSource::Slot& slot = source.slots[static_cast<size_t>(k - 1)];
     if (slot.text.empty()) continue;
+    // Words' neighbours: conversions that print an argument, Python's and
+    // brace fields, options; not "%%" or "%m" (a percent sign or message
+    // glued to what it follows), markup or entities.
+    const std::string kind = placeholder_kind(slot.text);
+    const bool spaced = slot.arg > 0 || kind == "python" || kind == "brace" || kind == "option";
+    const bool after_word = !out.empty() && (std::isalnum(static_cast<unsigned char>(out.back())) ||
+                                             placeholder_end == out.size());
+    if (after_word && !slot.glued && spaced) out += ' ';
     if (slot.arg > 0 && in_order) out += slot.conversion;
     else if (slot.arg > 0) out.append("%").append(std::to_string(slot.arg)).append("$").append(slot.conversion, 1);
     else out += slot.text;
+    placeholder_end = out.size();
   }
   return out;
 }

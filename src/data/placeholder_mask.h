@@ -34,6 +34,10 @@ struct MaskedSource {
     std::string text;  // the placeholder as the source has it ("%2$lu", "<b>"); empty: unused
     int arg = 0;       // > 0: the printf argument it prints
     std::string conversion;  // printf: the conversion without its position ("%lu")
+    // Where the source first has it, it follows an ASCII letter or digit or
+    // another placeholder directly ("file%d", "%s%s"): restore_target then
+    // leaves it glued where the translation glues it.
+    bool glued = false;
   };
   std::string text;         // the line with sentinels
   std::vector<Slot> slots;  // slots[k - 1] for sentinel k
@@ -55,7 +59,13 @@ std::pair<std::string, std::string> model_pair(const std::string& source, const 
 std::vector<int> sentinels_in(const std::string& text);
 
 // A translation with its sentinels turned back into the source's
-// placeholders; a sentinel the source does not have is dropped.
+// placeholders; a sentinel the source does not have is dropped. A
+// placeholder that comes right after a word of the translation ("now" +
+// "%s") or right after another placeholder gets a space before it, unless
+// the source glued it the same way (Slot::glued) or it is one that text
+// touches (markup, entities, "%%", "%m"): decoding forces a missing
+// placeholder in at the end (decode/placeholder_constraint.h), where the
+// model wrote no space for it.
 std::string restore_target(const std::string& translation, const MaskedSource& source);
 
 // Text a person is shown (a token of an attention map, a line of them) with

@@ -284,6 +284,15 @@ bool parse_printf_argument(const std::string& p, PrintfArgument* out) {
   return true;
 }
 
+std::vector<std::string> missing_placeholders(const std::string& source, const std::string& translation) {
+  std::map<std::string, int> have;
+  for (const std::string& p : find_placeholders(translation)) ++have[p];
+  std::vector<std::string> lost;
+  for (const std::string& p : find_placeholders(source))
+    if (have[p]-- <= 0) lost.push_back(p);
+  return lost;
+}
+
 const char* placeholder_kind(const std::string& p) {
   if (p.size() >= 2 && p[0] == '%') return p[1] == '(' ? "python" : "printf";
   if (!p.empty() && p[0] == '{') return "brace";

@@ -23,6 +23,11 @@ struct PlaceholderSpan {
 std::vector<PlaceholderSpan> find_placeholder_spans(const std::string& line);
 std::vector<std::string> find_placeholders(const std::string& line);
 
+// The placeholders of `source` that `translation` has fewer times than the
+// source (a multiset difference, in the source's order): what a
+// translation lost, which breaks the program that prints it.
+std::vector<std::string> missing_placeholders(const std::string& source, const std::string& translation);
+
 // A printf conversion that prints an argument ("%s", "%-5.2f", "%2$lu",
 // "%2$.*1$s", "%<PRIuMAX>"; not "%%", glibc's "%m" nor Python's
 // "%(name)s"), read as GNU gettext's C format checker reads it: which

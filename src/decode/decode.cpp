@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "data/dataset.h"
+#include "data/placeholders.h"
 #include "decode/continuous_search.h"
 #include "decode/length_limit.h"
 #include "decode/placeholder_constraint.h"
@@ -357,8 +358,29 @@ TranslationBatch translate_lines(Transformer& model, const Tokenizer& src_tok, c
   for (size_t i = 0; i < lines.size(); ++i) {
     out.translations.push_back(finish_translation(out.sources[i], out.ids[i], tgt_tok));
     if (reached_limit(out.sources[i], out.ids[i], options, model)) out.length_limited.push_back(i);
+    if (auto missing = data::missing_placeholders(lines[i], out.translations[i]); !missing.empty())
+      out.placeholders_lost.push_back({i, std::move(missing)});
   }
   return out;
+}
+
+std::string describe_lost_placeholders(const std::vector<LostPlaceholders>& lost, size_t count,
+                                       bool protect_placeholders, int64_t first_line) {
+  constexpr size_t kNamed = 5;
+  std::string out = std::to_string(lost.size()) + " of " + std::to_string(count) +
+                    (count == 1 ? " translation" : " translations") +
+                    " lost placeholders of their source, which breaks a program that prints them:";
+  for (size_t i = 0; i < lost.size() && i < kNamed; ++i) {
+    std::string which;
+    for (const std::string& p : lost[i].missing) which += (which.empty() ? "" : ", ") + p;
+    out += std::string(i ? "," : "") + " line " + std::to_string(first_line + static_cast<int64_t>(lost[i].line)) +
+           " (" + which + ")";
+  }
+  if (lost.size() > kNamed) out += ", and " + std::to_string(lost.size() - kNamed) + " more";
+  return out + (protect_placeholders
+                    ? " (decode.placeholder_constraint makes a protected model write every one)"
+                    : "; this model does not protect placeholders (tokenizer.protect_placeholders: false): one trained "
+                      "with it keeps them (docs/placeholders.md)");
 }
 
 bool reached_limit(const PreparedLine& line, const std::vector<int64_t>& hyp, const DecodeOptions& options,

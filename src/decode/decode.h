@@ -77,11 +77,18 @@ std::vector<std::vector<int64_t>> decode_lines(Transformer& model, const std::ve
 // detokenized, placeholders restored; "" for a line with no source tokens.
 std::string finish_translation(const PreparedLine& line, const std::vector<int64_t>& hyp, const Tokenizer& tgt_tok);
 
+// A translation that lacks placeholders of its line (data::missing_placeholders).
+struct LostPlaceholders {
+  size_t line;                       // index among the lines given
+  std::vector<std::string> missing;  // what it lacks, in the line's order
+};
+
 // What translating lines gave: translations[i] translates lines[i].
 struct TranslationBatch {
   std::vector<std::string> translations;
   std::vector<SourceCut> cuts;         // lines longer than the model reads, cut to fit (fit_source)
   std::vector<size_t> length_limited;  // lines whose translation stopped at the length limit (reached_limit)
+  std::vector<LostPlaceholders> placeholders_lost;
   // What was decoded: each line as the model read it, and its translation's
   // ids (without <start> and <end>), for attention maps and scoring.
   std::vector<PreparedLine> sources;
@@ -93,6 +100,12 @@ struct TranslationBatch {
 TranslationBatch translate_lines(Transformer& model, const Tokenizer& src_tok, const Tokenizer& tgt_tok,
                                  const std::vector<std::string>& lines, const DecodeOptions& options,
                                  const c10::Device& device);
+
+// One log line for translations that lost placeholders of their source
+// (TranslationBatch::placeholders_lost; line numbers from `first_line`),
+// saying why when the model does not protect placeholders.
+std::string describe_lost_placeholders(const std::vector<LostPlaceholders>& lost, size_t count,
+                                       bool protect_placeholders, int64_t first_line = 1);
 
 // Whether line's translation `hyp` stopped at the length limit (reached_limit).
 bool reached_limit(const PreparedLine& line, const std::vector<int64_t>& hyp, const DecodeOptions& options,

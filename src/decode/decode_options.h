@@ -67,6 +67,8 @@ class SourceText {
  public:
   SourceText(const std::string& line, const DecodeOptions& options);
   const std::string& text() const { return protect_ ? masked_.text : line_; }
+  // The line as given (placeholders and all).
+  const std::string& line() const { return line_; }
   std::string finish(const std::string& translation) const;
   // Text to show a person (a token of an attention map): with protection,
   // sentinels written as the source's placeholders (data::show_sentinels).

@@ -316,13 +316,18 @@ def _sentinel_at(s, i):
 class Slot:
     """What sentinel k stands for (Masked.slots[k - 1])."""
 
-    def __init__(self, text=b"", arg=0, conversion=b""):
+    def __init__(self, text=b"", arg=0, conversion=b"", glued=False):
         self.text = text              # the placeholder as the source has it; empty: unused
         self.arg = arg                # > 0: the printf argument it prints
         self.conversion = conversion  # printf: the conversion without its position
+        self.glued = glued            # the source has it right after an ASCII letter, digit or placeholder
 
     def __repr__(self):
-        return "Slot(%r, %d, %r)" % (_s(self.text), self.arg, _s(self.conversion))
+        return "Slot(%r, %d, %r, %r)" % (_s(self.text), self.arg, _s(self.conversion), self.glued)
+
+
+def _ascii_alnum(c):
+    return _digit(c) or (ord("a") <= c <= ord("z")) or (ord("A") <= c <= ord("Z"))
 
 
 class Masked:
@@ -359,15 +364,16 @@ def mask(line):
     ids = [0] * len(spans)
     for n, (off, length) in enumerate(spans):
         text = s[off:off + length]
+        glued = off > 0 and (_ascii_alnum(s[off - 1]) or (n > 0 and sum(spans[n - 1]) == off))
         if arg_of[n] > 0:
             if not slots[arg_of[n] - 1].text:
-                slots[arg_of[n] - 1] = Slot(text, arg_of[n], _printf_argument(text)[1])
+                slots[arg_of[n] - 1] = Slot(text, arg_of[n], _printf_argument(text)[1], glued)
             ids[n] = arg_of[n]
             continue
         if text not in other:
             if len(slots) >= MAX_SENTINELS:
                 continue  # left verbatim
-            slots.append(Slot(text))
+            slots.append(Slot(text, glued=glued))
             other[text] = len(slots)
         ids[n] = other[text]
     out = bytearray()
@@ -439,7 +445,12 @@ def missing(translation, masked):
 
 
 def restore(translation, masked):
-    """A translation with its sentinels turned back into masked's placeholders."""
+    """A translation with its sentinels turned back into masked's placeholders.
+
+    A placeholder right after a word or another placeholder gets a space
+    before it, unless the source glued it so too or it is markup or an
+    entity or "%%" (decoding forces a missing placeholder in where the
+    model wrote no space)."""
     s = _b(translation)
     slots = masked.slots
     # Are the printf arguments in order, each once? Then without positions.
@@ -452,6 +463,7 @@ def restore(translation, masked):
         i += 1
     in_order = all(k == j + 1 for j, k in enumerate(order))
     out = bytearray()
+    placeholder_end = -1  # where the last placeholder written ends in out
     i = 0
     while i < len(s):
         k = _sentinel_at(s, i)
@@ -465,12 +477,19 @@ def restore(translation, masked):
         slot = slots[k - 1]
         if not slot.text:
             continue
+        # Words' neighbours: conversions that print an argument, Python's and
+        # brace fields, options; not "%%" or "%m", markup or entities.
+        spaced = slot.arg > 0 or slot.text[:2] == b"%(" or slot.text[:1] == b"{" or slot.text[:2] == b"--"
+        after_word = len(out) > 0 and (_ascii_alnum(out[-1]) or placeholder_end == len(out))
+        if after_word and not slot.glued and spaced:
+            out += b" "
         if slot.arg > 0 and in_order:
             out += slot.conversion
         elif slot.arg > 0:
             out += b"%" + str(slot.arg).encode() + b"$" + slot.conversion[1:]
         else:
             out += slot.text
+        placeholder_end = len(out)
     return _s(bytes(out))
 
 

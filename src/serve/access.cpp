@@ -56,6 +56,52 @@ std::string host_name(const std::string& host_header) {
   return name;
 }
 
+std::string normalize_origin(const std::string& given) {
+  const auto refuse = [&](const std::string& why) -> std::string {
+    throw InputError("--allow-origin: '" + given + "' " + why +
+                     " (an origin is scheme://host[:port], e.g. https://example.org, as a browser sends it)");
+  };
+  const std::string o = lower(given);
+  const size_t sep = o.find("://");
+  const std::string scheme = o.substr(0, sep);
+  if (sep == std::string::npos || (scheme != "http" && scheme != "https"))
+    return refuse("does not start with http:// or https://");
+  std::string rest = o.substr(sep + 3);
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();  // "https://example.org/" is the origin itself
+  if (rest.find_first_of("/?#") != std::string::npos) return refuse("has a path, query or fragment");
+  if (rest.find('@') != std::string::npos) return refuse("has user info");
+  std::string host = rest, port;
+  bool has_port = false;
+  if (!rest.empty() && rest[0] == '[') {  // [IPv6]:port
+    const size_t close = rest.find(']');
+    if (close == std::string::npos) return refuse("has an unclosed [");
+    host = rest.substr(0, close + 1);
+    const std::string after = rest.substr(close + 1);
+    if (!after.empty() && after[0] != ':') return refuse("has text after its ]");
+    if (!after.empty()) port = after.substr(1), has_port = true;
+    unsigned char buf[16];
+    if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) != 1)
+      return refuse("has no IPv6 address between its [ ]");
+  } else {
+    const size_t colon = rest.find(':');
+    if (colon != std::string::npos) host = rest.substr(0, colon), port = rest.substr(colon + 1), has_port = true;
+    if (host.empty()) return refuse("has no host");
+    if (!std::all_of(host.begin(), host.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '-'; }))
+      return refuse("has a host that is not ASCII letters, digits, dots and hyphens (write a non-ASCII name in "
+                    "its xn-- form)");
+  }
+  if (has_port) {
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); }) ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+      return refuse("has a port that is not 1..65535");
+    port = std::to_string(std::stoi(port));  // "08080" is 8080
+  }
+  const bool default_port = (scheme == "http" && port == "80") || (scheme == "https" && port == "443");
+  return scheme + "://" + host + (port.empty() || default_port ? "" : ":" + port);
+}
+
 bool is_ip_literal(const std::string& name) {
   unsigned char buf[16];
   return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;

@@ -47,6 +47,14 @@ std::string host_name(const std::string& host_header);
 // Whether `name` (host_name's output) is an IPv4 or IPv6 literal.
 bool is_ip_literal(const std::string& name);
 
+// An --allow-origin value as a browser writes its page's Origin header, so
+// that the two compare equal: scheme and host lowercased, the scheme's
+// default port (80, 443) and a lone trailing "/" dropped
+// ("HTTP://Example.test:80/" -> "http://example.test"). InputError naming
+// the flag for anything an Origin header never holds: another scheme, a
+// path, a query, user info, a port out of range, an empty or non-ASCII host.
+std::string normalize_origin(const std::string& given);
+
 // Each returns nothing when the request may go on. `host_header` and
 // `origin` are the headers' values ("" when absent; has_origin tells an
 // absent Origin from an empty one).

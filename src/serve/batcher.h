@@ -66,6 +66,7 @@ struct SentenceResult {
   std::string translation;
   std::string attention_json;  // filled when the job asked for attention
   bool length_limited = false;  // stopped at the length limit before ending (decode/length_limit.h)
+  std::vector<std::string> placeholders_lost;  // the line's placeholders its translation lacks
 };
 using Sentences = std::vector<SentenceResult>;
 

@@ -62,13 +62,15 @@ const std::map<std::string, std::string>& route_methods() {
 std::string route_label(const std::string& path) { return route_methods().count(path) ? path : "other"; }
 
 // {"translations": [...], "attention": [...], "cut": [...], "length_limited":
-// [...]} (attention only when asked, cut only when a text was longer than the
-// model reads: the indices of those texts, translated from their first
-// max_positions tokens; length_limited only when a text's translation, or a
-// line's of it, stopped at the length limit before ending: their indices);
-// the attention maps arrive as JSON text from the batch and are spliced in.
+// [...], "placeholders_lost": [...]} (attention only when asked, cut only when
+// a text was longer than the model reads: the indices of those texts,
+// translated from their first max_positions tokens; length_limited only when
+// a text's translation, or a line's of it, stopped at the length limit before
+// ending: their indices; placeholders_lost only when a text's translation
+// lacks placeholders of the text: their indices); the attention maps arrive
+// as JSON text from the batch and are spliced in.
 std::string translate_answer(const Sentences& result, bool attention, const std::vector<size_t>& cut,
-                             const std::vector<size_t>& length_limited) {
+                             const std::vector<size_t>& length_limited, const std::vector<size_t>& placeholders_lost) {
   nlohmann::json translations = nlohmann::json::array();
   for (const SentenceResult& s : result) translations.push_back(s.translation);
   std::string out = "{\"translations\":" + translations.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -79,6 +81,7 @@ std::string translate_answer(const Sentences& result, bool attention, const std:
   }
   if (!cut.empty()) out += ",\"cut\":" + nlohmann::json(cut).dump();
   if (!length_limited.empty()) out += ",\"length_limited\":" + nlohmann::json(length_limited).dump();
+  if (!placeholders_lost.empty()) out += ",\"placeholders_lost\":" + nlohmann::json(placeholders_lost).dump();
   return out + "}";
 }
 
@@ -494,11 +497,22 @@ std::optional<Reply> HttpServer::translate(const std::shared_ptr<Exchange>& ex) 
 Reply HttpServer::translated(Exchange& ex) {
   try {
     JobResult result = ex.result.get();
-    std::vector<size_t> limited;  // the texts, by index (a line of a text counts for the text)
+    std::vector<size_t> limited, lost;  // the texts, by index (a line of a text counts for the text)
+    std::string missing;                // what the translations lost, for the log
     for (size_t k = 0; k < result.sentences.size(); ++k) {
       const size_t text = ex.texts != result.sentences.size() ? ex.owner[k] : k;
-      if (result.sentences[k].length_limited && (limited.empty() || limited.back() != text)) limited.push_back(text);
+      const SentenceResult& s = result.sentences[k];
+      if (s.length_limited && (limited.empty() || limited.back() != text)) limited.push_back(text);
+      if (!s.placeholders_lost.empty() && (lost.empty() || lost.back() != text)) lost.push_back(text);
+      for (const std::string& p : s.placeholders_lost) missing += (missing.empty() ? "" : ", ") + p;
     }
+    // Once a request: a program given such a translation breaks.
+    if (!lost.empty())
+      spdlog::warn("serve: a request's translations lost placeholders of their texts ({} of {} texts: {}){}",
+                   lost.size(), ex.texts, missing,
+                   service_.protects_placeholders()
+                       ? ""
+                       : "; this model does not protect placeholders (tokenizer.protect_placeholders: false)");
     if (ex.texts != result.sentences.size()) {  // texts with line breaks: their lines' translations joined
       std::vector<std::string> lines;
       for (const SentenceResult& s : result.sentences) lines.push_back(s.translation);
@@ -507,7 +521,7 @@ Reply HttpServer::translated(Exchange& ex) {
       for (size_t i = 0; i < ex.texts; ++i) result.sentences[i].translation = joined[i];
     }
     Reply r;
-    r.body = translate_answer(result.sentences, ex.attention, ex.cut, limited);
+    r.body = translate_answer(result.sentences, ex.attention, ex.cut, limited, lost);
     // Where the time went (W3C Server-Timing): waiting for a batch, and the
     // batch's translation; the rest of a client's latency is HTTP.
     // (fmt, not std::to_string: that goes through printf, a tenth of the
@@ -721,11 +735,15 @@ int HttpServer::run() {
     ::close(listening);
     throw std::runtime_error("serve: the HTTP layer (libmicrohttpd) did not start");
   }
-  spdlog::info("batching: {} worker(s), {}, at most {} source tokens a batch, {} ms delay, {} sentences queued",
+  // The delay only where it applies: continuous batching starts a request at once.
+  spdlog::info("batching: {} worker(s), {}, at most {} source tokens a batch, {} sentences queued",
                options_.batching.workers,
-               options_.batching.continuous ? "requests continuously (greedy and beam in one running batch)"
-                                            : "whole batches",
-               options_.batching.max_batch_tokens, options_.batching.max_delay_ms, options_.batching.max_queue);
+               options_.batching.continuous
+                   ? std::string("requests continuously (greedy and beam in one running batch; a request starts at "
+                                 "once and joins between two decoding steps)")
+                   : fmt::format("whole batches (the oldest waiting request waits up to {} ms for others)",
+                                 options_.batching.max_delay_ms),
+               options_.batching.max_batch_tokens, options_.batching.max_queue);
   spdlog::info("connections: at most {} ({} from one address), headers within {} s, bodies within {} s, idle {} s, "
                "{} epoll thread(s)",
                limits.max_connections, limits.max_per_client, limits.header_seconds, limits.body_seconds,

@@ -51,11 +51,12 @@ TranslateRequest parse_translate_request(const std::string& body, const RequestL
       }
     } else if (key == "beam") {
       if (!value.is_number_integer())
-        throw RequestError(400, "beam: expected an integer 1.." + std::to_string(limits.max_beam) +
-                                    ", got " + (value.is_number() ? value.dump() : type_name(value)));
+        throw RequestError(400, "beam: expected an integer 0.." + std::to_string(limits.max_beam) +
+                                    " (0 and 1: greedy), got " + (value.is_number() ? value.dump() : type_name(value)));
       const int64_t beam = value.get<int64_t>();
-      if (beam < 1 || beam > limits.max_beam)
-        throw RequestError(400, "beam: " + std::to_string(beam) + " is not in 1.." + std::to_string(limits.max_beam));
+      if (beam < 0 || beam > limits.max_beam)
+        throw RequestError(400, "beam: " + std::to_string(beam) + " is not in 0.." + std::to_string(limits.max_beam) +
+                                    " (0 and 1: greedy)");
       r.beam = beam;
     } else if (key == "attention") {
       if (!value.is_boolean()) throw RequestError(400, "attention: expected true or false, got " + type_name(value));

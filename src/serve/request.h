@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,13 @@ struct RequestLimits {
 
 struct TranslateRequest {
   std::vector<std::string> text;
-  int64_t beam = 0;  // 0 = not given: the service's default (decode.beam); 1 = greedy
+  // Not given: the service's default (decode.beam); 0 or 1: greedy (0 as
+  // on the command line and in configs), K >= 2 a beam of K.
+  std::optional<int64_t> beam;
   bool attention = false;
 };
 
-// body: {"text": ["…", …] | "…", "beam": 1..max_beam, "attention": bool}.
+// body: {"text": ["…", …] | "…", "beam": 0..max_beam, "attention": bool}.
 // Unknown fields are refused (a misspelt "beam" would otherwise be ignored
 // silently).
 TranslateRequest parse_translate_request(const std::string& body, const RequestLimits& limits);
@@ -38,7 +41,7 @@ TranslateRequest parse_translate_request(const std::string& body, const RequestL
 // The beam a request is decoded with, as a Job counts it (0 = greedy): its
 // own "beam", else the service's default (the checkpoint's decode.beam).
 inline int64_t job_beam(const TranslateRequest& request, int64_t default_beam) {
-  const int64_t beam = request.beam > 0 ? request.beam : default_beam;
+  const int64_t beam = request.beam.value_or(default_beam);
   return beam <= 1 ? 0 : beam;
 }
 

@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "data/dataset.h"
+#include "data/placeholders.h"
 #include "decode/continuous_search.h"
 #include "ops/attention/backend.h"
 #include "tokenizer/tokenizer.h"
 #include "util/device.h"
 #include "util/thread_env.h"
+#include "util/utf8.h"
 
 namespace nmt::serve {
 
@@ -60,7 +64,26 @@ Job TranslationService::make_job(const TranslateRequest& request) const {
     if (job.sources.back().was_cut()) job.cut.push_back(i);
     job.tokens.push_back(static_cast<int64_t>(job.sources.back().ids.size()));
   }
+  judge_fit(job);
   return job;
+}
+
+void TranslationService::judge_fit(const Job& job) const {
+  // A verdict on at least this many tokens (a request of a few words says little).
+  constexpr int64_t kJudgedTokens = 16;
+  std::lock_guard<std::mutex> lock(fit_mutex_);
+  for (const PreparedLine& line : job.sources) fit_window_.add(line.ids, kUnkId);
+  if (fit_window_.tokens < kJudgedTokens) return;
+  const std::string misfit = eval::input_fit_problems(fit_window_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!misfit.empty() && (last_fit_warning_ == std::chrono::steady_clock::time_point{} ||
+                          now - last_fit_warning_ > std::chrono::minutes(1))) {
+    spdlog::warn("serve: the requests are unlike what this model was trained on: {}; its translations of them are "
+                 "likely wrong ({})",
+                 misfit, m_.translator->description());
+    last_fit_warning_ = now;
+  }
+  fit_window_ = {};
 }
 
 std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job*>& jobs) {
@@ -217,6 +240,7 @@ SentenceResult TranslationService::finish_sentence(const PreparedLine& line, con
   SentenceResult r;
   r.translation = m_.translator->finish(line, hyp);
   r.length_limited = m_.translator->reached_limit(line, hyp, options);
+  r.placeholders_lost = data::missing_placeholders(line.text.line(), r.translation);
   if (attention) r.attention_json = attention_json(line, hyp);
   return r;
 }
@@ -249,6 +273,28 @@ std::string TranslationService::attention_json(const PreparedLine& line, const s
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::vector<std::string> example_sentences(const std::string& path, size_t count) {
+  constexpr size_t kRead = 2000, kShortest = 4, kLongest = 24;
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::string> fit, with_placeholder;
+  std::string line;
+  for (size_t n = 0; n < kRead && std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (utf8::first_invalid(line) != std::string::npos) continue;
+    const size_t chars = utf8::length(line);
+    if (chars < kShortest || chars > kLongest || std::find(fit.begin(), fit.end(), line) != fit.end()) continue;
+    fit.push_back(line);
+    if (!data::find_placeholders(line).empty()) with_placeholder.push_back(line);
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count && i < fit.size(); ++i) out.push_back(fit[i * fit.size() / count]);
+  // A model that protects placeholders shows it best on one.
+  if (!with_placeholder.empty() && !out.empty() &&
+      std::none_of(out.begin(), out.end(), [](const std::string& s) { return !data::find_placeholders(s).empty(); }))
+    out.back() = with_placeholder.front();
+  return out;
+}
+
 std::string TranslationService::info_json() const {
   const TransformerOptions& o = m_.translator->model()->options();
   return json{{"model", m_.translator->description()},
@@ -260,7 +306,8 @@ std::string TranslationService::info_json() const {
               {"attention", ops::backend_name(m_.translator->model()->attention_backend())},
               {"device", m_.translator->device().str()},
               // Sentinels in the attention tokens are shown as the line's placeholders.
-              {"protect_placeholders", m_.decode.protect_placeholders}}
+              {"protect_placeholders", m_.decode.protect_placeholders},
+              {"examples", m_.examples}}
       .dump();
 }
 

@@ -7,12 +7,15 @@
 
 #include <c10/core/Device.h>
 
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "decode/decode.h"
 #include "decode/translator.h"
+#include "eval/input_fit.h"
 #include "model/transformer.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
@@ -27,7 +30,16 @@ struct Model {
   // Batches translated side by side (BatchPolicy::workers); > 1: each on one
   // thread with single-threaded ops.
   int64_t workers = 1;
+  // Sentences the explorer offers to translate (GET /v1/info), from the
+  // model's own validation sources (example_sentences): a toy model's
+  // examples are toy sentences, a software model's software messages.
+  std::vector<std::string> examples;
 };
+
+// Up to `count` short, distinct lines of `path` (4 to 24 characters),
+// spread over its first lines, one with a placeholder among them when it
+// has one; none when the file cannot be read.
+std::vector<std::string> example_sentences(const std::string& path, size_t count = 3);
 
 class TranslationService {
  public:
@@ -44,6 +56,8 @@ class TranslationService {
   std::unique_ptr<StepStream> make_stream();
   // JSON for GET /v1/info.
   std::string info_json() const;
+  // Whether the model protects placeholders (what a warning about lost ones says).
+  bool protects_placeholders() const { return m_.decode.protect_placeholders; }
 
  private:
   // {"source": [...], "target_in": [...], "target_out": [...], "encoder_self":
@@ -60,10 +74,18 @@ class TranslationService {
   // The decoding options of a batch of this beam, on this worker's thread.
   DecodeOptions worker_options(int64_t beam) const;
 
+  // Counts a job's source tokens into the fit window (eval/input_fit.h) and
+  // logs, at most once a minute, that the requests are unlike what the model
+  // was trained on.
+  void judge_fit(const Job& job) const;
+
   class SearchStream;
 
   Model m_;
   Metrics& metrics_;
+  mutable std::mutex fit_mutex_;
+  mutable eval::TokenCounts fit_window_;  // the requests' tokens since the last verdict
+  mutable std::chrono::steady_clock::time_point last_fit_warning_{};
 };
 
 }  // namespace nmt::serve

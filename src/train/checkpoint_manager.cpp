@@ -27,6 +27,8 @@ Config resume_config(const std::string& dir) {
 }
 
 std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
+  std::error_code ec;
+  made_run_dir_ = !fs::exists(run_dir_, ec);
   lock_ = std::make_unique<RunLock>(run_dir_);
   if (start.profile) return "";
   std::string resume = start.resume;
@@ -81,6 +83,16 @@ std::string CheckpointManager::prepare_run_folder(const RunStart& start) {
 
 CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, GradientSync& sync)
     : cfg_(cfg), sync_(sync), run_dir_(cfg.train.checkpoint_dir) {
+  // A constructor that throws runs no destructor: what it made goes here.
+  try {
+    set_up(cfg, start, sync);
+  } catch (...) {
+    if (lock_) remove_unsaved_run();
+    throw;
+  }
+}
+
+void CheckpointManager::set_up(const Config& cfg, const RunStart& start, GradientSync& sync) {
   // Fine-tuning: the checkpoint started from is read and checked against
   // the config before the run folder is touched (a mismatch leaves nothing
   // behind). One of this run's own folder would be replaced (--overwrite) or
@@ -94,9 +106,19 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
     init_from_ = read_init_checkpoint(cfg);
     if (!init_from_.note.empty()) spdlog::warn("checkpoint: {}", init_from_.note);
   }
+  // A new run's data are checked before the run folder is touched (a
+  // missing file leaves nothing behind), and before minutes go into
+  // preparing the corpus (the training files first, as a user reads a config).
+  if (sync.rank() == 0 && start.resume.empty() && start.restart == 0 && !start.profile) {
+    for (const std::string& f : {cfg.data.train_src, cfg.data.train_tgt})
+      if (::access(f.c_str(), R_OK) != 0)
+        throw InputError(f + ": cannot open training data: " + std::strerror(errno));
+    check_parallel_text(cfg.data.valid_src, cfg.data.valid_tgt);
+  }
   // Rank 0 decides whether the run resumes, and from where; the others follow
   // (a rank on another host may not even see the run folder).
   std::string resume = sync.rank() == 0 ? prepare_run_folder(start) : "";
+  if (sync.rank() == 0 && start.inputs_checked) start.inputs_checked();
   if (sync.world_size() > 1) resume = sync.set_and_wait("resume", "from:" + resume).substr(5);
   resume_from_ = resume;
   if (sync.rank() == 0) {
@@ -136,6 +158,8 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
   // Checkpoints copy the tokenizer models from here: a stable place of the
   // run's own, since last/ itself is replaced by every save.
   const fs::path tok_dir = fs::path(run_dir_) / "tokenizer";
+  std::error_code ec;
+  made_tokenizer_dir_ = !fs::exists(tok_dir, ec);
   fs::create_directories(tok_dir);
   src_model_ = (tok_dir / "src.model").string();
   tgt_model_ = (tok_dir / "tgt.model").string();
@@ -155,12 +179,6 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
       opts.src_model = &init_from_.at("src.model");
       opts.tgt_model = &init_from_.at("tgt.model");
     }
-    // The validation pairs are checked before minutes go into preparing the
-    // corpus (after the training files are found, as a user reads a config).
-    for (const std::string& f : {cfg.data.train_src, cfg.data.train_tgt})
-      if (::access(f.c_str(), R_OK) != 0)
-        throw InputError(f + ": cannot open training data: " + std::strerror(errno));
-    check_parallel_text(cfg.data.valid_src, cfg.data.valid_tgt);
   }
   const data::PrepareReport prepared = data::prepare_corpus(cfg, opts);
   corpus_dir_ = prepared.dir;
@@ -177,6 +195,33 @@ CheckpointManager::CheckpointManager(const Config& cfg, const RunStart& start, G
 CheckpointManager::~CheckpointManager() {
   std::error_code ec;
   if (!private_dir_.empty()) remove_tree(private_dir_, ec);
+  if (lock_) remove_unsaved_run();
+}
+
+void CheckpointManager::remove_unsaved_run() noexcept {
+  try {
+    if (!checkpoints_in(run_dir_).empty()) return;
+    const fs::path run(run_dir_);
+    std::error_code ec;
+    if (made_tokenizer_dir_)
+      remove_owned_tree((run / "tokenizer").string(),
+                        [](const std::string& name) { return name == "src.model" || name == "tgt.model"; },
+                        "the run's tokenizer copies");
+    if (!made_run_dir_) return;
+    // Only the default metrics file: one train.metrics_file names elsewhere is the user's to keep.
+    if (cfg_.train.metrics_file.empty()) fs::remove(run / "metrics.jsonl", ec);
+    // The lock file goes while it is still held: a trainer started in the
+    // meantime found it locked and was refused; one started afterwards makes
+    // the folder anew.
+    fs::remove(run / kRunLockFile, ec);
+    if (fs::is_empty(run, ec)) fs::remove(run, ec);
+    if (fs::exists(run, ec))
+      spdlog::warn("train: no checkpoint was saved; {} keeps what this run did not make there", run_dir_);
+    else
+      spdlog::info("train: no checkpoint was saved; {} removed (this run had made it)", run_dir_);
+  } catch (const std::exception& e) {
+    spdlog::warn("train: {} could not be tidied after a run with no checkpoint: {}", run_dir_, e.what());
+  }
 }
 
 std::string CheckpointManager::resumed_precision() const {

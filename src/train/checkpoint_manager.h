@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include <functional>
 #include <memory>
 
 #include "checkpoint/checkpoint.h"
@@ -30,6 +31,12 @@ struct RunStart {
   // restarted, a run continues from its own folder's last checkpoint when it
   // has one, whatever `resume` says.
   int64_t restart = 0;
+  // Called on rank 0 once the run's inputs are checked (the data files, the
+  // checkpoint started or resumed from, the run folder) and before the long
+  // work begins (preparing the corpus, building the model): where `nmt train`
+  // prints the resolved config, so that a refused run ends on its one error
+  // line instead of a page of config.
+  std::function<void()> inputs_checked;
 };
 
 class CheckpointManager {
@@ -77,15 +84,26 @@ class CheckpointManager {
   const std::string& run_dir() const { return run_dir_; }
 
  private:
+  // The constructor's work: the inputs checked, the run folder taken, the
+  // corpus prepared.
+  void set_up(const Config& cfg, const RunStart& start, GradientSync& sync);
   // Rank 0: takes the lock, decides what the run resumes from ("" for a new
   // run) and tidies or clears the folder accordingly.
   std::string prepare_run_folder(const RunStart& start);
   // train.keep_last: saves step-STEP/ and removes the oldest beyond N.
   void keep(Transformer& model, const TrainingState& state) const;
+  // A run that ends with no checkpoint saved (it failed while starting, was
+  // a --profile run, or stopped before its first save) takes back what it
+  // made in the run folder: the tokenizer copies, its metrics file and, in a
+  // folder it created, the lock file and the folder itself. Anything else
+  // found there stays.
+  void remove_unsaved_run() noexcept;
 
   Config cfg_;
   GradientSync& sync_;
   std::unique_ptr<RunLock> lock_;  // rank 0: held while this run may write its folder
+  // Rank 0: whether this run made the run folder, and its tokenizer/ (remove_unsaved_run).
+  bool made_run_dir_ = false, made_tokenizer_dir_ = false;
   std::string run_dir_, resume_from_, src_model_, tgt_model_, corpus_dir_;
   double corpus_ratio_ = 0;
   std::string private_dir_;

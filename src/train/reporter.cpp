@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "train/recent_block_cache.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -231,7 +232,7 @@ void Reporter::warn(const std::string& line) {
   spdlog::warn("{}", line);
 }
 
-TrainResult Reporter::finish(const TrainingState& state) {
+TrainResult Reporter::finish(const TrainingState& state, const RunEnd& end) {
   clear_progress();
   TrainResult r;
   r.steps = state.step;
@@ -256,6 +257,17 @@ TrainResult Reporter::finish(const TrainingState& state) {
     spdlog::info("train: {} steps in {:.1f} s of training{}, {}; {}; checkpoints in {}", r.steps, r.run_train_seconds,
                  start_step_ == 0 ? "" : " in all", session, best, r.checkpoint_dir);
   }
+  info(fmt::format("data: the steps waited {:.2f} s in all for their batches ({:.2f}% of training time)",
+                   end.data_wait_seconds, 100.0 * end.data_wait_seconds / std::max(r.train_seconds, 1e-9)));
+  if (const RecentBlockCacheStats m = recent_block_cache_stats(); m.reused + m.fresh > 0)
+    info(fmt::format("memory: {:.1f}% of the tensors from 256 KB up took a block freed before (train/"
+                     "recent_block_cache.h); {:.0f} MB in use at most, {:.0f} MB kept for reuse at the end",
+                     100.0 * m.reused / (m.reused + m.fresh), m.peak_bytes / 1e6, m.cached_bytes / 1e6));
+  r.sync = end.sync;
+  if (end.distributed && r.sync.steps > 0)
+    info(fmt::format("distributed: {:.1f} MB of gradients all-reduced per step, {:.1f} ms per step waiting for them "
+                     "after the backward pass",
+                     r.sync.bytes / r.sync.steps / 1e6, 1e3 * r.sync.wait_seconds / r.sync.steps));
   return r;
 }
 

@@ -37,6 +37,13 @@ struct TrainResult {
 // kill) would stand twice in the file, with other losses.
 std::string lines_up_to_step(const std::string& text, int64_t step, int64_t* dropped, bool* torn = nullptr);
 
+// What a run's end reports besides its steps and losses (Reporter::finish).
+struct RunEnd {
+  double data_wait_seconds = 0;  // the steps' waits for their batches (PrefetchingSource)
+  SyncStats sync;                // gradient synchronisation
+  bool distributed = false;      // several ranks
+};
+
 class Reporter {
  public:
   // append: continue the metrics file of a resumed run, from the step
@@ -61,7 +68,10 @@ class Reporter {
   // keeps, and makes the metrics lines logged so far durable (a run resumed
   // from it finds them all).
   void stamp(TrainingState& state);
-  TrainResult finish(const TrainingState& state);
+  // The run's last lines: steps, time, tokens/s, the best metric, and the
+  // waits for data, the tensor cache's reuse and (several ranks) the
+  // all-reduces.
+  TrainResult finish(const TrainingState& state, const RunEnd& end = {});
 
  private:
   using Clock = std::chrono::steady_clock;

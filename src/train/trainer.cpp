@@ -18,7 +18,6 @@
 #include "tokenizer/tokenizer.h"
 #include "train/distributed.h"
 #include "train/op_profiler.h"
-#include "train/recent_block_cache.h"
 #include "train/scheduler.h"
 #include "train/train_step.h"
 #include "train/validators.h"
@@ -341,27 +340,13 @@ TrainResult train(const Config& cfg, const RunStart& start) {
     if (done && outcome == Evaluation::kContinue) outcome = Evaluation::kFinished;
   }
   s.sync->finish();
-  TrainResult result = reporter.finish(s.state);
-  reporter.info(fmt::format("data: the steps waited {:.2f} s in all for their batches ({:.2f}% of training time)",
-                            s.batches->waited_seconds(),
-                            100.0 * s.batches->waited_seconds() / std::max(result.train_seconds, 1e-9)));
-  if (const RecentBlockCacheStats m = recent_block_cache_stats(); m.reused + m.fresh > 0)
-    reporter.info(fmt::format("memory: {:.1f}% of the tensors from 256 KB up took a block freed before (train/"
-                              "recent_block_cache.h); {:.0f} MB in use at most, {:.0f} MB kept for reuse at the end",
-                              100.0 * m.reused / (m.reused + m.fresh), m.peak_bytes / 1e6, m.cached_bytes / 1e6));
+  TrainResult result = reporter.finish(s.state, {s.batches->waited_seconds(), s.sync->stats(), s.env.active()});
   // A rank stopped by another rank's signal exits as interrupted too.
   if (outcome == Evaluation::kInterrupted) result.interrupted = interrupted() ? interrupt_signal() : SIGINT;
-  result.sync = s.sync->stats();
-  if (s.env.active() && result.sync.steps > 0)
-    reporter.info(fmt::format("distributed: {:.1f} MB of gradients all-reduced per step, {:.1f} ms per "
-                              "step waiting for them after the backward pass",
-                              result.sync.bytes / result.sync.steps / 1e6,
-                              1e3 * result.sync.wait_seconds / result.sync.steps));
   return result;
 }
 
-void profile_training(const Config& cfg, int64_t steps, std::ostream& out) {
-  RunStart start;
+void profile_training(const Config& cfg, int64_t steps, std::ostream& out, RunStart start) {
   start.profile = true;
   TrainingSession s(cfg, start);
   // Runs steps on the given batches; returns their tokens (source and target, as the progress line counts them).

@@ -21,7 +21,8 @@ namespace nmt {
 TrainResult train(const Config& cfg, const RunStart& start = {});
 
 // Runs 5 warm-up steps, then `steps` steps under LibTorch's profiler, and
-// writes a table of the ops taking the time. Writes no checkpoint.
-void profile_training(const Config& cfg, int64_t steps, std::ostream& out);
+// writes a table of the ops taking the time. Writes no checkpoint (start:
+// its inputs_checked is called as a run's is; the rest is ignored).
+void profile_training(const Config& cfg, int64_t steps, std::ostream& out, RunStart start = {});
 
 }  // namespace nmt

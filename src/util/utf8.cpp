@@ -39,6 +39,12 @@ size_t first_invalid(std::string_view s) {
   return std::string_view::npos;
 }
 
+size_t length(std::string_view s) {
+  size_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;  // every byte but continuations
+  return n;
+}
+
 std::string_view strip_bom(std::string_view s) {
   return s.size() >= 3 && s.compare(0, 3, "\xEF\xBB\xBF") == 0 ? s.substr(3) : s;
 }

@@ -16,6 +16,9 @@ int next(std::string_view s, size_t i, char32_t* cp);
 size_t first_invalid(std::string_view s);
 inline bool valid(std::string_view s) { return first_invalid(s) == std::string_view::npos; }
 
+// Code points in s, which must be well-formed (first_invalid: npos).
+size_t length(std::string_view s);
+
 // s without a leading byte order mark (EF BB BF).
 std::string_view strip_bom(std::string_view s);
 

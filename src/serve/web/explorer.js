@@ -35,7 +35,6 @@
                'source tokens (columns). Each row sums to 1.',
     },
   };
-  const EXAMPLES = ['无法打开文件', '无法创建目录 %s', '保存文件时出错'];
   const WORD_START = '\u2581';  // SentencePiece's word-boundary mark
   // A phone or tablet: no hover, a finger for a pointer.
   const TOUCH = window.matchMedia('(hover: none) and (pointer: coarse)').matches;
@@ -166,11 +165,29 @@
         el.modelInfo.append(chip);
       }
       el.modelInfo.dataset.state = 'ready';
+      showExamples(Array.isArray(data.examples) ? data.examples : []);
       if (!state.results.length) fillLayerHead();
     } catch (e) {
       el.modelInfo.textContent = `Model info unavailable: ${e.message}`;
       el.modelInfo.dataset.state = 'error';
     }
+  }
+
+  // The model's own examples (v1/info: lines of its validation sources), so
+  // that a toy model is shown toy sentences and a software model messages.
+  function showExamples(examples) {
+    el.examples.textContent = '';
+    for (const ex of examples) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'example';
+      b.lang = 'zh';
+      b.textContent = ex;
+      b.title = 'Translate this example';
+      b.addEventListener('click', () => { el.source.value = ex; translate(); });
+      el.examples.append(b);
+    }
+    el.examples.hidden = !examples.length;
   }
 
   function setBusy(busy) {
@@ -202,7 +219,16 @@
       const ok = Array.isArray(data.translations) && Array.isArray(data.attention) &&
                  data.translations.length === lines.length && data.attention.length === lines.length;
       if (!ok) throw new Error('The server answer lacks translations or attention maps for every line.');
-      state.results = lines.map((text, i) => ({ text, translation: String(data.translations[i]), att: data.attention[i] }));
+      const marked = (key) => new Set(Array.isArray(data[key]) ? data[key] : []);
+      const limited = marked('length_limited'), cut = marked('cut'), lost = marked('placeholders_lost');
+      state.results = lines.map((text, i) => ({
+        text, translation: String(data.translations[i]), att: data.attention[i],
+        notes: [
+          cut.has(i) && 'the sentence was longer than the model reads: only its beginning was translated',
+          limited.has(i) && 'stopped at the length limit before ending: it may be cut short',
+          lost.has(i) && 'lost a placeholder of the sentence',
+        ].filter(Boolean),
+      }));
       state.sentence = 0;
       const ms = Math.round(performance.now() - started);
       const model = /translate;dur=([\d.]+)/.exec(timing || '');
@@ -246,6 +272,13 @@
       if (r.translation) t.textContent = r.translation;
       else { t.textContent = '(empty translation)'; t.classList.add('muted'); }
       line.append(t);
+      // What the answer says of this translation beyond its text.
+      for (const note of r.notes || []) {
+        const n = document.createElement('span');
+        n.className = 'tr-note';
+        n.textContent = note;
+        line.append(n);
+      }
       el.translation.append(line);
     });
   }
@@ -772,16 +805,6 @@
   if (navigator.platform && /Mac/.test(navigator.platform)) {
     const k = el.form.querySelector('.kbd-hint kbd');
     if (k) k.textContent = '⌘';
-  }
-  for (const ex of EXAMPLES) {
-    const b = document.createElement('button');
-    b.type = 'button';
-    b.className = 'example';
-    b.lang = 'zh';
-    b.textContent = ex;
-    b.title = 'Translate this example';
-    b.addEventListener('click', () => { el.source.value = ex; translate(); });
-    el.examples.append(b);
   }
 
   state.kind = el.kind.value;
