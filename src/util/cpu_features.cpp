@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "nmt_kernel_isas.h"
 #include "util/errors.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,6 +62,9 @@ CpuIsa choose_isa() {
     if (isa > best)
       throw InputError("NMT_CPU_ISA: " + want + " is not supported by this CPU (best: " +
                        isa_name(best) + ")");
+    if (!kernels_built(isa))
+      throw InputError("NMT_CPU_ISA: " + want + ": this nmt has the kernels for " + NMT_KERNEL_ISA_NAMES +
+                       " only (NMT_KERNEL_ISAS=host, scripts/setup.sh --demo); scripts/setup.sh builds every copy");
     return isa;
   }
   throw InputError("NMT_CPU_ISA: '" + want + "' is not one of: generic | avx2 | avx512 | avx512vnni");
@@ -75,8 +79,32 @@ const CpuFeatures& cpu_features() {
 
 CpuIsa best_cpu_isa() { return best_isa(cpu_features()); }
 
+bool kernels_built(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kGeneric: return NMT_KERNELS_GENERIC;
+    case CpuIsa::kAvx2: return NMT_KERNELS_AVX2;
+    case CpuIsa::kAvx512:
+    case CpuIsa::kAvx512Vnni: return NMT_KERNELS_AVX512;
+  }
+  return false;
+}
+
+namespace {
+
+// The chosen instruction set, lowered to a copy this build has.
+CpuIsa built_isa() {
+  const CpuIsa chosen = choose_isa();
+  for (int i = static_cast<int>(chosen); i >= 0; --i)
+    if (kernels_built(static_cast<CpuIsa>(i))) return static_cast<CpuIsa>(i);
+  throw InputError(std::string("this nmt was built with the CPU kernels for ") + NMT_KERNEL_ISA_NAMES +
+                   " only (NMT_KERNEL_ISAS=host, on another machine), which this CPU (" + isa_name(chosen) +
+                   ") cannot run: build it here (scripts/setup.sh)");
+}
+
+}  // namespace
+
 CpuIsa kernel_isa() {
-  static const CpuIsa isa = choose_isa();
+  static const CpuIsa isa = built_isa();
   return isa;
 }
 

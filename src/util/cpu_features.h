@@ -24,9 +24,12 @@ const CpuFeatures& cpu_features();
 enum class CpuIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
 inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni};
 
-// The best supported one, lowered by NMT_CPU_ISA. An unknown value or one
-// the CPU lacks is an InputError naming the variable.
+// The best supported one, lowered by NMT_CPU_ISA and to the copies this
+// build has (NMT_KERNEL_ISAS). An unknown value, or one the CPU or the build
+// lacks, is an InputError naming the variable.
 CpuIsa kernel_isa();
+// Whether this build compiled the kernels for `isa` (kAvx512Vnni: the avx512 copy).
+bool kernels_built(CpuIsa isa);
 // The best this CPU supports, whatever NMT_CPU_ISA says.
 CpuIsa best_cpu_isa();
 const char* isa_name(CpuIsa isa);

@@ -65,16 +65,21 @@ NMT_FOR_EACH_KERNEL_ISA(NMT_DECLARE_PACKED_MATMUL_KERNELS)
 // The int8 kernel of the chosen ISA. An AVX-512 CPU without VNNI runs the
 // AVX2 kernel: without vpdpbusd, 512-bit vpmaddubsw gains little and AVX-512
 // has no vpsignb.
+// (A host build of an AVX-512 CPU without VNNI has the AVX2 copy too.)
 inline void int8_matmul(const Int8MatmulParams& p) {
 #if defined(__x86_64__)
   switch (::nmt::kernel_isa()) {
+#if NMT_KERNELS_AVX512
     case ::nmt::CpuIsa::kAvx512Vnni: return avx512::int8_matmul(p);
+#endif
+#if NMT_KERNELS_AVX2
     case ::nmt::CpuIsa::kAvx512:
     case ::nmt::CpuIsa::kAvx2: return avx2::int8_matmul(p);
-    case ::nmt::CpuIsa::kGeneric: break;
+#endif
+    default: break;
   }
 #endif
-  generic::int8_matmul(p);
+  NMT_LOWEST_KERNEL_ISA::int8_matmul(p);
 }
 
 inline void bf16_matmul(const Bf16MatmulParams& p) { NMT_CPU_DISPATCH(bf16_matmul, p); }
