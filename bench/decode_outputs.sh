@@ -2,9 +2,12 @@
 # Every translation a build makes of a test split, under each decoding
 # setting that has its own code path: greedy, beam 4 and beam 5 (length
 # penalty 0.6), in float32, bf16 and int8, at batch 32 and batch 1, written
-# to OUT/NAME.{greedy,beam4,beam5}.{float32,bf16,int8}.b{32,1}.en. Two
-# builds' folders compared with `diff -r` show whether a change that should
-# not move a single output (a reorganisation of the decoding code) moved one.
+# to OUT/NAME.{greedy,beam4,beam5}.{float32,bf16,int8}.b{32,1}.en; and
+# through the service (`nmt serve`, int8, greedy and beam 4: four clients
+# sending 8 lines a request at once, so that requests share running
+# batches) to OUT/NAME.serve.{greedy,beam4}.en. Two builds' folders compared
+# with `diff -r` show whether a change that should not move a single output
+# (a reorganisation of the decoding code) moved one.
 #
 # Usage: bench/decode_outputs.sh [--threads N] [--lines N] NMT OUT NAME:CHECKPOINT:SOURCE [...]
 #   NMT: the nmt program of the build; OUT: a folder (created);
@@ -20,7 +23,7 @@ while (($#)); do
   case $1 in
     --threads) threads=$2; shift 2 ;;
     --lines) lines=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     -*) echo "decode_outputs: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -57,4 +60,31 @@ for spec in "$@"; do
       done
     done
   done
+  # The service: its own port, four clients at once.
+  "$nmt" serve --checkpoint "$checkpoint" --port 0 --port-file "$work/port" --threads "$threads" \
+    --compute-type int8 2>"$work/serve.log" &
+  server=$!
+  for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.05; done
+  [ -s "$work/port" ] || { echo "decode_outputs: nmt serve did not start: $(tail -1 "$work/serve.log")" >&2; exit 1; }
+  for search in greedy beam4; do
+    beam=$([ $search = greedy ] && echo 0 || echo 4)
+    /usr/bin/python3 - "$(cat "$work/port")" "$beam" "$input" "$out/$name.serve.$search.en" <<'PY'
+import json, sys, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+port, beam, source, output = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+lines = open(source, encoding="utf-8").read().splitlines()
+chunks = [lines[i:i + 8] for i in range(0, len(lines), 8)]
+def post(chunk):
+    body = json.dumps({"text": chunk, "beam": beam}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/translate", body, {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=600))["translations"]
+with ThreadPoolExecutor(4) as pool:
+    done = list(pool.map(post, chunks))
+with open(output, "w", encoding="utf-8") as f:
+    f.writelines(t + "\n" for chunk in done for t in chunk)
+PY
+    printf '%-8s serve %-7s int8               %s\n' "$name" "$search" "$(md5sum <"$out/$name.serve.$search.en" | cut -c1-12)"
+  done
+  kill "$server"; wait "$server" 2>/dev/null || true
+  rm -f "$work/port"
 done

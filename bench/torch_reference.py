@@ -74,7 +74,7 @@ DEFAULTS = {  # nmt's defaults (src/config/config.h) for the keys used here
 
 
 def length_factor(setting, src, tgt):
-    """decode.max_len_factor as nmt resolves it (src/decode/length_limit.h): a number as given;
+    """decode.max_len_factor as nmt resolves it (src/runtime/length_limit.h): a number as given;
     auto: 1.5 x the ratio (t + 1 - 5) / s that 99.9% of the training pairs stay within (in steps
     of 1/100, rounded up), at least 2."""
     if setting != "auto":

@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all=(config corpus checkpoint translate po shards)
+all=(config corpus checkpoint translate po shards safetensors)
 smoke=0
 seconds=60
 if [ "${1:-}" = "--smoke" ]; then

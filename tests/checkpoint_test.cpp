@@ -20,7 +20,9 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/run_lock.h"
 #include "checkpoint/state.h"
-#include "decode/translator.h"
+#include "nmt/translator.h"
+#include "runtime/translator_impl.h"
+#include "support/runtime_models.h"
 #include "model/build.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -59,8 +61,10 @@ TEST(Checkpoint, SaveLoadGivesIdenticalOutputs) {
 }
 
 // nmt::Translator: what its options leave unset comes from the checkpoint's
-// config, what they set wins; it translates as the decoding functions do on
-// the model it opened, in the compute type asked for.
+// config, what they set wins; a model trained with LibTorch's attention
+// translates on the runtime with flash unless torch is asked for; it
+// translates as the runtime's search does on the weights it opened, in the
+// compute type asked for, and leaves the calling thread's settings alone.
 TEST(Translator, OptionsWinOverTheCheckpointsConfig) {
   const auto& paths = testing::toy_tokenizers();
   const Tokenizer zh(paths.src_model), en(paths.tgt_model);
@@ -76,52 +80,79 @@ TEST(Translator, OptionsWinOverTheCheckpointsConfig) {
   const std::string dir = testing::temp_dir("translator") + "/last";
   save_checkpoint(dir, m, nullptr, TrainingState{}, cfg, paths.src_model, paths.tgt_model);
   const std::vector<std::string> lines = {"我爱水课", "", "你昨天丢了一把钥匙"};
-  const int64_t threads_before = at::get_num_threads();  // the Translator sets the process's threads
 
   const Translator plain(dir);
-  EXPECT_EQ(plain.model()->attention_backend(), ops::AttentionBackend::kTorch);
-  EXPECT_EQ(plain.model()->compute_type(), ops::ComputeType::kFloat32);
-  EXPECT_EQ(plain.decode_options().beam, 2);
-  EXPECT_EQ(plain.decode_options().length_penalty, 0.5);
-  EXPECT_EQ(plain.threads(), 1);
-  EXPECT_NE(plain.decoding_path().find("LibTorch op by op"), std::string::npos) << plain.decoding_path();
+  EXPECT_EQ(plain.impl().attention, AttentionBackend::kFlash);
+  EXPECT_EQ(plain.impl().compute_type, ops::ComputeType::kFloat32);
+  EXPECT_EQ(plain.impl().decode_options({}).beam, 2);
+  EXPECT_EQ(plain.impl().decode_options({}).length_penalty, 0.5);
+  EXPECT_EQ(plain.impl().threads, 1);
+  EXPECT_NE(plain.description().find("CPU runtime: float32, flash attention"), std::string::npos)
+      << plain.description();
 
   TranslatorOptions o;
-  o.attention = ops::AttentionBackend::kFlash;
-  o.compute_type = ops::ComputeTypeChoice::kInt8;
+  o.attention = AttentionBackend::kNaive;
+  o.compute_type = ComputeType::kInt8;
   o.threads = 2;
   const Translator chosen(dir, o);
-  EXPECT_EQ(chosen.model()->attention_backend(), ops::AttentionBackend::kFlash);
-  EXPECT_EQ(chosen.model()->compute_type(), ops::ComputeType::kInt8);
-  EXPECT_EQ(chosen.threads(), 2);
-  EXPECT_NE(chosen.decoding_path().find("fused CPU step"), std::string::npos) << chosen.decoding_path();
-  set_threads(threads_before);
+  EXPECT_EQ(chosen.impl().attention, AttentionBackend::kNaive);
+  EXPECT_EQ(chosen.impl().compute_type, ops::ComputeType::kInt8);
+  EXPECT_EQ(chosen.impl().threads, 2);
+  EXPECT_NE(chosen.description().find("int8"), std::string::npos) << chosen.description();
 
-  // The same translations as the decoding functions give on that model.
-  LoadedCheckpoint ck = load_checkpoint(dir, torch::kCPU);
-  ck.model->set_attention_backend(ops::AttentionBackend::kFlash);
-  ck.model->prepare_decoding(ops::ComputeType::kInt8);
-  DecodeOptions greedy = chosen.decode_options();
-  greedy.beam = 0;
-  const TranslationBatch got = chosen.translate_batch(lines, greedy);
-  EXPECT_EQ(got.translations, translate_lines(ck.model, zh, en, lines, greedy, torch::kCPU).translations);
-  EXPECT_EQ(got.translations[1], "");
-  ASSERT_EQ(got.ids.size(), lines.size());
-  EXPECT_EQ(chosen.translate_batch(lines).translations,
-            translate_lines(ck.model, zh, en, lines, chosen.decode_options(), torch::kCPU).translations);
+  // LibTorch's attention when asked: the LibTorch model in float32; its
+  // bf16 and int8 have no path of their own and run the runtime's flash.
+  o.attention = AttentionBackend::kTorch;
+  o.compute_type = ComputeType::kFloat32;
+  EXPECT_NE(Translator(dir, o).description().find("LibTorch"), std::string::npos);
+  o.compute_type = ComputeType::kBf16;
+  EXPECT_EQ(Translator(dir, o).impl().attention, AttentionBackend::kFlash);
+
+  // The same translations as the runtime's search on those weights, int8,
+  // naive attention; the calling thread's LibTorch and OpenMP settings as
+  // they were.
+  const int threads_before = at::get_num_threads();
+  TranslationOptions greedy;
+  greedy.beam_size = 0;
+  const std::vector<TranslationResult> got = chosen.translate_batch(lines, greedy);
+  EXPECT_EQ(at::get_num_threads(), threads_before);
+  ASSERT_EQ(got.size(), lines.size());
+  DecodeOptions want_options = chosen.impl().decode_options(greedy);
+  std::vector<std::vector<int64_t>> sources;
+  for (const std::string& l : lines) sources.push_back(zh.encode(l));
+  const auto want = testing::search_all(*testing::cpu_model(m, ops::ComputeType::kInt8, true), sources, want_options);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    ASSERT_EQ(got[i].hypotheses.size(), 1u);
+    EXPECT_EQ(got[i].hypotheses[0], en.decode(want[i])) << "line " << i;
+    EXPECT_EQ(got[i].source_tokens, static_cast<int64_t>(sources[i].size()));
+  }
+  EXPECT_EQ(got[1].hypotheses[0], "");
+  // Unset call options take the checkpoint's decode section (beam 2).
+  want_options.beam = 2;
+  const auto beam = testing::search_all(*testing::cpu_model(m, ops::ComputeType::kInt8, true), sources, want_options);
+  const auto got_beam = chosen.translate_batch(lines);
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(got_beam[i].hypotheses[0], en.decode(beam[i])) << "line " << i;
 
   // A device this build or machine cannot give is a one-line input error naming the option.
   if (!torch::cuda::is_available()) {
     TranslatorOptions cuda;
-    cuda.device = DeviceKind::kCuda;
-    cuda.device_name = "--device";
+    cuda.device = Device::kCuda;
     try {
       Translator t(dir, cuda);
       ADD_FAILURE() << "cuda without a GPU was accepted";
     } catch (const InputError& e) {
-      EXPECT_EQ(std::string(e.what()).rfind("--device: cuda requested", 0), 0u) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("device: cuda requested", 0), 0u) << e.what();
     }
   }
+  // Options out of range name their field.
+  TranslationOptions wide;
+  wide.beam_size = 65;
+  EXPECT_THROW(
+      try { plain.translate_batch(lines, wide); } catch (const InputError& e) {
+        EXPECT_STREQ(e.what(), "beam_size: 65 is not in 0..64");
+        throw;
+      },
+      InputError);
 }
 
 TEST(Checkpoint, MissingOrCorruptFilesAreInputErrors) {
@@ -236,7 +267,7 @@ TEST(TrainingState, RoundTripsAndRejectsBadCounters) {
       "step: 5\nepoch: 0\nbatch_in_epoch: 5\nbest: .nan\nevals_since_best: 0\nmetrics: {}\n", "old.yaml");
   EXPECT_EQ(old.step, 5);
   EXPECT_EQ(old.train_seconds, 0);
-  // ... and records no length ratio (decode/length_limit.h): NaN, not 0.
+  // ... and records no length ratio (runtime/length_limit.h): NaN, not 0.
   EXPECT_TRUE(std::isnan(old.target_source_ratio));
   EXPECT_TRUE(std::isnan(r.target_source_ratio));
   s.target_source_ratio = 2.17;

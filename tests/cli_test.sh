@@ -92,9 +92,39 @@ expect 2 "in.zh:20: not valid UTF-8 \\(byte 5\\); 16 lines were translated befor
 [ -e "$tmp/out.en" ] && bad "a half-written --output" || ok
 expect 1 "/nonexistent/out.en: cannot write: No such file or directory" -- \
   "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/a.zh" --output /nonexistent/out.en
+# A damaged weights file, where a command reads it: translating reads
+# model.safetensors, exporting (LibTorch) model.pt.
 cp -r "$tmp/run/last" "$tmp/cut"
-truncate -s -100 "$tmp/cut/model.pt"
-expect 2 "cut/model.pt: [0-9]+ bytes, the manifest says [0-9]+ \\(truncated or replaced\\)" -- "$nmt" translate --checkpoint "$tmp/cut"
+truncate -s -100 "$tmp/cut/model.safetensors"
+expect 2 "cut/model.safetensors: [0-9]+ bytes, the manifest says [0-9]+ \\(truncated or replaced\\)" -- "$nmt" translate --checkpoint "$tmp/cut"
+cp -r "$tmp/run/last" "$tmp/cutpt"
+truncate -s -100 "$tmp/cutpt/model.pt"
+expect 2 "cutpt/model.pt: [0-9]+ bytes, the manifest says [0-9]+ \\(truncated or replaced\\)" -- "$nmt" export --checkpoint "$tmp/cutpt" --output "$tmp/cutpt_export"
+# A checkpoint saved before model.safetensors (model.pt alone in its
+# manifest): translated through LibTorch with a note naming `nmt convert`,
+# which adds the file (once; a second run changes nothing), after which it
+# translates the same without the note.
+cp -r "$tmp/run/last" "$tmp/old"
+rm "$tmp/old/model.safetensors"
+{ echo "nmt checkpoint manifest 1"
+  for f in model.pt state.yaml config.yaml src.model tgt.model; do
+    echo "$(sha256sum "$tmp/old/$f" | cut -d' ' -f1) $(stat -c %s "$tmp/old/$f") $f"
+  done; } >"$tmp/old/manifest.txt"
+"$nmt" translate --checkpoint "$tmp/old" --input "$tmp/a.zh" --output "$tmp/old1.en" 2>"$tmp/old1.log" &&
+  grep -q "predates model.safetensors; \`nmt convert $tmp/old\` adds it" "$tmp/old1.log" && ok ||
+  bad "an old checkpoint: $(tail -2 "$tmp/old1.log")"
+"$nmt" convert --checkpoint "$tmp/old" 2>"$tmp/convert.log" && grep -q "model.safetensors added" "$tmp/convert.log" &&
+  [ -f "$tmp/old/model.safetensors" ] && grep -q " model.safetensors$" "$tmp/old/manifest.txt" && ok ||
+  bad "nmt convert: $(tail -2 "$tmp/convert.log")"
+"$nmt" convert --checkpoint "$tmp/old" 2>"$tmp/convert2.log" && grep -q "has model.safetensors already" "$tmp/convert2.log" &&
+  ok || bad "nmt convert twice: $(tail -2 "$tmp/convert2.log")"
+"$nmt" translate --checkpoint "$tmp/old" --input "$tmp/a.zh" --output "$tmp/old2.en" 2>"$tmp/old2.log" &&
+  ! grep -q "predates" "$tmp/old2.log" && cmp -s "$tmp/old1.en" "$tmp/old2.en" && ok ||
+  bad "a converted checkpoint translates otherwise: $(tail -2 "$tmp/old2.log")"
+"$nmt" convert --checkpoint "$tmp/run" 2>"$tmp/convert3.log" && grep -qE "0 of [12] checkpoints converted" "$tmp/convert3.log" &&
+  ok || bad "nmt convert of a run: $(tail -2 "$tmp/convert3.log")"
+expect 2 "nowhere: no such checkpoint folder" -- "$nmt" convert --checkpoint "$tmp/nowhere"
+expect 2 "cut/model.safetensors: [0-9]+ bytes" -- "$nmt" convert --checkpoint "$tmp/cut"
 cp -r "$tmp/run/last" "$tmp/edited"
 sed -i 's/step: 3/step: 4/' "$tmp/edited/state.yaml"
 expect 2 "edited/state.yaml: content differs from the manifest's checksum" -- "$nmt" train --resume "$tmp/edited"
@@ -166,12 +196,12 @@ for isa in generic avx2; do
   if NMT_CPU_ISA=$isa "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/a.zh" --output "$tmp/int8_$isa.en" \
        --compute-type int8 2>"$tmp/int8_$isa.log" &&
      [ "$(wc -l <"$tmp/int8_$isa.en")" -eq 100 ] &&
-     grep -q "compute type int8, CPU kernels $isa" "$tmp/int8_$isa.log"; then ok
+     grep -q "CPU runtime: int8, flash attention, $isa kernels" "$tmp/int8_$isa.log"; then ok
   else bad "--compute-type int8 with NMT_CPU_ISA=$isa: $(tail -2 "$tmp/int8_$isa.log")"; fi
 done
 for ct in bf16 auto; do
   if "$nmt" evaluate --checkpoint "$tmp/run" --src "$tmp/a.zh" --ref "$tmp/a.zh" --compute-type $ct >/dev/null 2>"$tmp/ct.log" &&
-     grep -q "compute type" "$tmp/ct.log"; then ok; else bad "evaluate --compute-type $ct: $(tail -2 "$tmp/ct.log")"; fi
+     grep -qE "decoding: CPU runtime: (bf16|int8|float32)" "$tmp/ct.log"; then ok; else bad "evaluate --compute-type $ct: $(tail -2 "$tmp/ct.log")"; fi
 done
 
 # ---- bf16 where the kernels in use lack AVX512-BF16 (NMT_CPU_ISA=avx2 lowers

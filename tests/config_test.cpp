@@ -210,7 +210,7 @@ TEST(Config, ResolvedNumbersAreTheShortestThatReadBack) {
 }
 
 // decode.max_len_factor: a number, or auto (unset: derived from the
-// training corpus, decode/length_limit.h), the default.
+// training corpus, runtime/length_limit.h), the default.
 TEST(Config, LengthFactorIsANumberOrAuto) {
   EXPECT_FALSE(Config().decode.max_len_factor.has_value());
   EXPECT_EQ(parse_config("decode:\n  max_len_factor: 3\n", "x.yaml").decode.max_len_factor, 3.0);

@@ -128,7 +128,7 @@ for doc in DOCS:
             for f in re.findall(r"(?<![\w/.-])((?:configs|data)/[\w./+-]+\.(?:yaml|zh|en))", args):
                 check(os.path.exists(os.path.join(src, f)), f"{where}: {f} is not in the checkout")
     # (model.pt, train.zh and the like are files, not keys.)
-    files = r"(?!(?:bin|pt|zh|en|json|jsonl|csv|txt|yaml|model|vocab|svg|md)\b)"
+    files = r"(?!(?:bin|pt|zh|en|json|jsonl|csv|txt|yaml|model|vocab|svg|md|safetensors)\b)"
     for key in sorted(set(re.findall(r"`((?:" + "|".join(SECTIONS) + r")\." + files + r"[a-z_]+)", text))):
         check(key in known_keys, f"{doc}: `{key}` is no config key nmt knows")
 

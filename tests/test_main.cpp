@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "decode/torch_decoding.h"
 #include "util/cpu_features.h"
 
 int main(int argc, char** argv) {
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
   // same cases in the same order (ctest runs a suite a process) draw the same
   // numbers every run; a case that needs its own seeds it itself.
   at::manual_seed(0);
+  // As the nmt program does: a Translator may lend LibTorch's model (a GPU,
+  // LibTorch's attention, model.pt of older checkpoints). Tests of the
+  // runtime alone take it away for their time (tests/runtime_test.cpp).
+  nmt::install_torch_runtime();
   const int rc = RUN_ALL_TESTS();
   // Every case skipped (a CUDA suite on a machine without a GPU): 77, which
   // ctest reports as skipped rather than passed.

@@ -72,7 +72,7 @@ TEST(EarlyStopping, KnowsWhichWayIsBetterAndWhenItHasStalled) {
 }
 
 // Lower is better for the loss and for the count of translations that
-// stopped at the length limit (decode/length_limit.h).
+// stopped at the length limit (runtime/length_limit.h).
 TEST(Validators, LowerIsBetterForTheLossAndTheLengthLimited) {
   std::map<std::string, bool> lower;
   for (const auto& v : make_validators(true)) lower[v->name()] = v->lower_is_better();

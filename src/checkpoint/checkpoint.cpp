@@ -10,6 +10,7 @@
 #include "checkpoint/manifest.h"
 #include "model/build.h"
 #include "model/parameter_table.h"
+#include "runtime/safetensors.h"
 #include "util/errors.h"
 
 namespace nmt {
@@ -38,28 +39,41 @@ LoadedCheckpoint load_checkpoint(const CheckpointFiles& files, const c10::Device
   ck.src_model = files.at("src.model");
   ck.tgt_model = files.at("tgt.model");
   ck.model = build_model(ck.cfg, ck.src_tok->vocab_size(), ck.tgt_tok->vocab_size());
-  // torch::load resizes parameters silently; a checkpoint whose weights do not
-  // fit its own config and tokenizers is corrupt, not something to run.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  for (const ParamEntry& e : parameter_table(*ck.model)) expected.emplace_back(e.name, e.tensor.sizes().vec());
-  const std::string& weights = files.at("model.pt");
-  try {
-    torch::load(ck.model, weights.data(), weights.size());
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    throw InputError(files.path("model.pt") + ": cannot load weights: " + msg.substr(0, msg.find('\n')));
-  }
-  const std::vector<ParamEntry> loaded = parameter_table(*ck.model);
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const auto& [name, shape] = expected[i];
-    if (loaded[i].tensor.sizes().vec() != shape)
-      throw InputError(files.path("model.pt") + ": parameter " + name + " has shape " +
-                       c10::str(loaded[i].tensor.sizes()) + ", config expects " + c10::str(c10::IntArrayRef(shape)));
-  }
+  load_model_weights(ck.model, files.at("model.pt"), files.path("model.pt"));
   if (files.bytes.count("optimizer.pt")) ck.optimizer_state = files.at("optimizer.pt");
   ck.model->to(device);
   ck.model->eval();
   return ck;
+}
+
+void load_model_weights(Transformer& model, const std::string& bytes, const std::string& path) {
+  // torch::load resizes parameters silently; a checkpoint whose weights do not
+  // fit its own config and tokenizers is corrupt, not something to run.
+  const std::vector<WeightSpec> expected = weight_specs(model_shape(*model));
+  try {
+    torch::load(model, bytes.data(), bytes.size());
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    throw InputError(path + ": cannot load weights: " + msg.substr(0, msg.find('\n')));
+  }
+  const std::vector<ParamEntry> loaded = parameter_table(*model);
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (loaded[i].tensor.sizes().vec() != expected[i].shape)
+      throw InputError(path + ": parameter " + expected[i].name + " has shape " + c10::str(loaded[i].tensor.sizes()) +
+                       ", config expects " + c10::str(c10::IntArrayRef(expected[i].shape)));
+}
+
+std::string model_safetensors(const Transformer& model) {
+  std::vector<at::Tensor> kept;  // float32 CPU copies where the parameters are not (a GPU, bf16)
+  std::map<std::string, runtime::TensorView> views;
+  const auto add = [&](const std::string& name, const at::Tensor& t) {
+    kept.push_back(t.detach().to(at::kCPU, at::kFloat).contiguous());
+    views.emplace(name, runtime::TensorView{kept.back().sizes().vec(), kept.back().data_ptr<float>()});
+  };
+  for (const ParamEntry& e : parameter_table(*model)) add(e.name, e.tensor);
+  const auto buffers = model->named_buffers();
+  add(kPositionsName, *buffers.find(kPositionsName));
+  return runtime::write_safetensors(views, {{"format", "nmt"}, {"written_by", "nmt checkpoint"}});
 }
 
 void load_optimizer(const LoadedCheckpoint& ck, ops::FlatAdam& optimizer) {

@@ -45,4 +45,13 @@ std::vector<std::string> checkpoint_files(CheckpointUse use);
 // The optimizer moments a kResume load read along with the weights.
 void load_optimizer(const LoadedCheckpoint& ck, ops::FlatAdam& optimizer);
 
+// model.pt's bytes (`path` names the file in messages) into `model`'s
+// parameters; InputError naming the file when they cannot be read or a
+// weight's shape is not the model's (torch::load would resize it silently).
+void load_model_weights(Transformer& model, const std::string& bytes, const std::string& path);
+
+// The model's weights and position table as model.safetensors
+// (runtime/safetensors.h): what the runtime reads without LibTorch.
+std::string model_safetensors(const Transformer& model);
+
 }  // namespace nmt

@@ -106,7 +106,8 @@ std::optional<std::string> read_at(int dfd, const std::string& name, const std::
 // The folder changed under a read (a save swapped it): start over.
 struct FolderChanged {};
 
-CheckpointFiles read_once(const std::string& dir, const std::vector<std::string>& names) {
+CheckpointFiles read_once(const std::string& dir, const std::vector<std::string>& names,
+                          const std::vector<std::string>& optional) {
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) throw FolderChanged{};  // located a moment ago: a swap moved it
   struct stat st {};
@@ -119,7 +120,11 @@ CheckpointFiles read_once(const std::string& dir, const std::vector<std::string>
     const auto manifest = read_at(dfd, kManifestFile, mpath);
     if (!manifest) throw InputError(mpath + ": missing: not a complete checkpoint");
     const std::vector<ManifestEntry> entries = parse_manifest(*manifest, mpath);
-    for (const std::string& name : names) {
+    std::vector<std::string> wanted = names;
+    for (const std::string& name : optional)
+      if (std::any_of(entries.begin(), entries.end(), [&](const ManifestEntry& e) { return e.file == name; }))
+        wanted.push_back(name);
+    for (const std::string& name : wanted) {
       const ManifestEntry* entry = nullptr;
       for (const auto& e : entries)
         if (e.file == name) entry = &e;
@@ -172,7 +177,8 @@ std::string locate_checkpoint(const std::string& dir, CheckpointUse use, std::st
   return "";
 }
 
-CheckpointFiles read_checkpoint(const std::string& dir, CheckpointUse use, const std::vector<std::string>& names) {
+CheckpointFiles read_checkpoint(const std::string& dir, CheckpointUse use, const std::vector<std::string>& names,
+                                const std::vector<std::string>& optional) {
   for (int attempt = 1;; ++attempt) {
     std::string note;
     const std::string found = locate_checkpoint(dir, use, &note);
@@ -181,7 +187,7 @@ CheckpointFiles read_checkpoint(const std::string& dir, CheckpointUse use, const
       throw InputError(dir + ": not a checkpoint (no manifest.txt, best/ or last/)");
     }
     try {
-      CheckpointFiles files = read_once(found, names);
+      CheckpointFiles files = read_once(found, names, optional);
       files.note = note;
       return files;
     } catch (const FolderChanged&) {

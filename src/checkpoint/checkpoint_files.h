@@ -40,8 +40,10 @@ struct CheckpointFiles {
 // deleted after the swap) makes the read start over on the new folder, so
 // the result is always one save's files, never a mix of two. InputError
 // naming the file when the checkpoint is missing, incomplete or corrupt.
-CheckpointFiles read_checkpoint(const std::string& dir, CheckpointUse use,
-                                const std::vector<std::string>& names);
+// `optional` names files read (and verified) when the manifest lists them:
+// a checkpoint saved before they existed reads without them.
+CheckpointFiles read_checkpoint(const std::string& dir, CheckpointUse use, const std::vector<std::string>& names,
+                                const std::vector<std::string>& optional = {});
 
 // The checkpoint folder `dir` means for `use`, without reading it; "" when
 // there is none. A folder missing after an interrupted save resolves to its

@@ -109,8 +109,8 @@ bool checkpoint_complete(const std::string& dir) {
 }
 
 bool is_checkpoint_file_name(const std::string& name) {
-  for (const char* ours : {kManifestFile, "model.pt", "optimizer.pt", "state.yaml", "config.yaml", "src.model",
-                           "tgt.model"})
+  for (const char* ours : {kManifestFile, "model.pt", "model.safetensors", "optimizer.pt", "state.yaml", "config.yaml",
+                           "src.model", "tgt.model"})
     if (name == ours) return true;
   return false;
 }

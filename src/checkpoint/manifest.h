@@ -36,7 +36,8 @@ void verify_manifest(const std::string& dir);
 bool checkpoint_complete(const std::string& dir);
 
 // Whether `name` is a file a checkpoint save writes (manifest.txt, model.pt,
-// optimizer.pt, state.yaml, config.yaml, src.model, tgt.model): what may be
+// model.safetensors, optimizer.pt, state.yaml, config.yaml, src.model,
+// tgt.model): what may be
 // deleted when a checkpoint folder is replaced (util/atomic_file.h's rule).
 bool is_checkpoint_file_name(const std::string& name);
 

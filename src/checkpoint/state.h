@@ -22,7 +22,7 @@ struct TrainingState {
   // counting): training steps alone, and wall time with evaluations.
   double train_seconds = 0;
   double wall_seconds = 0;
-  // The training corpus's target/source length ratio (decode/length_limit.h),
+  // The training corpus's target/source length ratio (runtime/length_limit.h),
   // from which decoding derives its length limit; NaN in checkpoints saved
   // before it was recorded.
   double target_source_ratio = std::numeric_limits<double>::quiet_NaN();

@@ -13,7 +13,7 @@ struct CausalityArgs {
   std::string checkpoint;
   int64_t sentences = 8;
   bool disable_causal_mask = false;
-  RuntimeFlags runtime;
+  TranslatorOptions runtime;  // --attention, --device, --threads
 };
 CLI::App* add_check_causality_command(CLI::App& app, CausalityArgs& args);
 // Exit 0 when causal, 1 when leakage is found.

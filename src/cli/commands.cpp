@@ -16,14 +16,14 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_files.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/run_lock.h"
 #include "data/prepare.h"
 #include "config/config.h"
-#include "data/dataset.h"
 #include "data/po_catalog.h"
 #include "data/text_io.h"
-#include "decode/length_limit.h"
-#include "decode/scorer.h"
-#include "decode/translator.h"
+#include "runtime/length_limit.h"
+#include "runtime/translator_impl.h"
 #include "eval/bleu.h"
 #include "eval/input_fit.h"
 #include "eval/placeholders.h"
@@ -36,6 +36,7 @@
 #include "serve/metrics.h"
 #include "serve/translation_service.h"
 #include "train/checkpoint_average.h"
+#include "train/checkpoint_writer.h"
 #include "train/init_from.h"
 #include "train/recent_block_cache.h"
 #include "train/trainer.h"
@@ -54,7 +55,7 @@ namespace {
 
 // nmt train: the runtime flags are config values (the run saves them with
 // its config), set after the --set assignments, so they win.
-void apply_runtime(Config& cfg, const RuntimeFlags& flags) {
+void apply_runtime(Config& cfg, const TranslatorOptions& flags) {
   if (flags.attention) {
     cfg.attention.backend = ops::backend_name(*flags.attention);
     cfg.origin["attention.backend"] = "--attention";
@@ -70,50 +71,43 @@ void apply_runtime(Config& cfg, const RuntimeFlags& flags) {
 }
 
 // The checkpoint opened for translating, as the flags say: what they leave
-// unset comes from its config (Translator).
-Translator open_translator(const std::string& dir, const RuntimeFlags& flags) {
-  TranslatorOptions o;
-  o.device = flags.device;
-  o.compute_type = flags.compute_type;
-  o.threads = flags.threads;
-  o.attention = flags.attention;
-  o.device_name = "--device";
-  o.compute_type_name = "--compute-type";
-  Translator t(dir, o);
-  spdlog::info("checkpoint {}, device {}, {} threads, attention '{}', compute type {}", t.description(),
-               t.device().str(), t.threads(), ops::backend_name(t.model()->attention_backend()),
-               t.compute_description());
-  spdlog::info("decoding: {}", t.decoding_path());
+// unset comes from its config. Logs what was opened and how it runs.
+Translator open_translator(const std::string& dir, const TranslatorOptions& flags) {
+  // The library names its options ("device: cuda requested, but ..."); here
+  // they are flags.
+  static const std::pair<const char*, const char*> kFlagOf[] = {
+      {"device: ", "--device: "}, {"compute_type: ", "--compute-type: "}, {"threads: ", "--threads: "},
+      {"attention: ", "--attention: "}, {"parallel_batches: ", "--parallel-batches: "}};
+  Translator t = [&] {
+    try {
+      return Translator(dir, flags);
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      for (const auto& [field, flag] : kFlagOf)
+        if (what.rfind(field, 0) == 0) throw InputError(flag + what.substr(std::string(field).size()));
+      throw;
+    }
+  }();
+  const Translator::Impl& i = t.impl();
+  if (!i.note.empty()) spdlog::warn("checkpoint: {}", i.note);
+  spdlog::info("checkpoint {}; decoding: {}{}", t.model_name(), t.description(),
+               i.compute_automatic ? " (compute type auto)" : "");
   return t;
 }
 
-// The checkpoint's decoding settings with the flags folded in; logs the
-// length limit and where its factor came from.
-DecodeOptions decode_options(const Translator& t, const DecodeFlags& flags) {
-  DecodeConfig d = t.config().decode;
-  if (flags.no_placeholder_constraint) d.placeholder_constraint = false;
-  if (flags.max_len_factor) {  // validated: auto or a number in range
-    if (*flags.max_len_factor == "auto") d.max_len_factor.reset();
-    else d.max_len_factor = std::stod(*flags.max_len_factor);
-  }
-  const bool factor_flag = flags.max_len_factor && *flags.max_len_factor != "auto";
-  DecodeOptions o = t.decode_options(d, factor_flag ? "--max-len-factor" : "decode.max_len_factor");
-  o.max_len = flags.max_len.value_or(o.max_len);
-  o.batch_size = flags.batch_size.value_or(o.batch_size);
-  spdlog::info("length limit: {}", describe_length_limit(o, t.max_positions()));
-  o.beam = flags.beam.value_or(o.beam);
-  o.length_penalty = flags.length_penalty.value_or(o.length_penalty);
-  o.use_cache = !flags.no_cache;
-  o.parallel_batches = flags.parallel_batches.value_or(o.parallel_batches);
+// A call's options resolved against the checkpoint's decode section; logs
+// the length limit and where its factor came from.
+DecodeOptions decode_options(const Translator& t, const TranslationOptions& flags) {
+  const DecodeOptions o = t.impl().decode_options(flags, "--max-len-factor");
+  spdlog::info("length limit: {}", describe_length_limit(o, t.impl().engine->max_positions()));
   return o;
 }
 
 // How many translations stopped at the length limit: a warning naming
 // them, or a line saying none did.
 void log_length_limited(const std::string& what, const std::vector<size_t>& limited, size_t translations,
-                        const DecodeOptions& options, const Transformer& model) {
-  const std::string line =
-      what + ": " + describe_length_limited(limited, translations, options, model->options().max_positions());
+                        const DecodeOptions& options, int64_t max_positions) {
+  const std::string line = what + ": " + describe_length_limited(limited, translations, options, max_positions);
   if (limited.empty()) spdlog::info("{}", line);
   else spdlog::warn("{}", line);
 }
@@ -131,8 +125,8 @@ std::string map_path(const std::string& pattern, size_t index, size_t count) {
 // ids its translation was decoded to (no second decode).
 void write_attention_maps(const Translator& t, const TranslateArgs& args, const std::vector<std::string>& lines,
                           const std::vector<PreparedLine>& sources, const std::vector<std::vector<int64_t>>& hyps) {
-  const Transformer& model = t.model();
-  const int64_t layers = model->options().decoder_layers(), heads = model->options().heads();
+  const runtime::Engine& engine = *t.impl().engine;
+  const int64_t layers = engine.model().shape().decoder_layers, heads = engine.model().shape().heads;
   const int64_t layer = args.map_layer < 0 ? layers - 1 : args.map_layer;
   if (layer >= layers)
     throw InputError("--attention-layer: " + std::to_string(args.map_layer) + " but the model has " +
@@ -145,18 +139,27 @@ void write_attention_maps(const Translator& t, const TranslateArgs& args, const 
     if (src.empty()) continue;
     const int64_t tokens = sources[i].read_tokens;
     const std::vector<int64_t>& hyp = hyps[i];
-    torch::Tensor map = t.attention(sources[i], hyp).cross[layer][0];
-    map = (args.map_head < 0 ? map.mean(0) : map[args.map_head]).to(torch::kCPU, torch::kDouble);
-    std::vector<std::vector<double>> weights(map.size(0), std::vector<double>(map.size(1)));
-    for (int64_t r = 0; r < map.size(0); ++r)
-      for (int64_t c = 0; c < map.size(1); ++c) weights[r][c] = map[r][c].item<double>();
+    const runtime::AttentionMap map = engine.attention(sources[i], hyp).cross[static_cast<size_t>(layer)];
+    // One head's weights, or their mean.
+    std::vector<std::vector<double>> weights(static_cast<size_t>(map.rows), std::vector<double>(static_cast<size_t>(map.cols)));
+    for (int64_t r = 0; r < map.rows; ++r)
+      for (int64_t c = 0; c < map.cols; ++c) {
+        double w = 0;
+        if (args.map_head >= 0) {
+          w = map.at(args.map_head, r, c);
+        } else {
+          for (int64_t h = 0; h < map.heads; ++h) w += map.at(h, r, c);
+          w /= static_cast<double>(map.heads);
+        }
+        weights[static_cast<size_t>(r)][static_cast<size_t>(c)] = w;
+      }
     std::vector<int64_t> produced = hyp;
     produced.push_back(kEndId);  // row t is the step that produced token t
     const std::string cut = tokens > static_cast<int64_t>(src.size())
                                 ? ", source cut to " + std::to_string(src.size()) + " of " + std::to_string(tokens) +
                                       " tokens"
                                 : "";
-    const std::string title = lines[i] + "  →  " + t.finish(sources[i], hyp) +
+    const std::string title = lines[i] + "  →  " + engine.finish(sources[i], hyp) +
                               "  (cross-attention, layer " +
                               std::to_string(layer + 1) + ", " +
                               (args.map_head < 0 ? std::string("mean of heads")
@@ -167,8 +170,8 @@ void write_attention_maps(const Translator& t, const TranslateArgs& args, const 
       for (std::string& p : pieces) p = sources[i].text.shown(p);
       return pieces;
     };
-    write_file_atomic(path, viz::heatmap_svg(weights, shown(t.target_tokenizer().pieces(produced)),
-                                             shown(t.source_tokenizer().pieces(src)), title));
+    write_file_atomic(path, viz::heatmap_svg(weights, shown(engine.target_tokenizer().pieces(produced)),
+                                             shown(engine.source_tokenizer().pieces(src)), title));
     spdlog::info("attention map: {}", path);
   }
 }
@@ -295,7 +298,7 @@ CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args) {
                   "write the cross-attention heatmap (SVG) here; FILE-N.svg for several lines");
   cmd->add_option("--attention-layer", args.map_layer, "decoder layer of the heatmap, from 0 (default: last)");
   cmd->add_option("--attention-head", args.map_head, "head of the heatmap, from 0 (default: mean over heads)");
-  add_decode_flags(cmd, args.decode);
+  add_decode_flags(cmd, args.decode, args.runtime);
   add_runtime_flags(cmd, args.runtime);
   add_compute_type_flag(cmd, args.runtime);
   return cmd;
@@ -323,7 +326,7 @@ int run_translate(const TranslateArgs& args) {
   for (;;) {
     const std::vector<std::string> lines = reader.next(chunk, count, args.output);
     if (lines.empty()) break;
-    TranslationBatch out = t.translate_batch(lines, opts);
+    TranslationBatch out = t.impl().engine->translate(lines, opts);
     for (const SourceCut& c : out.cuts) cuts.push_back({c.line + static_cast<size_t>(count), c.tokens});
     for (const size_t i : out.length_limited) limited.push_back(i + static_cast<size_t>(count));
     for (LostPlaceholders& l : out.placeholders_lost) lost.push_back({l.line + static_cast<size_t>(count), l.missing});
@@ -341,11 +344,12 @@ int run_translate(const TranslateArgs& args) {
   }
   if (!args.output.empty()) write_file_atomic(args.output, output);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, cache {}, parallel batches {})", count,
-               seconds, count / std::max(seconds, 1e-9), opts.beam, opts.use_cache ? "on" : "off",
+  spdlog::info("translated {} lines in {:.2f} s ({:.1f} sentences/s; beam {}, parallel batches {})", count, seconds,
+               count / std::max(seconds, 1e-9), opts.beam,
                opts.parallel_batches > 0 ? std::to_string(opts.parallel_batches) : std::string("one per thread"));
-  if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, t.max_positions()));
-  log_length_limited("translate", limited, static_cast<size_t>(count), opts, t.model());
+  const int64_t max_positions = t.impl().engine->max_positions();
+  if (!cuts.empty()) spdlog::warn("translate: {}", describe_cuts(cuts, max_positions));
+  log_length_limited("translate", limited, static_cast<size_t>(count), opts, max_positions);
   if (!lost.empty())
     spdlog::warn("translate: {}",
                  describe_lost_placeholders(lost, static_cast<size_t>(count), opts.protect_placeholders));
@@ -396,7 +400,7 @@ CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args) {
   cmd->add_option("--src", args.src, "source sentences, one per line")->required();
   cmd->add_option("--ref", args.ref, "reference translations, line-aligned")->required();
   cmd->add_option("--output", args.output, "also write the translations here");
-  add_decode_flags(cmd, args.decode);
+  add_decode_flags(cmd, args.decode, args.runtime);
   add_runtime_flags(cmd, args.runtime);
   add_compute_type_flag(cmd, args.runtime);
   return cmd;
@@ -413,10 +417,11 @@ int run_evaluate(const EvaluateArgs& args) {
                      " has " + std::to_string(src.size()));
   const DecodeOptions opts = decode_options(t, args.decode);
   const auto start = std::chrono::steady_clock::now();
-  const TranslationBatch out = t.translate_batch(src, opts);
+  const TranslationBatch out = t.impl().engine->translate(src, opts);
   const std::vector<std::string>& hyp = out.translations;
-  if (!out.cuts.empty()) spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(out.cuts, t.max_positions()));
-  log_length_limited("evaluate: " + args.src, out.length_limited, src.size(), opts, t.model());
+  const int64_t max_positions = t.impl().engine->max_positions();
+  if (!out.cuts.empty()) spdlog::warn("evaluate: {}: {}", args.src, describe_cuts(out.cuts, max_positions));
+  log_length_limited("evaluate: " + args.src, out.length_limited, src.size(), opts, max_positions);
   if (!out.placeholders_lost.empty())
     spdlog::warn("evaluate: {}: {}", args.src,
                  describe_lost_placeholders(out.placeholders_lost, src.size(), opts.protect_placeholders));
@@ -451,15 +456,15 @@ std::string where(const std::string& file, const eval::PoItem& item) {
 constexpr double kMinRankingBleu = 20.0;
 
 // The warning for a checkpoint too weak to rank with ("" when it is not).
-std::string ranking_warning(const LoadedCheckpoint& ck) {
-  const auto bleu = ck.state.metrics.find("bleu");
-  if (bleu == ck.state.metrics.end())
+std::string ranking_warning(const TrainingState& state) {
+  const auto bleu = state.metrics.find("bleu");
+  if (bleu == state.metrics.end())
     return "the checkpoint records no validation BLEU (train.valid_bleu_sentences 0, or no validation yet): how well "
            "it ranks is unknown";
   if (bleu->second >= kMinRankingBleu) return "";
   return fmt::format("the checkpoint's validation BLEU is {:.1f} (step {}), under {:.0f}: its back-translations are too "
                      "often wrong for this ranking to mean much; train it longer",
-                     bleu->second, ck.state.step, kMinRankingBleu);
+                     bleu->second, state.step, kMinRankingBleu);
 }
 
 std::string quoted(const std::string& text) { return "\"" + data::po_escape(text) + "\""; }
@@ -488,7 +493,7 @@ CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args) {
   cmd->add_flag_callback("--no-hints", [&args] { args.hints = false; },
                 "leave out the hints: option names of the msgid (--force) that the msgstr lacks, which "
                 "translations keep verbatim (hints are no faults: they never change the exit code)");
-  add_decode_flags(cmd, args.decode);
+  add_decode_flags(cmd, args.decode, args.runtime);
   add_runtime_flags(cmd, args.runtime);
   add_compute_type_flag(cmd, args.runtime);
   return cmd;
@@ -513,15 +518,15 @@ int run_check_po(const CheckPoArgs& args) {
   std::string model_name, model_warning;
   if (!args.checkpoint.empty() && !check.items.empty()) {
     const Translator t = open_translator(args.checkpoint, args.runtime);
-    model_name = t.description();
-    model_warning = ranking_warning(t.checkpoint());
+    model_name = t.model_name();
+    model_warning = ranking_warning(t.impl().state);
     if (!model_warning.empty()) spdlog::warn("check-po: {}", model_warning);
     const DecodeOptions opts = decode_options(t, args.decode);
     eval::PoModel model;
     model.protect_placeholders = opts.protect_placeholders;
     eval::TokenCounts read;  // the msgstrs' tokens, and how many the model's vocabulary lacks
     model.translate = [&](const std::vector<std::string>& chinese) {
-      TranslationBatch batch = t.translate_batch(chinese, opts);
+      TranslationBatch batch = t.impl().engine->translate(chinese, opts);
       for (const PreparedLine& line : batch.sources) read.add(line.ids, kUnkId);
       const std::vector<SourceCut>& cuts = batch.cuts;
       const std::vector<size_t>& limited = batch.length_limited;
@@ -531,20 +536,20 @@ int run_check_po(const CheckPoArgs& args) {
           if (limited[k] < texts.items.size()) named += (named.empty() ? "" : ", ") + where(args.file, texts.items[limited[k]]);
         spdlog::warn("check-po: {} of {} back-translations stopped at the length limit ({}) before ending: {}{}",
                      limited.size(), chinese.size(),
-                     describe_length_limit(opts, t.max_positions(), false), named,
+                     describe_length_limit(opts, t.impl().engine->max_positions(), false), named,
                      limited.size() > 5 ? ", ..." : "");
       }
       // The lines are the items' msgstrs, in order (rank_translations).
       for (const SourceCut& c : cuts)
         if (c.line < texts.items.size())
           spdlog::warn("check-po: {}: msgstr of {} tokens, cut to the first {} this model reads",
-                       where(args.file, texts.items[c.line]), c.tokens, t.max_positions());
+                       where(args.file, texts.items[c.line]), c.tokens, t.impl().engine->max_positions());
       return std::move(batch.translations);
     };
     model.score = [&](const std::vector<std::string>& sources, const std::vector<std::string>& targets, bool protect) {
       std::vector<eval::PairScore> scores;
-      for (const auto& lp : t.score_batch(sources, targets, protect))
-        scores.push_back({mean_logprob(lp), lp.size()});
+      for (const auto& lp : t.impl().engine->score(sources, targets, protect))
+        scores.push_back({runtime::mean_logprob(lp), lp.size()});
       return scores;
     };
     const auto start = std::chrono::steady_clock::now();
@@ -707,6 +712,43 @@ int run_average(const AverageArgs& args) {
   return kExitOk;
 }
 
+CLI::App* add_convert_command(CLI::App& app, ConvertArgs& args) {
+  auto* cmd = app.add_subcommand(
+      "convert", "add model.safetensors to checkpoints saved without it, so that the runtime alone (the C++ "
+                 "library, Python) opens them");
+  cmd->add_option("--checkpoint", args.checkpoint, "a checkpoint folder, or a run folder (all its checkpoints)")
+      ->required();
+  return cmd;
+}
+
+int run_convert(const ConvertArgs& args) {
+  install_interrupt_handlers("the checkpoint being converted");
+  namespace fs = std::filesystem;
+  const fs::path given(args.checkpoint);
+  std::error_code ec;
+  if (!fs::is_directory(given, ec)) throw InputError(args.checkpoint + ": no such checkpoint folder");
+  // A checkpoint folder, or a run folder's every checkpoint.
+  const bool one = fs::exists(given / kManifestFile, ec);
+  std::vector<fs::path> folders;
+  if (one) folders.push_back(given);
+  else
+    for (const std::string& name : checkpoints_in(given.string())) folders.push_back(given / name);
+  if (folders.empty()) throw InputError(args.checkpoint + ": not a checkpoint (no manifest.txt, best/ or last/)");
+  // A trainer's run: its lock, so that no save replaces a folder mid-way.
+  const fs::path run = one ? given.parent_path() : given;
+  std::unique_ptr<RunLock> lock;
+  if (fs::exists(run / kRunLockFile, ec)) lock = std::make_unique<RunLock>(run.string());
+  int added = 0;
+  for (const fs::path& f : folders) {
+    throw_if_interrupted();
+    const bool wrote = add_model_safetensors(f.string());
+    added += wrote;
+    spdlog::info("convert: {}: {}", f.string(), wrote ? "model.safetensors added" : "has model.safetensors already");
+  }
+  spdlog::info("convert: {} of {} checkpoints converted; the runtime alone opens them now", added, folders.size());
+  return kExitOk;
+}
+
 // `nmt serve`: its options, filled into `args` when it is the one given.
 CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
   auto* cmd =
@@ -790,11 +832,11 @@ int run_serve(const ServeArgs& args) {
   if (model.decode.beam > 1)
     spdlog::info("requests without \"beam\" are decoded with beam {} (decode.beam), length penalty {}",
                  model.decode.beam, model.decode.length_penalty);
-  model.workers = args.workers > 0 ? args.workers : (t.device().is_cpu() ? t.threads() : 1);
-  model.examples = serve::example_sentences(t.config().data.valid_src);
+  model.workers = args.workers > 0 ? args.workers : (t.impl().device == Device::kCpu ? t.impl().threads : 1);
+  model.examples = serve::example_sentences(t.impl().config.data.valid_src);
   if (model.examples.empty())
     spdlog::info("serve: the explorer offers no examples: {} (the model's data.valid_src) is not readable here",
-                 t.config().data.valid_src);
+                 t.impl().config.data.valid_src);
   serve::ServerOptions options;
   options.host = args.host;
   options.port = static_cast<int>(args.port);

@@ -8,10 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/attention/backend.h"
-#include "ops/linear/packed_linear.h"
+#include "nmt/translator.h"
 #include "serve/http_server.h"
-#include "util/device_choices.h"
 
 namespace CLI {
 class App;
@@ -19,15 +17,12 @@ class App;
 
 namespace nmt::cli {
 
-// Flags every subcommand that runs a model accepts, parsed into their
-// types as the command line is read (cli/options.h); unset ones come from
-// the config.
-struct RuntimeFlags {
-  std::optional<ops::AttentionBackend> attention;  // --attention torch|naive|flash
-  std::optional<DeviceKind> device;                // --device cpu|cuda|auto
-  std::optional<int64_t> threads;                  // --threads N (0 = all cores)
-  std::optional<ops::ComputeTypeChoice> compute_type;  // --compute-type float32|bf16|int8|auto (decoding commands)
-};
+// Every subcommand that runs a model takes how to run it (--attention,
+// --device, --threads; the decoding commands --compute-type and
+// --parallel-batches) into the library's TranslatorOptions, and the decoding
+// commands what to decode (--beam, --max-len, ...) into its
+// TranslationOptions (nmt/translator.h): parsed into their types as the
+// command line is read (cli/options.h), unset ones from the config.
 
 struct TrainArgs {
   std::string config;
@@ -37,7 +32,7 @@ struct TrainArgs {
   int64_t profile = 0;            // > 0: profile this many steps instead of training
   int64_t nproc = 1;              // > 1: launch this many local ranks (data parallel)
   int64_t max_restarts = 0;       // > 0: restart a failed group from its last checkpoint
-  RuntimeFlags runtime;
+  TranslatorOptions runtime;      // --attention, --device, --threads: the config's keys, overridden
 };
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
 int run_train(const TrainArgs& args);
@@ -52,17 +47,6 @@ struct PrepareArgs {
 CLI::App* add_prepare_command(CLI::App& app, PrepareArgs& args);
 int run_prepare(const PrepareArgs& args);
 
-// Decoding flags of translate and evaluate; unset ones come from the config.
-struct DecodeFlags {
-  std::optional<int64_t> max_len, batch_size;
-  std::optional<std::string> max_len_factor;  // a number, or auto (decode/length_limit.h)
-  std::optional<int64_t> beam;  // 0 = greedy (default: decode.beam)
-  std::optional<double> length_penalty;  // default: decode.length_penalty
-  bool no_cache = false;
-  bool no_placeholder_constraint = false;  // decode.placeholder_constraint false
-  std::optional<int64_t> parallel_batches;  // batches decoded side by side (CPU; default: --threads)
-};
-
 struct TranslateArgs {
   std::string checkpoint;
   std::string input;          // empty = stdin
@@ -70,8 +54,8 @@ struct TranslateArgs {
   std::string attention_map;  // write cross-attention heatmaps (SVG) here
   int64_t map_layer = -1;     // decoder layer for the map (-1 = last)
   int64_t map_head = -1;      // head for the map (-1 = mean over heads)
-  DecodeFlags decode;
-  RuntimeFlags runtime;
+  TranslationOptions decode;
+  TranslatorOptions runtime;
 };
 CLI::App* add_translate_command(CLI::App& app, TranslateArgs& args);
 int run_translate(const TranslateArgs& args);
@@ -79,8 +63,8 @@ int run_translate(const TranslateArgs& args);
 struct EvaluateArgs {
   std::string checkpoint, src, ref;
   std::string output;  // optional: write hypotheses here
-  DecodeFlags decode;
-  RuntimeFlags runtime;
+  TranslationOptions decode;
+  TranslatorOptions runtime;
 };
 CLI::App* add_evaluate_command(CLI::App& app, EvaluateArgs& args);
 int run_evaluate(const EvaluateArgs& args);
@@ -104,8 +88,8 @@ struct CheckPoArgs {
   std::string rank = "combined";  // combined | support | gap | score | chrf (see run_check_po)
   bool json = false;
   bool hints = true;         // list msgid option names the msgstr lacks (not faults)
-  DecodeFlags decode;
-  RuntimeFlags runtime;
+  TranslationOptions decode;
+  TranslatorOptions runtime;
 };
 CLI::App* add_check_po_command(CLI::App& app, CheckPoArgs& args);
 int run_check_po(const CheckPoArgs& args);
@@ -129,6 +113,14 @@ struct AverageArgs {
 CLI::App* add_average_command(CLI::App& app, AverageArgs& args);
 int run_average(const AverageArgs& args);
 
+// `nmt convert`: checkpoints saved before model.safetensors made readable
+// by the runtime alone (train/checkpoint_writer.h add_model_safetensors).
+struct ConvertArgs {
+  std::string checkpoint;
+};
+CLI::App* add_convert_command(CLI::App& app, ConvertArgs& args);
+int run_convert(const ConvertArgs& args);
+
 // `nmt serve`: the HTTP service (serve/http_server.h).
 struct ServeArgs {
   std::string checkpoint;
@@ -142,8 +134,8 @@ struct ServeArgs {
   std::string batching = "continuous";  // greedy requests: continuous | static
   std::vector<std::string> allow_hosts, allow_origins;  // serve/access.h
   std::string api_key_file;
-  DecodeFlags decode;
-  RuntimeFlags runtime;
+  TranslationOptions decode;  // the length limits (the beam comes with each request)
+  TranslatorOptions runtime;
 };
 CLI::App* add_serve_command(CLI::App& app, ServeArgs& args);
 int run_serve(const ServeArgs& args);

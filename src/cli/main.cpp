@@ -16,6 +16,7 @@
 #include "cli/check_causality.h"
 #include "cli/commands.h"
 #include "cli/launcher.h"
+#include "decode/torch_decoding.h"
 #include "ops/linear/cpu/float_gemm.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
@@ -51,6 +52,9 @@ int main(int argc, char** argv) {
   nmt::ensure_library_settings(argv, nmt::ops::cpu::float_gemm_available());
   // Before any thread of ours starts (util/interrupt.h says why).
   nmt::take_signals_on_own_thread();
+  // The runtime decodes on the CPU alone; this program lends it LibTorch for
+  // a GPU, LibTorch's attention and checkpoints saved before model.safetensors.
+  nmt::install_torch_runtime();
   // Logs go to stderr so that stdout carries only results (translations).
   spdlog::set_default_logger(spdlog::stderr_color_mt("nmt"));
   spdlog::set_pattern("[%H:%M:%S] %v");
@@ -81,6 +85,8 @@ int main(int argc, char** argv) {
   CLI::App* ex_cmd = nmt::cli::add_export_command(app, exp);
   nmt::cli::AverageArgs average;
   CLI::App* av_cmd = nmt::cli::add_average_command(app, average);
+  nmt::cli::ConvertArgs convert;
+  CLI::App* cv_cmd = nmt::cli::add_convert_command(app, convert);
   nmt::cli::ServeArgs serve;
   CLI::App* sv_cmd = nmt::cli::add_serve_command(app, serve);
   // Listed here, run by its own program (run_bench_program).
@@ -132,6 +138,7 @@ int main(int argc, char** argv) {
     if (po_cmd->parsed()) return nmt::cli::run_check_po(check_po);
     if (ex_cmd->parsed()) return nmt::cli::run_export(exp);
     if (av_cmd->parsed()) return nmt::cli::run_average(average);
+    if (cv_cmd->parsed()) return nmt::cli::run_convert(convert);
     if (sv_cmd->parsed()) return nmt::cli::run_serve(serve);
   } catch (const nmt::InputError& e) {
     std::cerr << "nmt: error: " << e.what() << "\n";

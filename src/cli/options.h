@@ -13,6 +13,8 @@
 
 #include "cli/commands.h"
 #include "ops/attention/backend.h"
+#include "ops/linear/packed_linear.h"
+#include "util/device_choices.h"
 
 namespace nmt::cli {
 
@@ -61,15 +63,16 @@ CLI::Option* add_choice_option(CLI::App* sub, const std::string& name, std::opti
       ->check(CLI::IsMember(choices.names()));
 }
 
-inline void add_runtime_flags(CLI::App* sub, RuntimeFlags& f) {
+// How to run the model: every subcommand that runs one.
+inline void add_runtime_flags(CLI::App* sub, TranslatorOptions& f) {
   add_choice_option(sub, "--attention", f.attention, ops::kAttentionBackends,
                     "attention backend: " + ops::backend_choices());
   add_choice_option(sub, "--device", f.device, kDeviceChoices, "device: " + kDeviceChoices.listed());
-  sub->add_option("--threads", f.threads, "intra-op threads (0 = all cores)")->check(int_range(0, 256));
+  sub->add_option("--threads", f.threads, "threads (0 = all cores)")->check(int_range(0, 256));
 }
 
 // The dense layers' arithmetic when decoding: translate, evaluate, check-po, serve.
-inline void add_compute_type_flag(CLI::App* sub, RuntimeFlags& f) {
+inline void add_compute_type_flag(CLI::App* sub, TranslatorOptions& f) {
   add_choice_option(sub, "--compute-type", f.compute_type, ops::kComputeTypeChoices,
                     "dense layers in " + ops::kComputeTypeChoices.listed() +
                         " (auto: int8 where the CPU has AVX2 or AVX-512 VNNI); default: the config's "
@@ -77,35 +80,37 @@ inline void add_compute_type_flag(CLI::App* sub, RuntimeFlags& f) {
 }
 
 // The length limits and the length penalty: translate, evaluate and serve.
-inline void add_length_flags(CLI::App* sub, DecodeFlags& f) {
-  sub->add_option("--max-len", f.max_len, "maximum target tokens")->check(int_range(1, 4096));
-  sub->add_option("--max-len-factor", f.max_len_factor,
-                  "also stop after this many target tokens per source token, + 5 (0 = off; auto = from the "
-                  "training corpus's target/source length ratio; default: the config's decode.max_len_factor)")
+inline void add_length_flags(CLI::App* sub, TranslationOptions& f) {
+  sub->add_option("--max-len", f.max_decoding_length, "maximum target tokens")->check(int_range(1, 4096));
+  sub->add_option_function<std::string>(
+         "--max-len-factor",
+         [&f](const std::string& v) {
+           f.max_length_factor = v == "auto" ? TranslationOptions::kAutoLengthFactor : std::stod(v);
+         },
+         "also stop after this many target tokens per source token, + 5 (0 = off; auto = from the "
+         "training corpus's target/source length ratio; default: the config's decode.max_len_factor)")
       ->type_name("FACTOR|auto")
       ->check(real_range(0.0, 1000.0, "auto"));
   sub->add_option("--length-penalty", f.length_penalty,
                   "GNMT length penalty alpha for beam search (0 = none; default: the config's decode.length_penalty)")
       ->check(real_range(0.0, 10.0));
-  sub->add_flag("--no-placeholder-constraint", f.no_placeholder_constraint,
-                "with a placeholder-protected model: let a translation leave out or repeat its source's "
-                "placeholders (by default it carries each as often as the source does)");
+  sub->add_flag_callback("--no-placeholder-constraint", [&f] { f.placeholder_constraint = false; },
+                         "with a placeholder-protected model: let a translation leave out or repeat its source's "
+                         "placeholders (by default it carries each as often as the source does)");
 }
 
-inline void add_decode_flags(CLI::App* sub, DecodeFlags& f) {
+inline void add_decode_flags(CLI::App* sub, TranslationOptions& f, TranslatorOptions& runtime) {
   add_length_flags(sub, f);
-  sub->add_option("--batch-size", f.batch_size, "sentences decoded together")
-      ->check(int_range(1, 100000));
-  sub->add_option("--beam", f.beam, "beam size (0 = greedy; 1 gives the greedy output through beam search; default: the config's "
+  sub->add_option("--batch-size", f.max_batch_size, "sentences decoded together")->check(int_range(1, 100000));
+  sub->add_option("--beam", f.beam_size,
+                  "beam size (0 = greedy; 1 gives the greedy output through beam search; default: the config's "
                   "decode.beam)")
       ->check(int_range(0, 64));
-  sub->add_option("--parallel-batches", f.parallel_batches,
+  sub->add_option("--parallel-batches", runtime.parallel_batches,
                   "batches decoded side by side on the CPU, one thread each with single-threaded ops; "
-                  "greedy keeps each one full, taking the next lines as its sentences end "
+                  "each keeps full, taking the next lines as its sentences end "
                   "(default: one per --threads; 1 = one batch at a time using every thread)")
       ->check(int_range(1, 256));
-  sub->add_flag("--no-cache", f.no_cache,
-                "recompute the whole prefix each step instead of caching keys/values");
 }
 
 }  // namespace nmt::cli

@@ -115,7 +115,7 @@ struct DecodeConfig {
   // A model that has not converged can babble on to max_len; this bounds it
   // by what a translation of that source could plausibly need. Unset
   // ("auto", the default): derived from the training corpus's target/source
-  // length ratio (decode/length_limit.h), which a fixed factor cannot know:
+  // length ratio (runtime/length_limit.h), which a fixed factor cannot know:
   // word-sized source pieces and letter-sized target pieces need a factor
   // of 10 and more.
   std::optional<double> max_len_factor;

@@ -25,7 +25,7 @@
 #include "data/placeholder_mask.h"
 #include "data/shards.h"
 #include "data/text_io.h"
-#include "decode/length_limit.h"
+#include "runtime/length_limit.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -625,7 +625,7 @@ std::string PrepareReport::summary() const {
                 static_cast<long long>(too_long), static_cast<long long>(ratio), static_cast<long long>(duplicates),
                 static_cast<long long>(invalid), static_cast<unsigned long long>(src_tokens),
                 static_cast<unsigned long long>(tgt_tokens), static_cast<long long>(shards), id_bytes);
-  // What decoding's length limit is derived from (decode/length_limit.h).
+  // What decoding's length limit is derived from (runtime/length_limit.h).
   return std::string(buf) + "; target/source length ratio " + shortest_number(target_source_ratio) + " (" +
          shortest_number(kLengthRatioQuantile * 100) + "% of pairs within)";
 }

@@ -51,7 +51,7 @@ struct PrepareReport {
   int64_t shards = 0;
   uint64_t src_tokens = 0, tgt_tokens = 0;
   // The kept pairs' target/source length ratio that kLengthRatioQuantile of
-  // them stay within (decode/length_limit.h): what decoding's length limit
+  // them stay within (runtime/length_limit.h): what decoding's length limit
   // is derived from.
   double target_source_ratio = 0;
   int id_bytes = 0;

@@ -21,4 +21,17 @@ Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab)
   return model;
 }
 
+Transformer build_model(const ModelShape& s) {
+  return Transformer(TransformerOptions(s.src_vocab, s.tgt_vocab)
+                         .d_model(s.d_model)
+                         .heads(s.heads)
+                         .encoder_layers(s.encoder_layers)
+                         .decoder_layers(s.decoder_layers)
+                         .ff_dim(s.ff_dim)
+                         .post_norm(s.post_norm)
+                         .tie_embeddings(s.tie_embeddings)
+                         .tie_all(s.tie_all)
+                         .max_positions(s.max_positions));
+}
+
 }  // namespace nmt

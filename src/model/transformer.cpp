@@ -10,8 +10,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "model/decoder_step_cpu.h"
-#include "model/encoder_cpu.h"
 #include "ops/activation/bias_relu_dropout.h"
 #include "ops/cross_entropy/linear_cross_entropy.h"
 #include "ops/embedding/embedding.h"
@@ -81,9 +79,7 @@ Stream residual(bool post_norm, const at::Tensor& x, const at::Tensor& y, const 
 // when training on the CPU, where ops::add_layer_norm adds it on its way
 // through y and sums its gradient in its backward pass (in the product the
 // bias cost a pass writing it into every output row, and one more over the
-// gradient). Without gradients the products keep it, as the fused decoding
-// and encoding paths do (decoder_step_cpu.h, encoder_cpu.h), whose outputs
-// are the op-by-op path's to the bit.
+// gradient). Without gradients the products keep it.
 bool bias_in_residual(const at::Tensor& x) { return x.is_cpu() && at::GradMode::is_enabled(); }
 // The bias the residual add takes for `last`: none where the product added
 // its own (own_bias), else the product's.
@@ -323,16 +319,11 @@ Stream DecoderLayerImpl::forward_step(const Stream& in, LayerCache& cache, const
   // cached ones up to there, which is exactly its causal row.
   const int64_t c = options.d_model(), rows = in.h.size(0);
   const at::Tensor qkv = self_attn->qkv(in.h);  // [B, 1, 3C]
+  // Each row at its own position: key lengths position + 1 each.
+  const at::Tensor row = at::arange(rows, positions.options());
+  cache.self_kv.index_put_({row, positions}, qkv.select(1, 0).narrow(1, c, 2 * c));
   ops::AttentionOptions opts;
-  if (positions.defined()) {
-    // Rows at their own positions: key lengths position + 1 each.
-    const at::Tensor row = at::arange(rows, positions.options());
-    cache.self_kv.index_put_({row, positions}, qkv.select(1, 0).narrow(1, c, 2 * c));
-    opts.key_lengths = positions + 1;
-  } else {
-    // Every row at max_position (a fixed batch): every cached key is seen.
-    cache.self_kv.narrow(1, max_position, 1).copy_(qkv.narrow(2, c, 2 * c));
-  }
+  opts.key_lengths = positions + 1;
   const at::Tensor a = self_attn->out(ops::cross_attention(
       qkv.narrow(2, 0, c), cache.self_kv.narrow(1, 0, max_position + 1), options.heads(), opts, rt.backend));
   const bool post = options.post_norm();
@@ -403,7 +394,6 @@ void TransformerImpl::reset() {
   pe.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, c, 2)},
                 torch::cos(angle).narrow(1, 0, c / 2));
   positions_ = register_buffer("positions", pe);
-  params_ = parameter_table(*this);
 }
 
 namespace {
@@ -442,9 +432,6 @@ double TransformerImpl::norm_eps() const {
 }
 
 at::Tensor TransformerImpl::encode(const at::Tensor& src, const at::Tensor& src_lengths, AttentionMaps* record) {
-  if (record == nullptr && src.device().is_cpu() && src.dim() == 2)
-    if (const InferenceWeights* w = inference(); w != nullptr && fused_cpu_applies())
-      return fused_encode(src, src_lengths, *w);
   Stream s = embed(src, src_embed, 0, 0, encoder_layers->ptr<EncoderLayerImpl>(0)->norm1);
   for (size_t i = 0; i < encoder_layers->size(); ++i)
     s = encoder_layers->ptr<EncoderLayerImpl>(i)->forward(
@@ -565,313 +552,30 @@ DecoderCache TransformerImpl::start_decoding(const at::Tensor& memory, const at:
                                              int64_t max_len, bool output_table) {
   DecoderCache cache;
   cache.src_lengths = src_lengths;
-  // Prepared weights hold the output projection laid out for the step.
-  const InferenceWeights* w = inference();
-  if (output_table && w == nullptr) cache.output_weight_t = step_output_table();
-  const bool packed = w != nullptr && fused_cpu_applies() && memory.device().is_cpu() &&
-                      memory.scalar_type() == at::kFloat && memory.dim() == 3;
+  if (output_table) cache.output_weight_t = step_output_table();
   const int64_t c = options_.d_model();
-  // Packed weights: only each sentence's own positions are projected, one
-  // sentence after another (a few sentences joining a service's running
-  // batch have any lengths: two random ones are a quarter padding); the
-  // padding positions get zeros, which nothing reads (attention stops at
-  // each sentence's length).
-  const int64_t batch = packed ? memory.size(0) : 0, width = packed ? memory.size(1) : 0;
-  const at::Tensor mem = packed ? memory.contiguous() : at::Tensor();
-  std::vector<int64_t> len(static_cast<size_t>(batch)), first(static_cast<size_t>(batch) + 1, 0);
-  if (packed) {
-    const at::Tensor lengths = src_lengths.to(at::kCPU, at::kLong).contiguous();
-    for (int64_t b = 0; b < batch; ++b) {
-      len[b] = std::clamp<int64_t>(lengths.data_ptr<int64_t>()[b], 0, width);
-      first[b + 1] = first[b] + len[b];
-    }
-  }
-  const int64_t n = packed ? first[batch] : 0;
-  // Without padding (or without packed weights: batch = 0) memory is already the packed rows.
-  const bool padded = n < batch * width;
-  const at::Tensor rows = padded ? at::empty({n, c}, memory.options()) : mem;  // [n, C]
-  const at::Tensor rows_kv = padded ? at::empty({n, 2 * c}, memory.options()) : at::Tensor();
-  if (padded)
-    for (int64_t b = 0; b < batch; ++b)
-      std::memcpy(rows.data_ptr<float>() + first[b] * c, mem.data_ptr<float>() + b * width * c,
-                  sizeof(float) * len[b] * c);
   for (size_t i = 0; i < decoder_layers->size(); ++i) {
     auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
-    at::Tensor kv;
-    if (packed) {
-      kv = at::empty({batch, width, 2 * c}, memory.options());
-      float* out = kv.data_ptr<float>();
-      w->decoder[i].cross_kv.forward(rows.data_ptr<float>(), n, c, padded ? rows_kv.data_ptr<float>() : out);
-      for (int64_t b = 0; padded && b < batch; ++b) {
-        std::memcpy(out + b * width * 2 * c, rows_kv.data_ptr<float>() + first[b] * 2 * c,
-                    sizeof(float) * len[b] * 2 * c);
-        std::memset(out + (b * width + len[b]) * 2 * c, 0, sizeof(float) * (width - len[b]) * 2 * c);
-      }
-    } else {
-      kv = layer->cross_attn->project_memory(memory);
-    }
-    cache.layers.push_back({at::empty({memory.size(0), max_len, 2 * c}, memory.options()), kv});
+    cache.layers.push_back({at::empty({memory.size(0), max_len, 2 * c}, memory.options()),
+                            layer->cross_attn->project_memory(memory)});
   }
   return cache;
 }
 
-namespace {
-
-// Where a fused routine's layer wants its LayerNorm weights and ff1's bias
-// (norm1 and the final norm cross layers: place_norms puts those); nullptr
-// for the rest (the dense layers come packed, model/inference_weights.h).
-template <typename Layer>
-const float** norm_slot(Layer& l, ParamRole role, ParamPart part) {
-  const bool w = part == ParamPart::kWeight;
-  switch (role) {
-    case ParamRole::kFf1: return w ? nullptr : &l.ff1_b;
-    case ParamRole::kNorm2: return w ? &l.norm2_w : &l.norm2_b;
-    case ParamRole::kNorm3:
-      if constexpr (std::is_same_v<Layer, DecoderStepLayer>) return w ? &l.norm3_w : &l.norm3_b;
-      return nullptr;
-    default: return nullptr;
-  }
-}
-
-// One stack's LayerNorm weights and ff1 biases from the parameter table, by
-// role. Pre-norm: layer 0's norm1 to first_w / first_b; layer i's "next"
-// norm is layer i + 1's norm1, or the stack's final norm. Post-norm: the
-// routines' slots are the norms at a layer's residual adds in order (the
-// encoder's norm2 and next slots, the decoder's norm2, norm3 and next), which
-// are its own norm1, norm2 (and norm3); first_w / first_b stay null.
-template <typename Layer>
-void place_norms(const std::vector<ParamEntry>& table, ParamStack stack, std::vector<Layer>& layers,
-                 const float*& first_w, const float*& first_b, bool post_norm) {
-  constexpr bool kDecoder = std::is_same_v<Layer, DecoderStepLayer>;
-  first_w = first_b = nullptr;
-  for (const ParamEntry& e : table) {
-    if (e.stack != stack) continue;
-    const float* ptr = e.tensor.data_ptr<float>();
-    const bool w = e.part == ParamPart::kWeight;
-    if (post_norm && e.layer >= 0 && e.role != ParamRole::kFf1) {
-      Layer& l = layers[static_cast<size_t>(e.layer)];
-      const float** slot = nullptr;
-      if (e.role == ParamRole::kNorm1) {
-        slot = w ? &l.norm2_w : &l.norm2_b;
-      } else if (e.role == ParamRole::kNorm2) {
-        if constexpr (kDecoder) slot = w ? &l.norm3_w : &l.norm3_b;
-        else slot = w ? &l.next_w : &l.next_b;
-      } else if (e.role == ParamRole::kNorm3) {
-        slot = w ? &l.next_w : &l.next_b;
-      }
-      if (slot != nullptr) *slot = ptr;
-    } else if (e.role == ParamRole::kFinalNorm) {
-      (w ? layers.back().next_w : layers.back().next_b) = ptr;
-    } else if (e.role == ParamRole::kNorm1 && e.layer == 0) {
-      (w ? first_w : first_b) = ptr;
-    } else if (e.role == ParamRole::kNorm1) {
-      Layer& before = layers[static_cast<size_t>(e.layer - 1)];
-      (w ? before.next_w : before.next_b) = ptr;
-    } else if (e.layer >= 0) {
-      if (const float** slot = norm_slot(layers[static_cast<size_t>(e.layer)], e.role, e.part)) *slot = ptr;
-    }
-  }
-}
-
-}  // namespace
-
-void TransformerImpl::prepare_decoding(ops::ComputeType type) {
-  inference_ = std::make_shared<const InferenceWeights>(
-      pack_inference_weights(params_, type, output_compute_type(type)));
-}
-
-ops::ComputeType TransformerImpl::compute_type() const {
-  const InferenceWeights* w = inference();
-  return w ? w->type : ops::ComputeType::kFloat32;
-}
-
-bool TransformerImpl::packed_from_params(const InferenceWeights* w) const {
-  return w != nullptr && !params_.empty() && params_.front().tensor.data_ptr() == w->packed_from;
-}
-
-const InferenceWeights* TransformerImpl::inference() const {
-  return packed_from_params(inference_.get()) ? inference_.get() : nullptr;
-}
-
-bool TransformerImpl::fused_cpu_applies() const {
-  if (at::GradMode::is_enabled()) return false;
-  if (runtime_.backend != ops::AttentionBackend::kTorch) return true;
-  const InferenceWeights* w = inference();
-  return w != nullptr && w->type != ops::ComputeType::kFloat32;
-}
-
-at::Tensor TransformerImpl::fused_encode(const at::Tensor& src, const at::Tensor& src_lengths,
-                                         const InferenceWeights& w) {
-  const int64_t batch = src.size(0), length = src.size(1), c = options_.d_model(), vocab = options_.src_vocab();
-  TORCH_CHECK(length <= options_.max_positions(), "sequence of ", length, " tokens exceeds model.max_positions ",
-              options_.max_positions());
-  const at::Tensor ids = src.to(at::kLong).contiguous();
-  const int64_t* id = ids.data_ptr<int64_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i)
-    TORCH_CHECK(id[i] >= 0 && id[i] < vocab, "encode: token ", id[i], " is outside the vocabulary of ", vocab);
-  const at::Tensor lengths = src_lengths.to(at::kLong).contiguous();
-  const at::Tensor table = positions_.to(at::kFloat).contiguous();
-  EncoderCpuParams p;
-  p.batch = batch, p.length = length, p.channels = c, p.heads = options_.heads(), p.ff_dim = options_.ff_dim();
-  p.vocab = vocab, p.tokens = id, p.src_lengths = lengths.data_ptr<int64_t>();
-  p.position_table = table.data_ptr<float>();
-  p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
-  p.eps = norm_eps();
-  p.post_norm = options_.post_norm();
-  p.naive_attention = runtime_.backend == ops::AttentionBackend::kNaive;
-  p.layers.assign(w.encoder.size(), EncoderLayerCpu{});
-  for (size_t i = 0; i < w.encoder.size(); ++i) {
-    EncoderLayerCpu& l = p.layers[i];
-    l.qkv = &w.encoder[i].qkv, l.out = &w.encoder[i].out, l.ff1 = &w.encoder[i].ff1, l.ff2 = &w.encoder[i].ff2;
-  }
-  place_norms(params_, ParamStack::kEncoder, p.layers, p.norm1_w, p.norm1_b, options_.post_norm());
-  p.embedding = find_param(params_, ParamStack::kEncoder, -1, ParamRole::kEmbedding, ParamPart::kWeight)
-                    ->tensor.data_ptr<float>();
-  const at::Tensor workspace =
-      at::empty({encoder_cpu_workspace_floats(batch, length, c, p.heads, p.ff_dim, p.naive_attention)}, at::kFloat);
-  p.workspace = workspace.data_ptr<float>();
-  at::Tensor memory = at::empty({batch, length, c}, at::kFloat);
-  p.memory = memory.data_ptr<float>();
-  encoder_cpu(p);
-  return memory;
-}
-
-bool TransformerImpl::fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const {
-  if (!runtime_.fused_decode_step || !fused_cpu_applies() || runtime_.matmul_dtype != at::kFloat ||
-      (inference() == nullptr && !cache.output_weight_t.defined()) || !tokens.device().is_cpu() ||
-      tokens.dim() != 1 || tgt_embed->weight.scalar_type() != at::kFloat)
-    return false;
-  const double eps = norm_eps();
-  for (size_t i = 0; i < decoder_layers->size(); ++i) {
-    const auto layer = decoder_layers->ptr<DecoderLayerImpl>(i);
-    const LayerCache& c = cache.layers[i];
-    // Rows of 2C contiguous floats; batch rows at any stride (a running
-    // batch's views of its slots).
-    const auto rows_ok = [&](const at::Tensor& t) {
-      return t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1 && t.stride(1) == t.size(2);
-    };
-    if (layer->norm1->options.eps() != eps || layer->norm2->options.eps() != eps ||
-        layer->norm3->options.eps() != eps || !rows_ok(c.self_kv) || !rows_ok(c.cross_kv))
-      return false;
-  }
-  return true;
-}
-
-at::Tensor TransformerImpl::fused_step(const at::Tensor& tokens, const int64_t* positions, DecoderCache& cache) {
-  const int64_t rows = tokens.size(0), c = options_.d_model(), vocab = options_.tgt_vocab();
-  const at::Tensor ids = tokens.to(at::kLong).contiguous();
-  const int64_t* id = ids.data_ptr<int64_t>();
-  for (int64_t b = 0; b < rows; ++b)
-    TORCH_CHECK(id[b] >= 0 && id[b] < vocab, "decode_step: token ", id[b], " is outside the vocabulary of ", vocab);
-  const at::Tensor src_lengths = cache.src_lengths.to(at::kLong).contiguous();
-  const at::Tensor cross_rows = cache.cross_rows.defined() ? cache.cross_rows.to(at::kLong).contiguous() : at::Tensor();
-  TORCH_CHECK(!cross_rows.defined() || cross_rows.numel() == rows, "decode_step: ", cross_rows.numel(),
-              " cross rows for ", rows, " rows");
-  const int64_t cross_slots = cache.layers.front().cross_kv.size(0);
-  for (int64_t b = 0; b < rows && cross_rows.defined(); ++b) {
-    const int64_t slot = cross_rows.data_ptr<int64_t>()[b];
-    TORCH_CHECK(slot >= 0 && slot < cross_slots, "decode_step: cross row ", slot, " is outside the ", cross_slots,
-                " slots of the encoder keys/values");
-  }
-  const at::Tensor table = positions_.to(at::kFloat).contiguous();
-  DecoderStepParams p;
-  p.rows = rows, p.channels = c, p.heads = options_.heads(), p.ff_dim = options_.ff_dim(), p.vocab = vocab;
-  p.max_len = cache.layers.front().self_kv.size(1);
-  p.src_len = cache.layers.front().cross_kv.size(1);
-  p.tokens = id, p.positions = positions, p.src_lengths = src_lengths.data_ptr<int64_t>();
-  p.cross_rows = cross_rows.defined() ? cross_rows.data_ptr<int64_t>() : nullptr;
-  p.embedding = tgt_embed->weight.data_ptr<float>();
-  p.position_table = table.data_ptr<float>();
-  p.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c)));
-  p.eps = norm_eps();
-  p.post_norm = options_.post_norm();
-  const int64_t layers = static_cast<int64_t>(decoder_layers->size());
-  p.layers.assign(static_cast<size_t>(layers), DecoderStepLayer{});
-  // The dense layers: packed by prepare_decoding, else float32 views of the
-  // parameters (pointers only, made once) and cache.output_weight_t.
-  // Parallel decoding batches step one model from several threads: the views
-  // are read and published atomically (two threads may both make them at
-  // first; each keeps its own copy for the step).
-  const InferenceWeights* packed = inference();
-  std::shared_ptr<const InferenceWeights> views;
-  if (packed == nullptr) {
-    views = std::atomic_load(&float32_views_);
-    if (!packed_from_params(views.get())) {
-      views = std::make_shared<const InferenceWeights>(float32_views(params_));
-      std::atomic_store(&float32_views_, views);
-    }
-  }
-  const InferenceWeights& dense = packed ? *packed : *views;
-  ops::PackedLinear table_output;
-  if (packed == nullptr) {
-    const ParamEntry* out_b = find_param(params_, ParamStack::kOutput, -1, ParamRole::kOutProj, ParamPart::kBias);
-    table_output = ops::PackedLinear::float32_view(cache.output_weight_t.data_ptr<float>(),
-                                                   out_b ? out_b->tensor.data_ptr<float>() : nullptr, c, vocab);
-  }
-  p.output = packed ? &packed->output : &table_output;
-  place_norms(params_, ParamStack::kDecoder, p.layers, p.norm1_w, p.norm1_b, options_.post_norm());
-  for (int64_t i = 0; i < layers; ++i) {
-    DecoderStepLayer& d = p.layers[static_cast<size_t>(i)];
-    const DecoderLayerWeights& l = dense.decoder[static_cast<size_t>(i)];
-    d.qkv = &l.qkv, d.self_out = &l.self_out, d.q = &l.q, d.cross_out = &l.cross_out, d.ff1 = &l.ff1, d.ff2 = &l.ff2;
-    const LayerCache& lc = cache.layers[static_cast<size_t>(i)];
-    d.self_kv = lc.self_kv.data_ptr<float>();
-    d.cross_kv = lc.cross_kv.data_ptr<float>();
-    d.self_kv_stride_b = lc.self_kv.stride(0);
-    d.cross_kv_stride_b = lc.cross_kv.stride(0);
-  }
-  p.naive_attention = runtime_.backend == ops::AttentionBackend::kNaive;
-  const int64_t floats = decoder_step_workspace_floats(rows, c, p.heads, p.ff_dim, std::max(p.max_len, p.src_len));
-  if (!cache.step_workspace.defined() || cache.step_workspace.numel() < floats)
-    cache.step_workspace = at::empty({floats}, at::kFloat);
-  if (!cache.step_key_lengths.defined() || cache.step_key_lengths.numel() < rows)
-    cache.step_key_lengths = at::empty({rows}, at::kLong);
-  p.workspace = cache.step_workspace.data_ptr<float>();
-  p.key_lengths = cache.step_key_lengths.data_ptr<int64_t>();
-  at::Tensor logits = at::empty({rows, vocab}, at::kFloat);
-  p.logits = logits.data_ptr<float>();
-  decoder_step_cpu(p);
-  return logits;
-}
-
-at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, DecoderCache& cache) {
-  at::Tensor logits = step(tokens, {}, cache.position, cache);
-  ++cache.position;
-  return logits;
-}
-
-at::Tensor TransformerImpl::decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions,
-                                             int64_t max_position, DecoderCache& cache) {
-  return step(tokens, positions, max_position, cache);
-}
-
-at::Tensor TransformerImpl::step(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
-                                 DecoderCache& cache) {
+at::Tensor TransformerImpl::decode_step(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
+                                        DecoderCache& cache) {
   TORCH_CHECK(max_position < cache.layers.front().self_kv.size(1), "decode_step: the cache holds ",
               cache.layers.front().self_kv.size(1), " positions");
   TORCH_CHECK(max_position < options_.max_positions(), "sequence of ", max_position + 1,
               " tokens exceeds model.max_positions ", options_.max_positions());
   const int64_t rows = tokens.size(0), c = options_.d_model();
-  if (fused_step_applies(tokens, cache)) {
-    if (!positions.defined()) {
-      const std::vector<int64_t> same(static_cast<size_t>(rows), max_position);
-      return fused_step(tokens, same.data(), cache);
-    }
-    const at::Tensor pos = positions.to(at::kLong).contiguous();
-    return fused_step(tokens, pos.data_ptr<int64_t>(), cache);
-  }
-  // The embedding kernel adds table[offset + t] at position t: one position
-  // for every row is the table at that offset; rows at their own positions
-  // are one sequence of B tokens over a table of each row's position, which
-  // computes exactly the same per row.
+  // The embedding kernel adds table[t] at position t: rows at their own
+  // positions are one sequence of B tokens over a table of each row's
+  // position, which computes exactly what each row gets alone.
   const at::Tensor table = positions_.to(tgt_embed->weight.scalar_type());
-  const at::Tensor x =
-      positions.defined()
-          ? ops::embed_tokens(tokens.view({1, rows}), tgt_embed->weight, table.index_select(0, positions), 0,
-                              std::sqrt(static_cast<double>(c)), kPadId, {})
-                .view({rows, 1, c})
-          : ops::embed_tokens(tokens.unsqueeze(1), tgt_embed->weight, table, max_position,
-                              std::sqrt(static_cast<double>(c)), kPadId, {});
+  const at::Tensor x = ops::embed_tokens(tokens.view({1, rows}), tgt_embed->weight, table.index_select(0, positions),
+                                         0, std::sqrt(static_cast<double>(c)), kPadId, {})
+                           .view({rows, 1, c});
   Stream s = enter(x, decoder_layers->ptr<DecoderLayerImpl>(0)->norm1);
   // Shared encoder keys/values (cross_rows) gathered per row for LibTorch's
   // ops; the self-attention cache stays the one written.

@@ -19,7 +19,6 @@
 #include <memory>
 #include <vector>
 
-#include "model/inference_weights.h"
 #include "model/parameter_table.h"
 #include "ops/attention/attention.h"
 #include "ops/linear/dense.h"
@@ -35,10 +34,6 @@ struct ModelRuntime {
   // Only for check-causality's negative test: decoder self-attention without
   // its causal mask, to show that the check detects leakage.
   bool disable_causal_mask = false;
-  // Incremental decoding steps as one fused CPU routine where it applies
-  // (model/decoder_step_cpu.h); false keeps the op-by-op path (tests compare
-  // the two).
-  bool fused_decode_step = true;
   // Training's encoder on its sentences' own rows where it applies
   // (TransformerImpl::packed_encoder_applies); false keeps the padded rows
   // (tests compare the two).
@@ -206,15 +201,11 @@ struct DecoderCache {
   // keys/values are cross_kv[cross_rows[b]], so that a running batch keeps
   // one copy per sentence, which its beam hypotheses share.
   at::Tensor cross_rows;
-  int64_t position = 0;    // tokens fed so far
   // The output projection as [C, V] contiguous, made once per decode: the
   // step's few rows then run on ops::rows_matmul instead of a GEMM that
   // repacks the [V, C] table every step. Undefined where that kernel does not
   // apply (bf16, CUDA); logits are then taken from the table as it is.
   at::Tensor output_weight_t;
-  // Scratch of the fused CPU step, grown to the largest row count seen.
-  at::Tensor step_workspace;    // float32
-  at::Tensor step_key_lengths;  // int64
 };
 
 class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
@@ -231,8 +222,7 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
                  AttentionMaps* record = nullptr, const at::Tensor& memory_starts = {});
   // One new position per row, in: [B, 1, C]; its keys/values go into the
   // cache at the row's position. positions: [B] (long, tokens fed so far per
-  // row; max_position the largest), or undefined when every row is at
-  // max_position.
+  // row; max_position the largest).
   Stream forward_step(const Stream& in, LayerCache& cache, const at::Tensor& positions, int64_t max_position,
                       const at::Tensor& src_lengths, const NextNorm& next, const ModelRuntime& rt);
 
@@ -302,46 +292,29 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
                       const at::Tensor& tgt_lengths, const at::Tensor& labels, double smoothing,
                       at::Tensor* nll_sum = nullptr);
 
-  // Incremental decoding: cross-attention keys/values computed once here,
-  // then one token per decode_step (at most max_len). Same results as
-  // decode_embedded on the whole prefix, without recomputing it.
+  // Incremental decoding (a GPU's, and LibTorch's attention on the CPU):
+  // cross-attention keys/values computed once here, then one token per row
+  // per decode_step (at most max_len). Same results as decode_embedded on
+  // the whole prefix, without recomputing it.
   // output_table = false leaves DecoderCache::output_weight_t unset (a
   // caller that only wants the cross-attention keys/values, or keeps its own).
   DecoderCache start_decoding(const at::Tensor& memory, const at::Tensor& src_lengths,
                               int64_t max_len, bool output_table = true);
-  // tokens: [B] (the last token of each row) -> logits [B, V] for the next.
-  at::Tensor decode_step(const at::Tensor& tokens, DecoderCache& cache);
-  // The same for rows at different positions (sentences that joined a
-  // running batch at different steps): positions [B] on the device, the
-  // tokens each row has fed so far; max_position their largest. Each row
-  // gets what decode_step gives it alone. cache.position is not used.
-  at::Tensor decode_step_rows(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
-                              DecoderCache& cache);
+  // tokens: [B] (the last token of each row) -> logits [B, V] for the
+  // next; positions: [B] long on the device, the tokens each row has fed so
+  // far (rows of a running batch joined at different steps); max_position
+  // their largest. Each row gets what it gets alone.
+  at::Tensor decode_step(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
+                         DecoderCache& cache);
   // The output projection as [C, V] contiguous for DecoderCache::output_weight_t
   // (float32 on the CPU; undefined otherwise).
   at::Tensor step_output_table() const;
-  // Whether a step of these tokens can run as decoder_step_cpu: float32 on
-  // the CPU, no gradient, one of our attention kernels.
-  bool fused_step_applies(const at::Tensor& tokens, const DecoderCache& cache) const;
   // Every attention probability of a teacher-forced pass over src: [B, S]
   // and tgt_in: [B, T] (for display: the explorer, translate --attention-map),
   // recorded by the layers' own forward passes.
   AttentionMaps attention_maps(const at::Tensor& src, const at::Tensor& src_lengths,
                                const at::Tensor& tgt_in, const at::Tensor& tgt_lengths);
 
-  // Readies the model for decoding on the CPU in `type`: its dense layers
-  // packed once (model/inference_weights.h). Encoding then runs as one
-  // routine (model/encoder_cpu.h) and the cross-attention keys/values and
-  // every decoder step read the packed layers. bf16 and int8 run attention
-  // with our kernels (flash unless the backend is naive): the torch backend
-  // has no such path. Call it once the weights are final and on the CPU
-  // (again after they change); no call keeps the float32 op-by-op encoder.
-  void prepare_decoding(ops::ComputeType type);
-  // The compute type decoding runs in (float32 unless prepared otherwise).
-  ops::ComputeType compute_type() const;
-  // Whether prepare_decoding's weights are in use (they hold the output
-  // projection laid out for the step: no DecoderCache::output_weight_t needed).
-  bool decoding_prepared() const { return inference() != nullptr; }
   void set_attention_backend(ops::AttentionBackend backend) { runtime_.backend = backend; }
   ops::AttentionBackend attention_backend() const { return runtime_.backend; }
   void set_disable_causal_mask(bool disable) { runtime_.disable_causal_mask = disable; }
@@ -364,8 +337,8 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   at::Tensor out_proj_weight, out_proj_bias;  // [V, C], [V]; only without tied embeddings
 
  private:
-  // Tests switch the fused step off and drop the packed weights through it
-  // (tests/support/seams.h); the product never does.
+  // Tests switch the packed encoder off through it (tests/support/seams.h);
+  // the product never does.
   friend struct TransformerTestSeam;
   // x [B, T, C] (embedded) -> the stream entering the first block:
   // {x, first_norm(x)} pre-norm, {x, x} post-norm.
@@ -389,33 +362,10 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   at::Tensor output_logits(const at::Tensor& h);  // [..., C] -> [..., V] in float32/64
   // h: [B, 1, C] -> logits [B, V], from cache.output_weight_t where set.
   at::Tensor step_logits(const at::Tensor& h, const DecoderCache& cache);
-  // tokens: [B] at positions[b] (tokens fed so far per row) -> logits [B, V].
-  at::Tensor fused_step(const at::Tensor& tokens, const int64_t* positions, DecoderCache& cache);
-  // decode_step and decode_step_rows: positions undefined = every row at
-  // max_position. The fused CPU routine where it applies, else op by op.
-  at::Tensor step(const at::Tensor& tokens, const at::Tensor& positions, int64_t max_position,
-                  DecoderCache& cache);
-  // The packed weights where prepare_decoding made them and the parameters
-  // are still where they were packed from; else nullptr.
-  const InferenceWeights* inference() const;
-  // Whether w was packed from the parameters as they are now (not moved or reloaded since).
-  bool packed_from_params(const InferenceWeights* w) const;
-  // Whether the fused CPU routines may run: no gradient, one of our attention
-  // kernels (or a packed compute type, which brings its own).
-  bool fused_cpu_applies() const;
-  // src: [B, S] ids on the CPU -> memory [B, S, C], by encoder_cpu.
-  at::Tensor fused_encode(const at::Tensor& src, const at::Tensor& src_lengths, const InferenceWeights& w);
 
   TransformerOptions options_;
   ModelRuntime runtime_;
   at::Tensor positions_;  // [max_positions, C] sinusoidal table (buffer)
-  // parameter_table(*this), made once in reset(): the fused step's weights
-  // by role (the entries hold the parameters, whose data may move).
-  std::vector<ParamEntry> params_;
-  std::shared_ptr<const InferenceWeights> inference_;  // prepare_decoding's
-  // Unprepared: float32 views of the dense layers for the fused step, made
-  // once instead of every step (read and written with std::atomic_load/store).
-  std::shared_ptr<const InferenceWeights> float32_views_;
 };
 TORCH_MODULE(Transformer);
 

@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "decode/decode_options.h"
+#include "runtime/decode_options.h"
 
 namespace nmt::serve {
 
@@ -65,7 +65,7 @@ struct Job {
 struct SentenceResult {
   std::string translation;
   std::string attention_json;  // filled when the job asked for attention
-  bool length_limited = false;  // stopped at the length limit before ending (decode/length_limit.h)
+  bool length_limited = false;  // stopped at the length limit before ending (runtime/length_limit.h)
   std::vector<std::string> placeholders_lost;  // the line's placeholders its translation lacks
 };
 using Sentences = std::vector<SentenceResult>;

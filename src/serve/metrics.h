@@ -38,7 +38,7 @@ class Metrics {
   // One translated batch, or with continuous batching one decoding step.
   void batch(int64_t sentences, double seconds);
   // Sentences finished (counters and tokens/s); length_limited of them
-  // stopped at the length limit before ending (decode/length_limit.h).
+  // stopped at the length limit before ending (runtime/length_limit.h).
   void translated(int64_t sentences, int64_t source_tokens, int64_t target_tokens, int64_t length_limited);
   // The text for GET /metrics; queue_sentences is read by the caller.
   std::string render(int64_t queue_sentences) const;

@@ -1,7 +1,5 @@
 #include "serve/translation_service.h"
 
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,10 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "data/dataset.h"
 #include "data/placeholders.h"
-#include "decode/continuous_search.h"
-#include "ops/attention/backend.h"
+#include "runtime/search.h"
+#include "tokenizer/special_ids.h"
 #include "tokenizer/tokenizer.h"
 #include "util/device.h"
 #include "util/thread_env.h"
@@ -25,19 +22,17 @@ namespace {
 
 using nlohmann::json;
 
-// maps: per layer [1, H, Tq, Tk] -> [L][H][Tq][Tk], rounded to 4 decimals
+// maps: per layer [H, Tq, Tk] -> [L][H][Tq][Tk], rounded to 4 decimals
 // (plenty for a heatmap, a third of the bytes).
-json nested(const std::vector<torch::Tensor>& maps) {
+json nested(const std::vector<runtime::AttentionMap>& maps) {
   json layers = json::array();
-  for (const torch::Tensor& layer : maps) {
-    const torch::Tensor t = layer[0].to(torch::kCPU, torch::kFloat).contiguous();  // [H, Tq, Tk]
-    const auto a = t.accessor<float, 3>();
+  for (const runtime::AttentionMap& m : maps) {
     json heads = json::array();
-    for (int64_t h = 0; h < t.size(0); ++h) {
+    for (int64_t h = 0; h < m.heads; ++h) {
       json rows = json::array();
-      for (int64_t i = 0; i < t.size(1); ++i) {
+      for (int64_t i = 0; i < m.rows; ++i) {
         json row = json::array();
-        for (int64_t j = 0; j < t.size(2); ++j) row.push_back(std::round(a[h][i][j] * 1e4) / 1e4);
+        for (int64_t j = 0; j < m.cols; ++j) row.push_back(std::round(m.at(h, i, j) * 1e4) / 1e4);
         rows.push_back(std::move(row));
       }
       heads.push_back(std::move(rows));
@@ -60,7 +55,7 @@ Job TranslationService::make_job(const TranslateRequest& request) const {
   job.attention = request.attention;
   for (size_t i = 0; i < job.lines.size(); ++i) {
     // Cut as every entry point cuts (fit_source); the answer names the line.
-    job.sources.push_back(m_.translator->prepare(job.lines[i], m_.decode));
+    job.sources.push_back(engine().prepare(job.lines[i], m_.decode));
     if (job.sources.back().was_cut()) job.cut.push_back(i);
     job.tokens.push_back(static_cast<int64_t>(job.sources.back().ids.size()));
   }
@@ -80,7 +75,7 @@ void TranslationService::judge_fit(const Job& job) const {
                           now - last_fit_warning_ > std::chrono::minutes(1))) {
     spdlog::warn("serve: the requests are unlike what this model was trained on: {}; its translations of them are "
                  "likely wrong ({})",
-                 misfit, m_.translator->description());
+                 misfit, m_.translator->model_name());
     last_fit_warning_ = now;
   }
   fit_window_ = {};
@@ -97,16 +92,16 @@ std::vector<Sentences> TranslationService::run_batch(const std::vector<const Job
     source_tokens += job->total_tokens();
   }
   DecodeOptions options = worker_options(jobs.front()->beam);  // the Batcher groups jobs by beam
-  if (m_.workers == 1 && m_.translator->device().is_cpu()) {
+  if (m_.workers == 1 && engine().model().parallel_searches()) {
     // The only worker: the batch is cut into one sub-batch per thread (of
-    // similar lengths: translate_lines sorts first), or its decoding would
-    // run on one core while the others idle.
+    // similar lengths: the engine sorts first), or its decoding would run on
+    // one core while the others idle.
     const int64_t workers = std::max<int64_t>(1, options.parallel_batches > 0 ? options.parallel_batches
-                                                                               : at::get_num_threads());
+                                                                               : engine().threads());
     const int64_t n = static_cast<int64_t>(lines.size());
     options.batch_size = std::max<int64_t>(1, std::min(options.batch_size, (n + workers - 1) / workers));
   }
-  const std::vector<std::vector<int64_t>> hyps = m_.translator->decode(lines, options);
+  const std::vector<std::vector<int64_t>> hyps = engine().decode(lines, options);
   std::vector<Sentences> results;
   size_t k = 0;
   int64_t target_tokens = 0, limited = 0;
@@ -129,8 +124,7 @@ DecodeOptions TranslationService::worker_options(int64_t beam) const {
   DecodeOptions options = m_.decode;
   options.beam = beam;
   if (m_.workers > 1) {
-    // One of several workers: this batch gets this thread alone.
-    at::set_num_threads(1);
+    // One of several workers: this batch gets one thread alone.
     options.parallel_batches = 1;
   }
   return options;
@@ -142,8 +136,10 @@ DecodeOptions TranslationService::worker_options(int64_t beam) const {
 class TranslationService::SearchStream : public StepStream {
  public:
   explicit SearchStream(TranslationService& service)
-      : service_(service), options_(service.worker_options(0)),
-        decoder_(service.m_.translator->model(), options_, service.m_.translator->device()) {}
+      : service_(service), options_(service.worker_options(0)), decoder_(service.engine().new_search(options_)) {
+    // This worker's ops: its own thread alone when there are several workers.
+    service.engine().use_threads(service.m_.workers > 1 ? 1 : service.engine().threads());
+  }
 
   void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
     std::vector<std::vector<int64_t>> sources, owed;
@@ -168,7 +164,7 @@ class TranslationService::SearchStream : public StepStream {
     }
     // Only once every line has started are the jobs recorded: a throw here
     // leaves the stream as it was.
-    if (!sources.empty()) decoder_.add(sources, rows, owed, beams);
+    if (!sources.empty()) decoder_->add(sources, rows, owed, beams);
     next_row_ += rows.size();
     for (size_t i = 0; i < rows.size(); ++i) row_of_[rows[i]] = lines[i];
     for (auto& [ticket, p] : added) {
@@ -179,9 +175,9 @@ class TranslationService::SearchStream : public StepStream {
 
   std::vector<std::pair<uint64_t, Sentences>> step() override {
     const auto start = std::chrono::steady_clock::now();
-    const int64_t rows = decoder_.rows();
+    const int64_t rows = decoder_->rows();
     std::vector<std::pair<uint64_t, std::vector<int64_t>>> ended;
-    if (rows > 0) ended = decoder_.step();
+    if (rows > 0) ended = decoder_->step();
     if (rows > 0)
       service_.metrics_.batch(rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     for (auto& [row, ids] : ended) {
@@ -209,10 +205,10 @@ class TranslationService::SearchStream : public StepStream {
     return finished;
   }
 
-  int64_t source_tokens() const override { return decoder_.source_tokens(); }
+  int64_t source_tokens() const override { return decoder_->source_tokens(); }
   bool idle() const override { return jobs_.empty(); }
   void release() override {
-    decoder_.release();
+    decoder_->release();
     release_free_host_memory();
   }
 
@@ -226,7 +222,7 @@ class TranslationService::SearchStream : public StepStream {
   };
   TranslationService& service_;
   DecodeOptions options_;
-  ContinuousSearch decoder_;
+  std::unique_ptr<runtime::Search> decoder_;
   std::map<uint64_t, JobProgress> jobs_;                          // by ticket
   std::map<uint64_t, std::pair<uint64_t, size_t>> row_of_;  // decoder ticket -> (job ticket, line)
   uint64_t next_row_ = 0;
@@ -238,8 +234,8 @@ std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make
 SentenceResult TranslationService::finish_sentence(const PreparedLine& line, const std::vector<int64_t>& hyp,
                                                    bool attention, const DecodeOptions& options) const {
   SentenceResult r;
-  r.translation = m_.translator->finish(line, hyp);
-  r.length_limited = m_.translator->reached_limit(line, hyp, options);
+  r.translation = engine().finish(line, hyp);
+  r.length_limited = engine().reached_limit(line, hyp, options);
   r.placeholders_lost = data::missing_placeholders(line.text.line(), r.translation);
   if (attention) r.attention_json = attention_json(line, hyp);
   return r;
@@ -259,14 +255,14 @@ std::string TranslationService::attention_json(const PreparedLine& line, const s
   tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end());
   std::vector<int64_t> tgt_out = hyp;
   tgt_out.push_back(kEndId);
-  const AttentionMaps maps = m_.translator->attention(line, hyp);
+  const runtime::AttentionMaps maps = engine().attention(line, hyp);
   const auto shown = [&](std::vector<std::string> pieces) {
     for (std::string& p : pieces) p = line.text.shown(p);
     return pieces;
   };
-  j["source"] = shown(m_.translator->source_tokenizer().pieces(src));
-  j["target_in"] = shown(m_.translator->target_tokenizer().pieces(tgt_in));
-  j["target_out"] = shown(m_.translator->target_tokenizer().pieces(tgt_out));
+  j["source"] = shown(engine().source_tokenizer().pieces(src));
+  j["target_in"] = shown(engine().target_tokenizer().pieces(tgt_in));
+  j["target_out"] = shown(engine().target_tokenizer().pieces(tgt_out));
   j["encoder_self"] = nested(maps.encoder_self);
   j["decoder_self"] = nested(maps.decoder_self);
   j["cross"] = nested(maps.cross);
@@ -296,15 +292,16 @@ std::vector<std::string> example_sentences(const std::string& path, size_t count
 }
 
 std::string TranslationService::info_json() const {
-  const TransformerOptions& o = m_.translator->model()->options();
-  return json{{"model", m_.translator->description()},
-              {"encoder_layers", o.encoder_layers()},
-              {"decoder_layers", o.decoder_layers()},
-              {"heads", o.heads()},
-              {"d_model", o.d_model()},
-              {"max_positions", o.max_positions()},
-              {"attention", ops::backend_name(m_.translator->model()->attention_backend())},
-              {"device", m_.translator->device().str()},
+  const ModelShape& o = engine().model().shape();
+  const Translator::Impl& t = m_.translator->impl();
+  return json{{"model", t.name()},
+              {"encoder_layers", o.encoder_layers},
+              {"decoder_layers", o.decoder_layers},
+              {"heads", o.heads},
+              {"d_model", o.d_model},
+              {"max_positions", o.max_positions},
+              {"attention", name_of(t.attention)},
+              {"device", t.device == Device::kCuda ? "cuda" : "cpu"},
               // Sentinels in the attention tokens are shown as the line's placeholders.
               {"protect_placeholders", m_.decode.protect_placeholders},
               {"examples", m_.examples}}

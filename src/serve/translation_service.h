@@ -1,11 +1,9 @@
 // The model side of the service: turns a validated request into a batching
 // Job (tokenized, lengths checked) and translates batches with the same
-// Translator every command uses, so an answer equals `nmt translate`'s output
-// for the same line. Attention maps, when asked, come from a teacher-forced
-// pass over the translation (Transformer::attention_maps).
+// Translator every command uses (its engine: runtime/engine.h), so an answer
+// equals `nmt translate`'s output for the same line. Attention maps, when
+// asked, come from a teacher-forced pass over the translation.
 #pragma once
-
-#include <c10/core/Device.h>
 
 #include <chrono>
 #include <memory>
@@ -13,10 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "decode/decode.h"
-#include "decode/translator.h"
 #include "eval/input_fit.h"
-#include "model/transformer.h"
+#include "nmt/translator.h"
+#include "runtime/translator_impl.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
@@ -56,6 +53,7 @@ class TranslationService {
   std::unique_ptr<StepStream> make_stream();
   // JSON for GET /v1/info.
   std::string info_json() const;
+  const runtime::Engine& engine() const { return *m_.translator->impl().engine; }
   // Whether the model protects placeholders (what a warning about lost ones says).
   bool protects_placeholders() const { return m_.decode.protect_placeholders; }
 

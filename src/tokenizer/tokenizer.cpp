@@ -49,16 +49,25 @@ struct SpmLibrary {
   }
 
  private:
-  // Next to the executable (build/), one level up (build/tests/), or where
-  // the build put it; NMT_SPM_MODULE overrides.
+  // Beside the library or program this code is in (an installed libnmt.so,
+  // a Python package's, the build's nmt), next to the executable and one
+  // level up (build/tests/), or where the build put it; NMT_SPM_MODULE
+  // overrides.
   static std::vector<std::string> candidates() {
     std::vector<std::string> c;
     if (const char* env = std::getenv("NMT_SPM_MODULE")) c.emplace_back(env);
+    Dl_info self{};
+    if (dladdr(reinterpret_cast<const void*>(&SpmLibrary::get), &self) != 0 && self.dli_fname != nullptr) {
+      const fs::path here = fs::path(self.dli_fname).parent_path();
+      c.push_back((here / "libnmt_spm.so").string());
+      c.push_back((here / "nmt" / "libnmt_spm.so").string());
+    }
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) {
       c.push_back((exe.parent_path() / "libnmt_spm.so").string());
       c.push_back((exe.parent_path().parent_path() / "libnmt_spm.so").string());
+      c.push_back((exe.parent_path().parent_path() / "lib" / "nmt" / "libnmt_spm.so").string());
     }
     c.emplace_back(NMT_SPM_MODULE_PATH);
     return c;

@@ -53,13 +53,16 @@ void save_checkpoint(const std::string& dir, Transformer& model, const ops::Flat
   remove_owned_tree(staged.string(), is_checkpoint_file_name, "a checkpoint being saved");
   fs::create_directories(staged, ec);
   if (ec) throw IoError(staged.string() + ": cannot create: " + ec.message());
-  std::vector<std::string> files{"model.pt", "state.yaml", "config.yaml", "src.model", "tgt.model"};
+  std::vector<std::string> files{"model.pt", "model.safetensors", "state.yaml", "config.yaml", "src.model",
+                                 "tgt.model"};
   try {
     {
       AtomicFile weights((staged / "model.pt").string());
       torch::save(model, weights.temp_path());
       weights.commit();
     }
+    // The same weights for the runtime, which reads them without LibTorch.
+    write_file_atomic((staged / "model.safetensors").string(), model_safetensors(model));
     if (optimizer) {
       AtomicFile moments((staged / "optimizer.pt").string());
       optimizer->save(moments.temp_path());
@@ -97,6 +100,23 @@ std::string recover_checkpoints(const std::string& dir) {
   }
   if (!done.empty()) spdlog::warn("checkpoint: {}", done);
   return done;
+}
+
+bool add_model_safetensors(const std::string& dir) {
+  // Everything verified against the manifest, model.safetensors too where it is listed.
+  const CheckpointFiles files =
+      read_checkpoint(dir, CheckpointUse::kUse, checkpoint_files(CheckpointUse::kUse), {"model.safetensors"});
+  const std::vector<ManifestEntry> entries = parse_manifest(files.at(kManifestFile), files.path(kManifestFile));
+  std::vector<std::string> listed;
+  for (const ManifestEntry& e : entries) {
+    if (e.file == "model.safetensors") return false;
+    listed.push_back(e.file);
+  }
+  const LoadedCheckpoint ck = load_checkpoint(files, c10::Device(c10::kCPU));
+  write_file_atomic(files.path("model.safetensors"), model_safetensors(ck.model));
+  listed.push_back("model.safetensors");
+  write_manifest(files.dir, listed);
+  return true;
 }
 
 }  // namespace nmt

@@ -32,4 +32,12 @@ void save_checkpoint(const std::string& dir, Transformer& model, const ops::Flat
 // DIR.tmp or DIR.old; leftovers are deleted). Returns what it did, also logged.
 std::string recover_checkpoints(const std::string& run_dir);
 
+// A checkpoint saved before nmt wrote model.safetensors, made readable by
+// the runtime alone: its model.pt verified and written out as
+// model.safetensors, then its manifest rewritten to list it (atomically,
+// so a reader sees the checkpoint before or after, never between). Returns
+// false, writing nothing, when it has model.safetensors already. The
+// caller holds the run's lock where there is one (`nmt convert`).
+bool add_model_safetensors(const std::string& checkpoint_dir);
+
 }  // namespace nmt

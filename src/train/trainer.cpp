@@ -12,7 +12,7 @@
 
 #include "data/batch_source.h"
 #include "data/shards.h"
-#include "decode/length_limit.h"
+#include "runtime/length_limit.h"
 #include "model/build.h"
 #include "ops/linear/cpu/float_gemm.h"
 #include "tokenizer/tokenizer.h"
@@ -64,7 +64,7 @@ Transformer on_device(Transformer model, const c10::Device& device, at::ScalarTy
 // Validation decodes greedily whatever decode.beam says: its BLEU is a proxy
 // that picks best/, and greedy is the cheapest one that tracks beam search.
 DecodeOptions validation_options(const Config& cfg, const Tokenizer& target, double corpus_ratio) {
-  DecodeOptions o = decode_options(cfg, &target, corpus_ratio);
+  DecodeOptions o = decode_options(cfg.decode, cfg.tokenizer.protect_placeholders, &target, corpus_ratio);
   o.beam = 0;
   return o;
 }

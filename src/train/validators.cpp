@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "decode/torch_decoding.h"
 #include "eval/bleu.h"
 #include "train/loss.h"
 
@@ -48,8 +49,12 @@ ValidationContext::ValidationContext(Transformer model, const ParallelCorpus& da
 
 const std::vector<std::string>& ValidationContext::hypotheses() {
   if (!decoded_) {
-    TranslationBatch out =
-        in_eval_mode(model_, [&] { return translate_lines(model_, src_tok_, tgt_tok_, srcs_, decode_, device_); });
+    // The runtime's search, on the model as it is now (its weights change
+    // between evaluations).
+    TranslationBatch out = in_eval_mode(model_, [&] {
+      return training_engine(model_, device_, src_tok_, tgt_tok_, decode_, at::get_num_threads())
+          ->translate(srcs_, decode_);
+    });
     hyps_ = std::move(out.translations);
     limited_ = std::move(out.length_limited);
     decoded_ = true;

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "decode/decode.h"
+#include "model/transformer.h"
+#include "runtime/translation.h"
 #include "model/transformer.h"
 
 namespace nmt {
@@ -87,7 +88,7 @@ class ChrfValidator final : public Validator {
 };
 
 // How many of the greedy translations stopped at the length limit before
-// ending (decode/length_limit.h): a limit too tight for the corpus cuts
+// ending (runtime/length_limit.h): a limit too tight for the corpus cuts
 // translations short, and BLEU alone would not say why it is low.
 class LengthLimitedValidator final : public Validator {
  public:

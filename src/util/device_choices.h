@@ -3,12 +3,13 @@
 // resolves them.
 #pragma once
 
+#include "nmt/types.h"
 #include "util/choices.h"
 
 namespace nmt {
 
-// attention.device and --device.
-enum class DeviceKind { kCpu, kCuda, kAuto };
+// attention.device and --device (the public nmt::Device).
+using DeviceKind = Device;
 inline constexpr ChoiceList<DeviceKind, 3> kDeviceChoices{{{
     {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}, {DeviceKind::kAuto, "auto"}}}};
 

@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "nmt/types.h"
 #include "util/choices.h"
 
 namespace nmt::ops {
 
-enum class AttentionBackend { kTorch, kNaive, kFlash };
+// The public nmt::AttentionBackend.
+using AttentionBackend = nmt::AttentionBackend;
 
 inline constexpr ChoiceList<AttentionBackend, 3> kAttentionBackends{{{
     {AttentionBackend::kTorch, "torch"},  // LibTorch's built-in scaled-dot-product attention

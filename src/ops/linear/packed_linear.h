@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "nmt/types.h"
 #include "ops/bf16.h"
 #include "util/choices.h"
 #include "util/huge_page_allocator.h"
@@ -20,8 +21,9 @@ namespace nmt::ops {
 enum class ComputeType { kFloat32, kBf16, kInt8 };
 
 // What a user asks for (decode.compute_type, --compute-type): a type, or
-// auto, which resolve_compute_type turns into one for this CPU.
-enum class ComputeTypeChoice { kFloat32, kBf16, kInt8, kAuto };
+// auto, which resolve_compute_type turns into one for this CPU (the public
+// nmt::ComputeType).
+using ComputeTypeChoice = nmt::ComputeType;
 inline constexpr ChoiceList<ComputeTypeChoice, 4> kComputeTypeChoices{{{
     {ComputeTypeChoice::kFloat32, "float32"},
     {ComputeTypeChoice::kBf16, "bf16"},
