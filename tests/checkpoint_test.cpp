@@ -69,8 +69,8 @@ TEST(Translator, OptionsWinOverTheCheckpointsConfig) {
   const auto& paths = testing::toy_tokenizers();
   const Tokenizer zh(paths.src_model), en(paths.tgt_model);
   Config cfg = testing::tiny_config();
-  cfg.attention.backend = "torch";
-  cfg.decode.compute_type = "float32";
+  cfg.attention.backend = AttentionBackend::kTorch;
+  cfg.decode.compute_type = ComputeType::kFloat32;
   cfg.decode.beam = 2;
   cfg.decode.length_penalty = 0.5;
   cfg.train.threads = 1;

@@ -27,8 +27,8 @@ std::string error_of(const std::string& yaml) {
 TEST(Config, DefaultsAndShippedConfigLoad) {
   EXPECT_EQ(error_of(""), "");
   const Config cfg = load_config(testing::source_dir() + "/configs/toy.yaml");
-  EXPECT_EQ(cfg.attention.backend, "flash");  // the toy trains with ours
-  EXPECT_EQ(Config().attention.backend, "torch");
+  EXPECT_EQ(cfg.attention.backend, AttentionBackend::kFlash);  // the toy trains with ours
+  EXPECT_EQ(Config().attention.backend, AttentionBackend::kTorch);
   EXPECT_EQ(cfg.train.stop_at_bleu, 99.5);
   EXPECT_GT(cfg.model.d_model, 0);
 }
@@ -171,7 +171,7 @@ TEST(Config, OverridesAreValidated) {
   apply_override(cfg, "model.heads=8");
   EXPECT_EQ(cfg.model.heads, 8);
   apply_override(cfg, "attention.backend=flash");
-  EXPECT_EQ(cfg.attention.backend, "flash");
+  EXPECT_EQ(cfg.attention.backend, AttentionBackend::kFlash);
   EXPECT_THROW(apply_override(cfg, "model.heads=7"), InputError);
   EXPECT_EQ(cfg.model.heads, 8);  // a rejected override changes nothing
   EXPECT_THROW(apply_override(cfg, "model.nope=1"), InputError);

@@ -300,20 +300,20 @@ TEST(Precision, AutoTakesBf16WhereItsProductsPay) {
     };
   };
   const c10::ScalarType fast_bf16 = cpu_has_fast_bf16() ? c10::kBFloat16 : c10::kFloat;
-  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(kBf16TrainingPays)), fast_bf16);
-  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(2.0)), fast_bf16);
-  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(kBf16TrainingPays - 0.01)), c10::kFloat);
-  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(0.6)), c10::kFloat);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, cpu, "train.precision", speedup(kBf16TrainingPays)), fast_bf16);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, cpu, "train.precision", speedup(2.0)), fast_bf16);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, cpu, "train.precision", speedup(kBf16TrainingPays - 0.01)), c10::kFloat);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, cpu, "train.precision", speedup(0.6)), c10::kFloat);
   EXPECT_EQ(asked, cpu_has_fast_bf16() ? 4 : 0) << "measured only where the CPU can run bf16 products";
-  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision"), fast_bf16) << "no measurement: bf16 where it runs";
-  EXPECT_EQ(resolve_precision("float32", cpu, "train.precision", speedup(9.0)), c10::kFloat);
-  EXPECT_EQ(resolve_precision("auto", c10::Device(c10::kCUDA), "train.precision", speedup(0.5)), c10::kBFloat16);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, cpu, "train.precision"), fast_bf16) << "no measurement: bf16 where it runs";
+  EXPECT_EQ(resolve_precision(Precision::kFloat32, cpu, "train.precision", speedup(9.0)), c10::kFloat);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, c10::Device(c10::kCUDA), "train.precision", speedup(0.5)), c10::kBFloat16);
   EXPECT_EQ(asked, cpu_has_fast_bf16() ? 4 : 0) << "float32 and a GPU need no measurement";
   // A resumed run's precision: auto keeps it without measuring where the
   // device computes in it; a named precision wins over it.
-  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(9.0), "float32"), c10::kFloat);
-  EXPECT_EQ(resolve_precision("auto", cpu, "train.precision", speedup(0.5), "bf16"), fast_bf16);
-  EXPECT_EQ(resolve_precision("float32", cpu, "train.precision", speedup(9.0), "bf16"), c10::kFloat);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, cpu, "train.precision", speedup(9.0), "float32"), c10::kFloat);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, cpu, "train.precision", speedup(0.5), "bf16"), fast_bf16);
+  EXPECT_EQ(resolve_precision(Precision::kFloat32, cpu, "train.precision", speedup(9.0), "bf16"), c10::kFloat);
   EXPECT_EQ(asked, cpu_has_fast_bf16() ? 4 : 0) << "a kept precision is not measured";
   EXPECT_STREQ(precision_name(c10::kBFloat16), "bf16");
   EXPECT_STREQ(precision_name(c10::kFloat), "float32");

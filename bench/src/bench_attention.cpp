@@ -245,7 +245,7 @@ std::string sdpa_kernel_of(const at::Tensor& q, const at::Tensor& k, const at::T
 
 int run_single_case(const BenchArgs& args) {
   const Case c = parse_case_spec(args.single_case);
-  const c10::Device device = resolve_device(args.device, "--device");
+  const c10::Device device = resolve_device(kDeviceChoices.parse(args.device, "--device"), "--device");
   const bool cuda = device.is_cuda();
 #ifdef NMT_WITH_CUDA
   const int cuda_index = device.index() < 0 ? 0 : device.index();  // "cuda" = the current one
@@ -759,7 +759,7 @@ CLI::App* add_bench_attention_command(CLI::App& app, BenchArgs& args) {
 int run_bench_attention(const BenchArgs& args) {
   if (args.device != "cpu" && args.device != "cuda")
     throw InputError("--device: '" + args.device + "' is not one of: cpu | cuda");
-  resolve_device(args.device, "--device");  // InputError when CUDA is missing
+  resolve_device(kDeviceChoices.parse(args.device, "--device"), "--device");  // InputError when CUDA is missing
   if (args.repeats < 1) throw InputError("--repeats: must be >= 1");
   // Our CPU kernels compute in float32 or float64: every naive / flash case
   // would fail one by one.

@@ -57,11 +57,11 @@ namespace {
 // its config), set after the --set assignments, so they win.
 void apply_runtime(Config& cfg, const TranslatorOptions& flags) {
   if (flags.attention) {
-    cfg.attention.backend = ops::backend_name(*flags.attention);
+    cfg.attention.backend = *flags.attention;
     cfg.origin["attention.backend"] = "--attention";
   }
   if (flags.device) {
-    cfg.attention.device = kDeviceChoices.name(*flags.device);
+    cfg.attention.device = *flags.device;
     cfg.origin["attention.device"] = "--device";
   }
   if (flags.threads) {

@@ -136,6 +136,21 @@ Field string_field(std::string path, Get get, std::vector<std::string> choices =
           }};
 }
 
+// One of a closed list (util/choices.h), held as its enum.
+template <typename Get, typename E, size_t N>
+Field enum_field(std::string path, Get get, const ChoiceList<E, N>& choices) {
+  return {path,
+          [=](Config& c, const YAML::Node& n, const auto& fail) {
+            if (!n.IsScalar()) fail("expected one of: " + choices.listed() + ", got '" + scalar_text(n) + "'");
+            const std::optional<E> v = choices.find(n.Scalar());
+            if (!v) fail("'" + n.Scalar() + "' is not one of: " + choices.listed());
+            get(c) = *v;
+          },
+          [=](const Config& c, YAML::Emitter& e) {
+            e << YAML::DoubleQuoted << choices.name(get(const_cast<Config&>(c)));
+          }};
+}
+
 #define NMT_REF(member) [](Config& c) -> auto& { return c.member; }
 
 const std::vector<Field>& fields() {
@@ -184,13 +199,13 @@ const std::vector<Field>& fields() {
       bool_field("model.tie_all", NMT_REF(model.tie_all)),
       int_field("model.max_positions", NMT_REF(model.max_positions), 2, 65536),
 
-      string_field("attention.backend", NMT_REF(attention.backend), ops::backend_names()),
-      string_field("attention.device", NMT_REF(attention.device), kDeviceChoices.names()),
+      enum_field("attention.backend", NMT_REF(attention.backend), ops::kAttentionBackends),
+      enum_field("attention.device", NMT_REF(attention.device), kDeviceChoices),
 
       string_field("train.checkpoint_dir", NMT_REF(train.checkpoint_dir)),
       uint_field("train.seed", NMT_REF(train.seed)),
       int_field("train.threads", NMT_REF(train.threads), 0, 1024),
-      string_field("train.precision", NMT_REF(train.precision), kPrecisionChoices.names()),
+      enum_field("train.precision", NMT_REF(train.precision), kPrecisionChoices),
       int_field("train.batch_tokens", NMT_REF(train.batch_tokens), 0, kBig),
       int_field("train.batch_sentences", NMT_REF(train.batch_sentences), 0, kBig),
       int_field("train.max_steps", NMT_REF(train.max_steps), 0, kBig),
@@ -251,7 +266,7 @@ const std::vector<Field>& fields() {
               else e << "auto";
             }},
       bool_field("decode.placeholder_constraint", NMT_REF(decode.placeholder_constraint)),
-      string_field("decode.compute_type", NMT_REF(decode.compute_type), ops::kComputeTypeChoices.names()),
+      enum_field("decode.compute_type", NMT_REF(decode.compute_type), ops::kComputeTypeChoices),
       int_field("decode.beam", NMT_REF(decode.beam), 0, 64),
       double_field("decode.length_penalty", NMT_REF(decode.length_penalty), 0.0, 10.0),
   };

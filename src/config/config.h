@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "nmt/types.h"
+#include "util/device_choices.h"
+
 namespace nmt {
 
 struct DataConfig {
@@ -58,15 +61,15 @@ struct ModelConfig {
 };
 
 struct AttentionConfig {
-  std::string backend = "torch";  // torch (LibTorch built-in) | naive | flash
-  std::string device = "cpu";     // cpu | cuda | auto (cuda when available)
+  AttentionBackend backend = AttentionBackend::kTorch;  // torch (LibTorch built-in) | naive | flash
+  Device device = Device::kCpu;                         // cpu | cuda | auto (cuda when available)
 };
 
 struct TrainConfig {
   std::string checkpoint_dir = "checkpoints/toy";  // where last/, best/ and metrics.jsonl go
   uint64_t seed = 1;              // seeds parameters, dropout and data order
   int64_t threads = 0;            // intra-op threads; 0 = all cores
-  std::string precision = "float32";  // matrix multiplies in float32 | bf16 | auto (bf16 where the CPU has AVX512-BF16/AMX); float32 master weights
+  Precision precision = Precision::kFloat32;  // matrix multiplies in float32 | bf16 | auto (bf16 where the CPU has AVX512-BF16/AMX); float32 master weights
   int64_t batch_tokens = 2000;    // batch size in target+source tokens (0 = use batch_sentences)
   int64_t batch_sentences = 0;    // batch size in sentence pairs (used when batch_tokens = 0)
   int64_t max_steps = 4000;       // stop after this many optimizer steps (0 = no limit)
@@ -128,7 +131,7 @@ struct DecodeConfig {
   // trained, bf16, int8 (weights per output column, activations per row),
   // or auto (int8 where the CPU has AVX2 or AVX-512 VNNI, else float32).
   // On a GPU: float32 or bf16 (auto: float32). --compute-type wins.
-  std::string compute_type = "float32";
+  ComputeType compute_type = ComputeType::kFloat32;
   // translate, evaluate, check-po and serve decode with these unless told
   // otherwise (--beam, --length-penalty, a request's "beam"); validation
   // during training stays greedy (a cheaper proxy, and the same for every

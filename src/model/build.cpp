@@ -17,7 +17,7 @@ Transformer build_model(const Config& cfg, int64_t src_vocab, int64_t tgt_vocab)
                         .tie_embeddings(m.tie_embeddings)
                         .tie_all(m.tie_all)
                         .max_positions(m.max_positions));
-  model->set_attention_backend(ops::parse_backend(cfg.attention.backend));
+  model->set_attention_backend(cfg.attention.backend);
   return model;
 }
 

@@ -81,8 +81,7 @@ Translator::Translator(const std::string& path, const TranslatorOptions& options
   const std::string config_key = files.path("config.yaml") + ": ";
 
   // Where it runs: the CPU runtime, or the LibTorch model the program lends.
-  const Device device = options.device ? *options.device
-                                       : parse_device(cfg.attention.device, config_key + "attention.device");
+  const Device device = options.device.value_or(cfg.attention.device);
   if (device == Device::kCpu) {
     impl->device = Device::kCpu;
   } else if (torch.resolve_device) {
@@ -97,13 +96,12 @@ Translator::Translator(const std::string& path, const TranslatorOptions& options
   // Its attention: the checkpoint's naive or flash; a model trained with
   // LibTorch's attention translates with flash, the same function, unless
   // told otherwise.
-  const AttentionBackend configured = parse_attention(cfg.attention.backend, config_key + "attention.backend");
+  const AttentionBackend configured = cfg.attention.backend;
   impl->attention = options.attention ? *options.attention
                                       : configured == AttentionBackend::kTorch ? AttentionBackend::kFlash : configured;
   // Its dense layers' arithmetic.
   const std::string type_what = options.compute_type ? "compute_type" : config_key + "decode.compute_type";
-  const ComputeType choice = options.compute_type ? *options.compute_type
-                                                  : parse_compute_type(cfg.decode.compute_type, type_what);
+  const ComputeType choice = options.compute_type.value_or(cfg.decode.compute_type);
   impl->compute_automatic = choice == ComputeType::kAuto;
   impl->compute_type = ops::resolve_compute_type(choice);
   if (impl->device == Device::kCuda) {

@@ -131,7 +131,7 @@ struct TrainingSession {
     spdlog::info("train: device {}, {} threads{}, attention backend '{}', matrix multiplies in {}{} (kernels: {}{})",
                  device.str(), threads,
                  env.active() ? fmt::format(" per rank, {} ranks", env.world_size) : "",
-                 cfg.attention.backend, precision_name(precision), measured,
+                 ops::backend_name(cfg.attention.backend), precision_name(precision), measured,
                  isa_name(kernel_isa()), blas.empty() ? "" : "; " + blas);
     spdlog::info("data: {} training pairs in {} shard(s) of {}, {} validation pairs; vocab {} / {}; model: {} "
                  "parameters",
@@ -149,7 +149,7 @@ struct TrainingSession {
     const at::ScalarType p =
         resolve_precision(cfg.train.precision, device, "train.precision", auto_precision_probe(), kept);
     kept_precision = !kept.empty() && kept == precision_name(p) &&
-                     kPrecisionChoices.parse(cfg.train.precision, "train.precision") == Precision::kAuto;
+                     cfg.train.precision == Precision::kAuto;
     return p;
   }
 
@@ -386,7 +386,7 @@ void profile_training(const Config& cfg, int64_t steps, std::ostream& out, RunSt
   const std::vector<OpTime> ops = profiler.stop();
   if (!s.leader()) return;
   const bool bf16 = s.precision == at::kBFloat16;
-  out << "profile of " << steps << " training steps (attention " << cfg.attention.backend << ", "
+  out << "profile of " << steps << " training steps (attention " << ops::backend_name(cfg.attention.backend) << ", "
       << s.threads << " threads, matrix multiplies in " << precision_name(s.precision)
       << ", device " << s.device.str() << "), after 5 warm-up steps:\n"
       << fmt::format("without the profiler: {:.2f} ms a step, {:.0f} tokens/s over {} batches ({} tokens)\n",

@@ -33,14 +33,8 @@ c10::Device resolve_device(DeviceKind kind, const std::string& what) {
   return c10::Device(c10::kCUDA);
 }
 
-c10::Device resolve_device(const std::string& name, const std::string& what) {
-  return resolve_device(kDeviceChoices.parse(name, what), what);
-}
-
-c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
-                                  const std::string& what, const std::function<double()>& bf16_speedup,
-                                  const std::string& kept) {
-  const Precision p = kPrecisionChoices.parse(precision, what);
+c10::ScalarType resolve_precision(Precision p, const c10::Device& device, const std::string& what,
+                                  const std::function<double()>& bf16_speedup, const std::string& kept) {
   if (p == Precision::kFloat32) return c10::kFloat;
   if (p == Precision::kAuto) {
     if (kept == "float32") return c10::kFloat;

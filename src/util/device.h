@@ -14,8 +14,6 @@ namespace nmt {
 // when CUDA is asked for but this build or machine has none. `what` names the
 // flag or key.
 c10::Device resolve_device(DeviceKind kind, const std::string& what);
-// The same from a name (InputError naming `what` for any other).
-c10::Device resolve_device(const std::string& name, const std::string& what);
 
 // float32, bf16, or auto -> the dtype matrix multiplies run in on `device`.
 // auto is bf16 on a GPU. On a CPU that can run bf16 products natively
@@ -36,7 +34,7 @@ c10::Device resolve_device(const std::string& name, const std::string& what);
 // InputError (naming `what`) for bf16 on a CPU without AVX512-BF16 or AMX,
 // where LibTorch's bf16 matrix multiplies would be slower than float32.
 inline constexpr double kBf16TrainingPays = 1.6;
-c10::ScalarType resolve_precision(const std::string& precision, const c10::Device& device,
+c10::ScalarType resolve_precision(Precision precision, const c10::Device& device,
                                   const std::string& what, const std::function<double()>& bf16_speedup = {},
                                   const std::string& kept = "");
 // "float32" or "bf16": the name train.precision and state.yaml give `dtype`.

@@ -294,14 +294,9 @@ __global__ void __launch_bounds__(Traits<kD, Tiling>::kThreads, Traits<kD, Tilin
 // m-tiles per warp, keys a step, Q in registers, heads fastest when causal).
 // Entry kDefaultTiling is the one flash_attention_forward_bf16 runs; entry 0
 // is the one it ran before, kept to be measured against it
-// (flash_standalone_test --bench-tilings). On an H100 (B = H = 8,
-// docs/bench/gpu_h100.md) placing causal blocks with the heads fastest took
-// the causal forward at T = 1024 from 0.093 to 0.076 ms (D = 64) and from
-// 0.165 to 0.134 ms (D = 128), at T = 4096 by 8 to 10%; non-causal
-// launches are placed as before. Tried there and not kept: 8 warps of one
-// m-tile (slower at T = 4096: 2.44 against 2.04 ms at D = 128), three
-// blocks an SM with Q in shared memory (0.133 against 0.093 ms), Q in shared
-// memory at D = 64 (within 1 to 5%).
+// (flash_standalone_test --bench-tilings). Placing causal blocks with the
+// heads fastest is what made the default faster; the timings, and the
+// tilings tried and not kept: docs/bench/gpu_h100.md ("Third loan").
 template <int kD>
 struct FwdTilings;
 template <>

@@ -1,48 +1,22 @@
 // The float32 products of a CPU training step (dense() and the fused
 // cross-entropy), and the library that runs them: oneDNN's sgemm
-// (onednn_gemm.h), or Intel MKL's where it is in the process (inside
-// PyPI's LibTorch, which hides its oneDNN, on any CPU: there it is the only
-// one) or its runtime library is installed (Debian: libmkl-rt, in non-free)
-// and the CPU is Intel's. The bf16 products' library is chosen below.
+// (onednn_gemm.h); Intel MKL's where it is in the process (inside PyPI's
+// LibTorch, which hides its oneDNN) or installed (Debian: libmkl-rt, in
+// non-free) and the CPU is Intel's, as it runs a step's products faster
+// there; nmt's own sgemm (sgemm_cpu.h) where MKL is alone on another
+// vendor's CPU, and for the long weight gradients where the kernels are
+// AVX2's, which oneDNN runs slowly there (is_long_weight_gradient). The
+// bf16 products' library is chosen below.
 //
-// Why a second library: in a training step the products' operands come from
-// memory other ops wrote moments before, not from the cache a benchmark
-// leaves them in. On a Xeon with AMX (2 cores), oneDNN's sgemm ran a step's
-// products at 72% of the speed their shapes reach alone, MKL's at 76-81%,
-// and MKL ran the gradients' shapes (Aᵀ · B, A · Bᵀ) 13-22% faster even
-// alone; PyTorch's products are MKL's. A step's products took 4.5% less time
-// on MKL, 10% less held to AVX2 (docs/bench/roofline.md).
-//
-// Where MKL is the only one (PyPI's LibTorch) and the CPU is not Intel's,
-// nmt's own sgemm runs them: on an AMD EPYC (Zen 4, 2 threads, configs/
-// real.yaml, LibTorch 2.11) a step took 516-523 ms with it and 512-626 ms
-// (median 596) with MKL's, whose products ran at 146-182 GFLOP/s to nmt's
-// 176-178; LibTorch's own mm (MKL again) 574 ms.
-//
-// Why by vendor and not by a measurement: the library sets the order in
-// which a product sums, so a run resumed from a checkpoint must multiply on
-// the library it started on, or its losses part from the uninterrupted
-// run's; a timing taken at start on a busy machine could choose the other
-// one. MKL is Intel's library and known to take slower code paths on other
-// vendors' CPUs, so `auto` takes MKL where it is installed on an Intel CPU,
-// oneDNN's everywhere else (bench/bench_gemm_libraries.sh compares them
-// shape by shape). NMT_CPU_GEMM=auto | onednn | mkl | nmt chooses by hand.
-//
-// Why nmt's own sgemm (sgemm_cpu.h) for some products: held to AVX2 (an
-// AVX2-only CPU, or NMT_CPU_ISA=avx2), oneDNN runs the weight gradients,
-// `Aᵀ · B` summed over a batch's rows, at 45-80% of the speed it runs the
-// same shapes as `A · B`. Where oneDNN is chosen automatically and the
-// kernels are AVX2's, those products run on nmt's where it measured faster
-// (is_long_weight_gradient says which shapes); the rule reads only the
-// instruction set and the shape, so a resumed run multiplies as it started.
-// NMT_CPU_GEMM=onednn keeps every product on oneDNN; NMT_CPU_GEMM=nmt puts
-// every one on nmt's (for comparison: level with oneDNN's or slower on the
-// other shapes, slower at AVX-512).
+// By vendor and instruction set, never by a timing at start: the library
+// sets the order in which a product sums, so a resumed run must multiply on
+// the library it started on. NMT_CPU_GEMM=auto | onednn | mkl | nmt chooses
+// by hand. The measurements behind each rule: docs/bench/cpu_gemm.md.
 //
 // MKL is looked up at run time (nmt links nothing more) and runs on
 // OpenMP's threads (its GNU threading layer), the pool every other op of a
-// step runs on, like oneDNN's and nmt's (util/thread_env.h says why that
-// matters). Plain C++, no LibTorch.
+// step runs on (util/thread_env.h says why that matters). Plain C++, no
+// LibTorch.
 #pragma once
 
 #include <string>
@@ -89,11 +63,9 @@ void float_gemm_on(FloatGemm library, const GemmParams<float>& p);
 // A bf16 step's products (bf16 operands, float32 output) run on oneDNN's
 // gemm where LibTorch exports it (Debian's), the library LibTorch's own bf16
 // products run on. MKL's (cblas_gemm_bf16bf16f32) only by hand,
-// NMT_CPU_GEMM=mkl: on an AMD EPYC (Zen 4, AVX512-BF16) MKL 2024.2's ran at
-// its float32 speed, 160-187 GFLOP/s on 2 cores against the 415-438 of
-// oneDNN's bf16 kernels inside the same LibTorch; on Intel's CPUs it is
-// unmeasured. Without either (PyPI's LibTorch, whose oneDNN is hidden, on
-// any CPU), bf16 products go through LibTorch's mm.
+// NMT_CPU_GEMM=mkl: it ran at its float32 speed on an AMD EPYC
+// (docs/bench/cpu_gemm.md). Without either (PyPI's LibTorch, whose oneDNN
+// is hidden, on any CPU), bf16 products go through LibTorch's mm.
 enum class Bf16Gemm { kNone, kOnednn, kMkl };
 Bf16Gemm choose_bf16_gemm(const std::string& want, bool onednn, bool mkl);
 // The library in use (NMT_CPU_GEMM, read once; float_gemm_choice() rejects a
