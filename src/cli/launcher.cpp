@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -31,22 +32,28 @@ volatile std::sig_atomic_t g_signal = 0;  // the last SIGINT/SIGTERM the launche
 
 void on_signal(int sig) { g_signal = sig; }
 
-// A port nobody listens on right now (the ranks' store binds it moments later).
+// A port nobody listens on right now (the ranks' store binds it moments
+// later), below the kernel's ephemeral range (ip_local_port_range, 32768 and
+// up by default): a rank that connects before the store listens is given an
+// ephemeral source port, and when that is the store's own port, Linux
+// connects the socket to itself and the store cannot bind it (seen: rank 0
+// "failed to bind ... Address already in use", and the group never started).
 int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error(std::string("launcher: socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  std::random_device seed;
+  std::mt19937 pick(seed());
+  std::uniform_int_distribution<int> port(20000, 32767);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) throw std::runtime_error(std::string("launcher: socket: ") + std::strerror(errno));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port(pick)));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(fd);
-    throw std::runtime_error(std::string("launcher: no free local port: ") + std::strerror(errno));
+    if (free) return ntohs(addr.sin_port);
   }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  throw std::runtime_error("launcher: no free local port in 20000-32767 after 200 tries");
 }
 
 std::string describe(int status) {
