@@ -3,14 +3,15 @@
 # change that should not move speed (a reorganisation, a refactor) moved it:
 # training tokens/s (nmt float32 and bf16, flash attention) on each CONFIG,
 # the attention kernels' median time on a fixed set of cases, and with
-# --checkpoint the decoding speed of `nmt translate` (sentences/s, greedy and
-# beam 4, on --lines; the output of A and B must be the same). Runs alternate
+# --checkpoint the decoding speed of `nmt translate` (sentences/s, greedy,
+# beam 4 and beam 5 in float32, bf16 and int8, on --lines; the output of A
+# and B must be the same). --decode-only skips training and attention. Runs alternate
 # A B B A ... so that a machine that slows down over the run hurts both alike.
 # Prints one table: medians per build, B/A, and the spread of each side
 # (max/min over its repeats), so that a difference can be read against noise.
 #
 # Usage: bench/compare_builds.sh [--minutes M] [--repeats R] [--threads N] [--out FILE]
-#                                [--checkpoint DIR [--lines FILE]] BUILD_A BUILD_B [CONFIG ...]
+#                                [--checkpoint DIR [--lines FILE] [--decode-only]] BUILD_A BUILD_B [CONFIG ...]
 #   BUILD_*: a build folder holding the nmt program (e.g. build, ../old/build)
 #   defaults: 1 minute a training run, 2 repeats, 2 threads, configs/toy.yaml configs/real.yaml;
 #   --out FILE also writes the table there (Markdown); --lines defaults to
@@ -18,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-minutes=1 repeats=2 threads=2 out= builds=() configs=() checkpoint= lines=
+minutes=1 repeats=2 threads=2 out= builds=() configs=() checkpoint= lines= decode_only=no
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
@@ -27,7 +28,8 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --checkpoint) checkpoint=$2; shift 2 ;;
     --lines) lines=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --decode-only) decode_only=yes; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "compare_builds: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) if ((${#builds[@]} < 2)); then builds+=("$1"); else configs+=("$1"); fi; shift ;;
   esac
@@ -43,6 +45,7 @@ for c in "${configs[@]}"; do [ -f "$c" ] || { echo "compare_builds: $c: no such 
 [[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "compare_builds: --threads: '$threads' is not a positive integer" >&2; exit 2; }
 
 [ -z "$checkpoint" ] || [ -e "$checkpoint" ] || { echo "compare_builds: --checkpoint $checkpoint: no such folder" >&2; exit 2; }
+[ $decode_only = no ] || [ -n "$checkpoint" ] || { echo "compare_builds: --decode-only needs --checkpoint" >&2; exit 2; }
 [ -z "$lines" ] || [ -f "$lines" ] || { echo "compare_builds: --lines $lines: no such file" >&2; exit 2; }
 
 work=$(mktemp -d)
@@ -75,10 +78,10 @@ PY
   rm -rf "$dir" "$dir.log"
 }
 
-decode_run() {  # build beam tag -> sentences/s (its output kept, to compare A with B)
-  local log=$work/decode.$2.log
-  "$1/nmt" translate --checkpoint "$checkpoint" --input "$lines" --beam "$2" --threads "$threads" \
-    --output "$work/decode.$2.$3.out" 2>"$log" ||
+decode_run() {  # build beam compute_type tag -> sentences/s (its output kept, to compare A with B)
+  local log=$work/decode.$2.$3.log
+  "$1/nmt" translate --checkpoint "$checkpoint" --input "$lines" --beam "$2" --compute-type "$3" --threads "$threads" \
+    --output "$work/decode.$2.$3.$4.out" 2>"$log" ||
     { echo "compare_builds: $1/nmt translate failed, see:" >&2; tail -5 "$log" >&2; exit 1; }
   sed -n 's/.*translated [0-9]* lines in [0-9.]* s (\([0-9.]*\) sentences\/s.*/\1/p' "$log"
 }
@@ -93,8 +96,11 @@ cases=(
   flash:fwd+bwd:8:8:2048:2048:64:1 flash:fwd:8:8:64:512:64:0 naive:fwd:8:8:512:512:64:0
   naive:fwd+bwd:8:8:512:512:64:0 torch:fwd:8:8:512:512:64:0 torch:fwd+bwd:8:8:512:512:64:0
 )
+compute_types=(float32 int8)
+[ $bf16 = yes ] && compute_types=(float32 bf16 int8)
 for ((r = 1; r <= repeats; ++r)); do
   for config in "${configs[@]}"; do
+    [ $decode_only = yes ] && break
     for precision in float32 bf16; do
       [ $precision = bf16 ] && [ $bf16 = no ] && continue
       for i in $(order $r); do
@@ -104,13 +110,16 @@ for ((r = 1; r <= repeats; ++r)); do
     done
   done
   if [ -n "$checkpoint" ]; then
-    for beam in 1 4; do
-      for i in $(order $r); do
-        echo "compare_builds: repeat $r/$repeats: translate, beam $beam, ${builds[$i]}" >&2
-        echo "translate beam $beam sentences/s,$i,$r,$(decode_run "${builds[$i]}" $beam "$i$r")" >>"$rows"
+    for type in "${compute_types[@]}"; do
+      for beam in 0 4 5; do
+        for i in $(order $r); do
+          echo "compare_builds: repeat $r/$repeats: translate, $type, beam $beam, ${builds[$i]}" >&2
+          echo "translate $type beam $beam sentences/s,$i,$r,$(decode_run "${builds[$i]}" $beam $type "$i$r")" >>"$rows"
+        done
       done
     done
   fi
+  [ $decode_only = yes ] && continue
   for c in "${cases[@]}"; do
     for i in $(order $r); do
       echo "compare_builds: repeat $r/$repeats: attention $c, ${builds[$i]}" >&2
@@ -122,10 +131,12 @@ for ((r = 1; r <= repeats; ++r)); do
 done
 
 if [ -n "$checkpoint" ]; then
-  for beam in 1 4; do
-    outs=("$work"/decode.$beam.*.out)
-    for f in "${outs[@]}"; do
-      cmp -s "$f" "${outs[0]}" || { echo "compare_builds: the builds translate differently (beam $beam): $f" >&2; exit 1; }
+  for type in "${compute_types[@]}"; do
+    for beam in 0 4 5; do
+      outs=("$work"/decode.$beam.$type.*.out)
+      for f in "${outs[@]}"; do
+        cmp -s "$f" "${outs[0]}" || { echo "compare_builds: the builds translate differently ($type, beam $beam): $f" >&2; exit 1; }
+      done
     done
   done
 fi

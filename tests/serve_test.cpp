@@ -197,7 +197,7 @@ struct FakeStreams {
   std::mutex mutex;
   std::vector<std::string> log;  // "+line" when a job's line joined, "-line" when it ended
   int64_t max_tokens = 0;
-  std::vector<int64_t> adds;  // jobs per StepStream::add call
+  std::vector<int64_t> adds;  // jobs per FakeStream::add call
   std::atomic<int64_t> steps{0};
   std::atomic<int64_t> releases{0};
   // While hold is set, a step waits (held says one is waiting): jobs
@@ -216,7 +216,17 @@ struct FakeStreams {
 class FakeStream : public StepStream {
  public:
   explicit FakeStream(FakeStreams& shared) : shared_(shared) {}
-  void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
+  // The service's loop (runtime::run_search) in miniature: join, step, answer.
+  void run(JobQueue& queue) override {
+    for (;;) {
+      const auto jobs = queue.take(*this, !rows_.empty(), source_tokens());
+      if (!jobs) return;
+      queue.start(*jobs, [&](const JobQueue::Tickets& t) { add(t); });
+      if (rows_.empty()) continue;
+      for (auto& [ticket, sentences] : step()) queue.answer(ticket, std::move(sentences));
+    }
+  }
+  void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) {
     {
       std::lock_guard<std::mutex> lock(shared_.mutex);
       shared_.adds.push_back(static_cast<int64_t>(jobs.size()));
@@ -232,7 +242,7 @@ class FakeStream : public StepStream {
       jobs_[ticket] = {Sentences(job->lines.size()), job->lines.size()};
     }
   }
-  std::vector<std::pair<uint64_t, Sentences>> step() override {
+  std::vector<std::pair<uint64_t, Sentences>> step() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     while (shared_.hold) {
       shared_.held = true;
@@ -261,12 +271,11 @@ class FakeStream : public StepStream {
     }
     return done;
   }
-  int64_t source_tokens() const override {
+  int64_t source_tokens() const {
     int64_t n = 0;
     for (const Row& r : rows_) n += r.tokens;
     return n;
   }
-  bool idle() const override { return jobs_.empty(); }
   void release() override {
     ++shared_.releases;
     shared_.record(jobs_.empty() ? "release" : "release while running");

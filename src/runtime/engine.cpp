@@ -60,34 +60,47 @@ std::vector<std::vector<int64_t>> Engine::decode(const std::vector<PreparedLine>
   // machines).
   std::reverse(order.begin(), order.end());
   std::atomic<size_t> next_line{0};
-  const auto run_stream = [&] {
-    std::unique_ptr<Search> search = new_search(options);
-    search->plan(static_cast<int64_t>(batch) * std::max<int64_t>(1, options.beam), longest);
-    const size_t refill = std::max<size_t>(1, batch / 4);
-    for (bool more = true;;) {
-      // Each step is a safe point; the last sentences of a long input can
-      // take many steps after the last refill.
-      if (options.stop_on_interrupt) {
-        test_hold("decode-step", /*until_signal=*/true);
-        throw_if_interrupted();
-      }
-      if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) throw Cancelled();
-      const size_t room = batch - static_cast<size_t>(search->sentences());
-      if (more && (room >= refill || search->sentences() == 0)) {
-        const size_t start = std::min(order.size(), next_line.fetch_add(room));
-        const size_t end = std::min(order.size(), start + room);
-        more = end < order.size();
+  // One worker's feed: the next lines, a quarter of a batch at a time.
+  class LineFeed final : public SearchFeed {
+   public:
+    LineFeed(const std::vector<PreparedLine>& lines, const std::vector<size_t>& order, std::atomic<size_t>& next,
+             size_t batch, bool owed, std::vector<std::vector<int64_t>>& result)
+        : lines_(lines), order_(order), next_(next), batch_(batch), refill_(std::max<size_t>(1, batch / 4)),
+          owed_(owed), result_(result) {}
+    bool join(Search& search) override {
+      const size_t room = batch_ - static_cast<size_t>(search.sentences());
+      if (more_ && (room >= refill_ || search.sentences() == 0)) {
+        const size_t start = std::min(order_.size(), next_.fetch_add(room));
+        const size_t end = std::min(order_.size(), start + room);
+        more_ = end < order_.size();
         std::vector<std::vector<int64_t>> sources, owed;
         std::vector<uint64_t> tickets;
         for (size_t k = start; k < end; ++k) {
-          sources.push_back(lines[order[k]].ids), tickets.push_back(order[k]);
-          if (!options.sentinel_ids.empty()) owed.push_back(lines[order[k]].text.owed());
+          sources.push_back(lines_[order_[k]].ids), tickets.push_back(order_[k]);
+          if (owed_) owed.push_back(lines_[order_[k]].text.owed());
         }
-        search->add(sources, tickets, owed);
+        if (!sources.empty()) search.add(sources, tickets, owed);
       }
-      if (search->rows() == 0) break;
-      for (auto& [line, ids] : search->step()) result[static_cast<size_t>(line)] = std::move(ids);
+      return more_;
     }
+    void ended(std::vector<std::pair<uint64_t, std::vector<int64_t>>> finished) override {
+      for (auto& [line, ids] : finished) result_[static_cast<size_t>(line)] = std::move(ids);
+    }
+
+   private:
+    const std::vector<PreparedLine>& lines_;
+    const std::vector<size_t>& order_;
+    std::atomic<size_t>& next_;
+    const size_t batch_, refill_;
+    const bool owed_;
+    std::vector<std::vector<int64_t>>& result_;
+    bool more_ = true;
+  };
+  const auto run_stream = [&] {
+    std::unique_ptr<Search> search = new_search(options);
+    search->plan(static_cast<int64_t>(batch) * std::max<int64_t>(1, options.beam), longest);
+    LineFeed feed(lines, order, next_line, batch, !options.sentinel_ids.empty(), result);
+    run_search(*search, feed);
   };
   // Searches side by side, each on one worker with single-threaded ops: a
   // decoding step is many small ops, and on a few cores waking and joining a

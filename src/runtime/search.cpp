@@ -8,6 +8,9 @@
 #include "ops/argmax/cpu/argmax_cpu.h"
 #include "ops/top_k/cpu/top_k_cpu.h"
 #include "tokenizer/special_ids.h"
+#include "util/errors.h"
+#include "util/interrupt.h"
+#include "util/test_hooks.h"
 
 namespace nmt::runtime {
 
@@ -344,6 +347,22 @@ std::vector<std::pair<uint64_t, std::vector<int64_t>>> Search::step() {
   std::sort(dropped.begin(), dropped.end());
   for (auto it = dropped.rbegin(); it != dropped.rend(); ++it) remove(*it);
   return finished;
+}
+
+void run_search(Search& search, SearchFeed& feed) {
+  const DecodeOptions& options = search.options();
+  for (;;) {
+    // Each step is a safe point; the last sentences of a long input can
+    // take many steps after the last join.
+    if (options.stop_on_interrupt) {
+      test_hold("decode-step", /*until_signal=*/true);
+      throw_if_interrupted();
+    }
+    if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    const bool more = feed.join(search);
+    if (search.rows() > 0) feed.ended(search.step());
+    else if (!more) return;
+  }
 }
 
 }  // namespace nmt::runtime

@@ -15,8 +15,9 @@
 // slot (its first continuation) or in a slot its parent's self-attention
 // keys/values are copied to (the others, into the slots of hypotheses that
 // had none); a finished row is replaced by the last one (one row copied,
-// not the batch). This is the one search: translate, evaluate, check-po,
-// the service and validation in training all run it.
+// not the batch). This is the one search, and run_search below the one loop
+// that drives it: translate, evaluate, check-po, Python, validation in
+// training and the service's workers all run them.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +91,7 @@ class Search {
   // does nothing): a burst's large batch would otherwise keep its memory
   // for as long as the batch lives. The next add() makes them anew.
   void release();
+  const DecodeOptions& options() const { return options_; }
   // The slots (tests read how many rows they hold room for).
   const DecoderState& state() const { return *state_; }
   // Cross slots taken so far, finished sentences' included (tests).
@@ -167,5 +169,28 @@ class Search {
   std::vector<double> row_log_sum_;
   int64_t top_stride_ = 0;
 };
+
+// What feeds a search: which sentences join it before each step, and what
+// becomes of those that end. The Engine's feed is a list of lines, longest
+// first (runtime/engine.cpp); each of the service's workers has one fed by
+// its request queue (serve/translation_service.cpp).
+class SearchFeed {
+ public:
+  virtual ~SearchFeed() = default;
+  // Before each step: adds the sentences that may join now (search.add).
+  // Returns false once nothing more will come; the search then runs until
+  // its last row ends. May wait while the search is empty (a service
+  // waiting for requests).
+  virtual bool join(Search& search) = 0;
+  // After each step: the sentences that ended, (ticket, ids).
+  virtual void ended(std::vector<std::pair<uint64_t, std::vector<int64_t>>> finished) = 0;
+};
+
+// The one loop that runs a search, for every entry point: join, step, hand
+// back what ended, until the feed is done and no row is left. Before each
+// step it stops by throwing once SIGINT/SIGTERM came (Interrupted, with the
+// search's options.stop_on_interrupt) or its options.cancel is set
+// (Cancelled); a throw from the feed or the step ends it too.
+void run_search(Search& search, SearchFeed& feed);
 
 }  // namespace nmt::runtime

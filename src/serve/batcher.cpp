@@ -140,96 +140,135 @@ void Batcher::run_batch(std::vector<std::unique_ptr<QueuedJob>> batch) {
   }
 }
 
-void Batcher::run() {
-  std::unique_ptr<StepStream> stream = streams() ? make_stream_() : nullptr;
+// A worker's side of the queue for its stream: the jobs it took and has not
+// answered yet, so that a failed stream can fail them.
+class Batcher::WorkerQueue final : public JobQueue {
+ public:
+  explicit WorkerQueue(Batcher& b) : b_(b) {}
+
+  std::optional<Tickets> take(StepStream& stream, bool running, int64_t source_tokens) override {
+    std::vector<std::unique_ptr<QueuedJob>> joining;
+    {
+      std::unique_lock<std::mutex> lock(b_.mutex_);
+      if (running) {
+        // Between two steps: newcomers join without waiting.
+        joining = b_.take_joining(b_.policy_.max_batch_tokens - source_tokens, false);
+      } else {
+        const auto work = [&] { return b_.stopping_ || !b_.queue_.empty(); };
+        for (;;) {
+          // Idle: after a while with nothing to do, give back what the
+          // largest batch grew to (a burst would otherwise keep it for
+          // good), once for each spell of work.
+          if (used_ && !b_.wake_.wait_for(lock, std::chrono::milliseconds(b_.policy_.idle_release_ms), work)) {
+            lock.unlock();
+            stream.release();
+            used_ = false;
+            lock.lock();
+          }
+          b_.wake_.wait(lock, work);
+          if (b_.queue_.empty()) return std::nullopt;  // stopping, and nothing left to finish
+          // A job bound for a stream starts at once: whoever comes later
+          // joins it between two steps, so waiting would only add the
+          // delay to a lone request.
+          joining = b_.take_joining(b_.policy_.max_batch_tokens, true);
+          if (!joining.empty()) break;  // else another worker took it meanwhile
+        }
+      }
+    }
+    const auto now = Clock::now();
+    Tickets tickets;
+    for (auto& p : joining) {
+      tickets.emplace_back(&p->job, next_ticket_);
+      running_[next_ticket_++] = {std::move(p), now};
+    }
+    used_ = used_ || !tickets.empty();
+    return tickets;
+  }
+
+  void start(const Tickets& jobs, const std::function<void(const Tickets&)>& add) override {
+    if (jobs.empty()) return;
+    try {
+      add(jobs);
+    } catch (...) {
+      // One at a time: only a job that cannot start fails.
+      for (const auto& t : jobs) {
+        try {
+          add({t});
+        } catch (...) {
+          const auto it = running_.find(t.second);
+          it->second.pending->fail(std::current_exception());
+          running_.erase(it);
+        }
+      }
+    }
+  }
+
+  void answer(uint64_t ticket, Sentences sentences) override {
+    const auto it = running_.find(ticket);
+    if (it == running_.end()) return;
+    JobResult r;
+    r.sentences = std::move(sentences);
+    r.queue_seconds = std::chrono::duration<double>(it->second.joined - it->second.pending->job.arrived).count();
+    r.batch_seconds = std::chrono::duration<double>(Clock::now() - it->second.joined).count();
+    it->second.pending->answer(std::move(r));
+    running_.erase(it);
+  }
+
+  // The stream failed: every job it was running fails with it.
+  void fail_running(const std::exception_ptr& failure) {
+    for (auto& [ticket, r] : running_) r.pending->fail(failure);
+    running_.clear();
+  }
+
+ private:
   struct Running {
     std::unique_ptr<QueuedJob> pending;
     Clock::time_point joined;
   };
-  std::map<uint64_t, Running> running;  // by ticket: the jobs in the stream
-  uint64_t next_ticket = 0;
-  bool stream_used = false;  // jobs joined the stream since its last release()
-  for (;;) {
-    std::vector<std::unique_ptr<QueuedJob>> batch, joining;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (stream && !stream->idle()) {
-        // Between two steps: newcomers join without waiting.
-        joining = take_joining(policy_.max_batch_tokens - stream->source_tokens(), false);
-      } else {
-        const auto work = [&] { return stopping_ || !queue_.empty(); };
-        // Idle: after a while with nothing to do, give back what the
-        // largest batch grew to (a burst would otherwise keep it for good),
-        // once for each spell of work.
-        if (stream && stream_used &&
-            !wake_.wait_for(lock, std::chrono::milliseconds(policy_.idle_release_ms), work)) {
-          lock.unlock();
-          stream->release();
-          stream_used = false;
-          lock.lock();
-        }
-        wake_.wait(lock, work);
-        if (queue_.empty()) return;  // stopping, and nothing left to finish
-        // Wait for company until the budget is full or the oldest job's delay is up
-        // (at once when stopping: nothing more is coming). A job bound for a
-        // stream starts at once: whoever comes later joins it between two
-        // steps, so waiting would only add the delay to a lone request.
-        const bool joins_stream = stream != nullptr;
-        const auto deadline = joins_stream ? Clock::now()
-                                           : queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
-        wake_.wait_until(lock, deadline, [&] {
-          if (stopping_ || queue_.empty()) return true;
-          int64_t tokens = 0;
-          for (const auto& p : queue_) tokens += p->job.total_tokens();
-          return tokens >= policy_.max_batch_tokens;
-        });
-        if (queue_.empty()) continue;  // another worker took it meanwhile
-        if (stream)
-          joining = take_joining(policy_.max_batch_tokens, true);
-        else
-          batch = take_batch();
-      }
-    }
-    if (!batch.empty()) {
-      run_batch(std::move(batch));
-      continue;
-    }
-    const auto now = Clock::now();
-    std::vector<std::pair<const Job*, uint64_t>> added;
-    for (auto& p : joining) added.emplace_back(&p->job, next_ticket++);
-    stream_used = stream_used || !added.empty();
+  Batcher& b_;
+  std::map<uint64_t, Running> running_;  // by ticket: the jobs in the stream
+  uint64_t next_ticket_ = 0;
+  bool used_ = false;  // jobs joined the stream since its last release()
+};
+
+void Batcher::run() {
+  if (!streams()) {
+    run_batches();
+    return;
+  }
+  WorkerQueue queue(*this);
+  for (std::unique_ptr<StepStream> stream = make_stream_();; stream = make_stream_()) {
     try {
-      if (!added.empty()) stream->add(added);
-      for (size_t i = 0; i < joining.size(); ++i) running[added[i].second] = {std::move(joining[i]), now};
-    } catch (...) {
-      // One at a time: only a job that cannot start fails.
-      for (size_t i = 0; i < joining.size(); ++i) {
-        try {
-          stream->add({added[i]});
-          running[added[i].second] = {std::move(joining[i]), now};
-        } catch (...) {
-          joining[i]->fail(std::current_exception());
-        }
-      }
-    }
-    try {
-      for (auto& [ticket, sentences] : stream->step()) {
-        auto it = running.find(ticket);
-        if (it == running.end()) continue;
-        JobResult r;
-        r.sentences = std::move(sentences);
-        r.queue_seconds = std::chrono::duration<double>(it->second.joined - it->second.pending->job.arrived).count();
-        r.batch_seconds = std::chrono::duration<double>(Clock::now() - it->second.joined).count();
-        it->second.pending->answer(std::move(r));
-        running.erase(it);
-      }
+      stream->run(queue);
+      return;
     } catch (...) {
       // A failed step fails every job in the stream; a fresh one takes over.
-      const std::exception_ptr failure = std::current_exception();
-      for (auto& [ticket, r] : running) r.pending->fail(failure);
-      running.clear();
-      stream = make_stream_();
+      queue.fail_running(std::current_exception());
     }
+  }
+}
+
+void Batcher::run_batches() {
+  for (;;) {
+    std::vector<std::unique_ptr<QueuedJob>> batch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      const auto work = [&] { return stopping_ || !queue_.empty(); };
+      wake_.wait(lock, work);
+      if (queue_.empty()) return;  // stopping, and nothing left to finish
+      // Wait for company until the budget is full or the oldest job's delay
+      // is up (at once when stopping: nothing more is coming).
+      const auto deadline = queue_.front()->job.arrived + std::chrono::milliseconds(policy_.max_delay_ms);
+      wake_.wait_until(lock, deadline, [&] {
+        if (stopping_ || queue_.empty()) return true;
+        int64_t tokens = 0;
+        for (const auto& p : queue_) tokens += p->job.total_tokens();
+        return tokens >= policy_.max_batch_tokens;
+      });
+      if (queue_.empty()) continue;  // another worker took it meanwhile
+      batch = take_batch();
+    }
+    run_batch(std::move(batch));
   }
 }
 

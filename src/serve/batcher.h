@@ -7,11 +7,11 @@
 // each single-threaded: a decoding step is many small ops, so whole batches
 // are the better unit of parallel work; CTranslate2's inter_threads).
 // Jobs can instead be decoded with continuous batching: each worker keeps a
-// StepStream running and, between two decoding steps, lets queued jobs (of
-// any beam width: greedy and beam sentences share a step) join it while its
-// source tokens stay within the budget; a sentence leaves the step it ends
-// and its job is answered when its last line does, so no one waits for the
-// batch's longest sentence.
+// StepStream running, which between two decoding steps takes queued jobs (of
+// any beam width: greedy and beam sentences share a step) from its JobQueue
+// while its source tokens stay within the budget; a sentence leaves the step
+// it ends and its job is answered when its last line does, so no one waits
+// for the batch's longest sentence.
 // Nothing here knows about HTTP or the model: a BatchRunner or StepStream
 // does the work.
 #pragma once
@@ -24,6 +24,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -80,24 +81,38 @@ struct JobResult {
 // every job of the batch. Called from every worker thread at once.
 using BatchRunner = std::function<std::vector<Sentences>(const std::vector<const Job*>& jobs)>;
 
-// One worker's decoding, a step at a time (continuous batching).
-// Used by one thread only.
+class StepStream;
+
+// A worker's view of the Batcher's queue, for its stream: the jobs that may
+// join the stream now, and where their results go. Used by one thread only.
+class JobQueue {
+ public:
+  using Tickets = std::vector<std::pair<const Job*, uint64_t>>;
+  virtual ~JobQueue() = default;
+  // The jobs to join the stream now, each with the ticket its result is
+  // answered by. `running`: the stream has sentences decoding; then jobs
+  // from the queue's head join at once while their tokens fit beside the
+  // stream's `source_tokens` (none may). An idle stream waits here for work
+  // (and gives back its memory, stream.release(), after an idle spell).
+  // nullopt: the Batcher is stopping with nothing left; the stream ends.
+  virtual std::optional<Tickets> take(StepStream& stream, bool running, int64_t source_tokens) = 0;
+  // Starts `jobs` with add(jobs), all in one encoder pass; when that throws,
+  // one at a time, failing each that cannot start (the others run).
+  virtual void start(const Tickets& jobs, const std::function<void(const Tickets&)>& add) = 0;
+  // A job's results, line by line: it is answered.
+  virtual void answer(uint64_t ticket, Sentences sentences) = 0;
+};
+
+// One worker's decoding with continuous batching: between two steps, jobs
+// of any beam width join its running batch (StepStream::run takes them from
+// its JobQueue); each job is answered when its last line ends.
 class StepStream {
  public:
   virtual ~StepStream() = default;
-  // Starts decoding the lines of every job joining between two steps, all
-  // in one encoder pass (a pass costs a read of the encoder's weights however
-  // few sentences it takes: at concurrency 32, one job at a time, that was a
-  // tenth of the service's throughput); each job's ticket names it in
-  // step()'s result. Throws without starting any of them.
-  virtual void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) = 0;
-  // One decoding step for every running sentence: the jobs whose last line
-  // finished, with results[j] for line j.
-  virtual std::vector<std::pair<uint64_t, Sentences>> step() = 0;
-  // Source tokens of the sentences running (the budget counts these).
-  virtual int64_t source_tokens() const = 0;
-  // Nothing running and nothing finished left to report.
-  virtual bool idle() const = 0;
+  // Decodes what `queue` gives until it says the Batcher is stopping. A
+  // throw (a failed step) fails the jobs still running; the Batcher then
+  // starts a fresh stream.
+  virtual void run(JobQueue& queue) = 0;
   // Called when the stream has been idle for BatchPolicy::idle_release_ms:
   // gives back the memory its largest batch grew to.
   virtual void release() {}
@@ -135,6 +150,10 @@ class Batcher {
     void fail(const std::exception_ptr& failure);
   };
   void run();
+  // Static batching: whole batches by runner_, until stopping.
+  void run_batches();
+  // Continuous batching: a worker's JobQueue (its running jobs, by ticket).
+  class WorkerQueue;
   // Under mutex_: the next batch, removed from the queue.
   std::vector<std::unique_ptr<QueuedJob>> take_batch();
   // Under mutex_: jobs from the head of the queue while their tokens

@@ -130,28 +130,66 @@ DecodeOptions TranslationService::worker_options(int64_t beam) const {
   return options;
 }
 
-// A job's lines as sentences of a ContinuousSearch, each with the job's beam
-// width; the job is reported when its last line ends (a job of empty lines at
-// the next step).
-class TranslationService::SearchStream : public StepStream {
+// A worker's continuous batching: its jobs' lines as sentences of one
+// runtime::Search, each with its job's beam width, driven by the runtime's
+// one loop (runtime::run_search) with the worker's JobQueue as its feed. A
+// job is answered when its last line ends (a job of empty lines at once).
+class TranslationService::SearchStream final : public StepStream, private runtime::SearchFeed {
  public:
   explicit SearchStream(TranslationService& service)
-      : service_(service), options_(service.worker_options(0)), decoder_(service.engine().new_search(options_)) {
+      : service_(service), options_(service.worker_options(0)), search_(service.engine().new_search(options_)) {
     // This worker's ops: its own thread alone when there are several workers.
     service.engine().use_threads(service.m_.workers > 1 ? 1 : service.engine().threads());
   }
 
-  void add(const std::vector<std::pair<const Job*, uint64_t>>& jobs) override {
+  void run(JobQueue& queue) override {
+    queue_ = &queue;
+    runtime::run_search(*search_, *this);
+  }
+
+  void release() override {
+    search_->release();
+    release_free_host_memory();
+  }
+
+ private:
+  bool join(runtime::Search& search) override {
+    const std::optional<JobQueue::Tickets> jobs = queue_->take(*this, search.rows() > 0, search.source_tokens());
+    if (!jobs) return false;
+    queue_->start(*jobs, [&](const JobQueue::Tickets& t) { add(t); });
+    // Timed from here: the step that follows.
+    step_rows_ = search.rows();
+    step_start_ = std::chrono::steady_clock::now();
+    return true;
+  }
+
+  void ended(std::vector<std::pair<uint64_t, std::vector<int64_t>>> finished) override {
+    service_.metrics_.batch(
+        step_rows_, std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count());
+    for (auto& [row, ids] : finished) {
+      const auto [ticket, line] = row_of_.at(row);
+      row_of_.erase(row);
+      JobProgress& p = jobs_.at(ticket);
+      p.sentences[line] = service_.finish_sentence(p.job->sources[line], ids, p.job->attention, options_);
+      p.target_tokens += static_cast<int64_t>(ids.size());
+      p.length_limited += p.sentences[line].length_limited ? 1 : 0;
+      if (--p.running == 0) finish(ticket);
+    }
+  }
+
+  // Starts the jobs' lines, all in one encoder pass; throws leaving the
+  // stream as it was.
+  void add(const JobQueue::Tickets& jobs) {
     std::vector<std::vector<int64_t>> sources, owed;
     std::vector<int64_t> beams;
-    std::vector<uint64_t> rows;                       // decoder tickets, from next_row_ on
+    std::vector<uint64_t> rows;                       // search tickets, from next_row_ on
     std::vector<std::pair<uint64_t, size_t>> lines;   // rows[i] is (job ticket, line) lines[i]
     std::vector<std::pair<uint64_t, JobProgress>> added;
     for (const auto& [job, ticket] : jobs) {
       JobProgress p{std::vector<SentenceResult>(job->lines.size()), job, 0, 0, 0, 0};
       for (size_t i = 0; i < job->sources.size(); ++i) {
         const PreparedLine& line = job->sources[i];
-        if (line.ids.empty()) continue;  // translates to "", as decode_lines has it
+        if (line.ids.empty()) continue;  // translates to "", as the Engine has it
         p.source_tokens += static_cast<int64_t>(line.ids.size());
         sources.push_back(line.ids);
         owed.push_back(line.text.owed());
@@ -162,71 +200,46 @@ class TranslationService::SearchStream : public StepStream {
       }
       added.emplace_back(ticket, std::move(p));
     }
-    // Only once every line has started are the jobs recorded: a throw here
-    // leaves the stream as it was.
-    if (!sources.empty()) decoder_->add(sources, rows, owed, beams);
+    if (!sources.empty()) search_->add(sources, rows, owed, beams);
     next_row_ += rows.size();
     for (size_t i = 0; i < rows.size(); ++i) row_of_[rows[i]] = lines[i];
     for (auto& [ticket, p] : added) {
-      if (p.running == 0) done_.push_back(ticket);  // only empty lines: reported at the next step
+      const bool empty = p.running == 0;
       jobs_[ticket] = std::move(p);
+      if (empty) finish(ticket);  // only empty lines: answered at once
     }
   }
 
-  std::vector<std::pair<uint64_t, Sentences>> step() override {
-    const auto start = std::chrono::steady_clock::now();
-    const int64_t rows = decoder_->rows();
-    std::vector<std::pair<uint64_t, std::vector<int64_t>>> ended;
-    if (rows > 0) ended = decoder_->step();
-    if (rows > 0)
-      service_.metrics_.batch(rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    for (auto& [row, ids] : ended) {
-      const auto [ticket, line] = row_of_.at(row);
-      row_of_.erase(row);
-      JobProgress& p = jobs_.at(ticket);
-      p.sentences[line] = service_.finish_sentence(p.job->sources[line], ids, p.job->attention, options_);
-      p.target_tokens += static_cast<int64_t>(ids.size());
-      p.length_limited += p.sentences[line].length_limited ? 1 : 0;
-      if (--p.running == 0) done_.push_back(ticket);
-    }
-    std::vector<std::pair<uint64_t, Sentences>> finished;
-    for (uint64_t ticket : done_) {
-      JobProgress& p = jobs_.at(ticket);
-      // Empty lines never ran: their (empty) translation and map.
-      for (size_t i = 0; i < p.sentences.size(); ++i)
-        if (p.job->sources[i].ids.empty())
-          p.sentences[i] = service_.finish_sentence(p.job->sources[i], {}, p.job->attention, options_);
-      service_.metrics_.translated(static_cast<int64_t>(p.sentences.size()), p.source_tokens, p.target_tokens,
-                                   p.length_limited);
-      finished.emplace_back(ticket, std::move(p.sentences));
-      jobs_.erase(ticket);
-    }
-    done_.clear();
-    return finished;
+  // A job whose last line ended: its results, and the service's figures.
+  void finish(uint64_t ticket) {
+    JobProgress& p = jobs_.at(ticket);
+    // Empty lines never ran: their (empty) translation and map.
+    for (size_t i = 0; i < p.sentences.size(); ++i)
+      if (p.job->sources[i].ids.empty())
+        p.sentences[i] = service_.finish_sentence(p.job->sources[i], {}, p.job->attention, options_);
+    service_.metrics_.translated(static_cast<int64_t>(p.sentences.size()), p.source_tokens, p.target_tokens,
+                                 p.length_limited);
+    Sentences sentences = std::move(p.sentences);
+    jobs_.erase(ticket);
+    queue_->answer(ticket, std::move(sentences));
   }
 
-  int64_t source_tokens() const override { return decoder_->source_tokens(); }
-  bool idle() const override { return jobs_.empty(); }
-  void release() override {
-    decoder_->release();
-    release_free_host_memory();
-  }
-
- private:
   struct JobProgress {
     Sentences sentences;
-    const Job* job;   // the Batcher keeps it alive until its result is reported
+    const Job* job;   // the Batcher keeps it alive until its result is answered
     int64_t running;  // lines still decoding
     int64_t source_tokens, target_tokens;
     int64_t length_limited;  // lines that stopped at the length limit
   };
   TranslationService& service_;
   DecodeOptions options_;
-  std::unique_ptr<runtime::Search> decoder_;
-  std::map<uint64_t, JobProgress> jobs_;                          // by ticket
-  std::map<uint64_t, std::pair<uint64_t, size_t>> row_of_;  // decoder ticket -> (job ticket, line)
+  std::unique_ptr<runtime::Search> search_;
+  JobQueue* queue_ = nullptr;
+  std::map<uint64_t, JobProgress> jobs_;                    // by ticket
+  std::map<uint64_t, std::pair<uint64_t, size_t>> row_of_;  // search ticket -> (job ticket, line)
   uint64_t next_row_ = 0;
-  std::vector<uint64_t> done_;
+  int64_t step_rows_ = 0;
+  std::chrono::steady_clock::time_point step_start_;
 };
 
 std::unique_ptr<StepStream> TranslationService::make_stream() { return std::make_unique<SearchStream>(*this); }
