@@ -9,7 +9,8 @@
 #
 # Usage: bench/bench_runtime.sh [--runs N] [--threads N] [--old BUILD] [--python-site DIR]
 #                               [--lines FILE] CHECKPOINT
-#   BUILD: an older build folder whose nmt to time beside build/ (cold start only);
+#   BUILD: an older build folder whose nmt (and tests/example_translate, where built) to time and
+#          measure beside build/'s;
 #   --python-site: a folder `pip install --target DIR .` filled (default: skip Python);
 #   --lines: the throughput input (default data/real/test.zh); defaults: 10 runs, 2 threads.
 set -euo pipefail
@@ -55,6 +56,8 @@ stats() {  # values on stdin -> "min / median / max"
 cold=()  # "name|command..."
 [ -n "$old" ] && cold+=("nmt translate ($old)|$old/nmt translate --checkpoint $checkpoint --threads $threads")
 cold+=("nmt translate (build)|build/nmt translate --checkpoint $checkpoint --threads $threads")
+[ -n "$old" ] && [ -x "$old/tests/example_translate" ] &&
+  cold+=("examples/translate.cpp ($old)|$old/tests/example_translate $checkpoint")
 cold+=("examples/translate.cpp (libnmt.so alone)|build/tests/example_translate $checkpoint")
 if [ -n "$site" ]; then
   cat >"$work/one.py" <<PY
@@ -98,35 +101,46 @@ carried() {  # file -> one table row
 [ -n "$old" ] && carried "$old/nmt" "nmt ($old)"
 carried build/nmt "nmt (build)"
 carried build/libnmt.so "libnmt.so"
-carried build/tests/example_translate "examples/translate.cpp"
+[ -n "$old" ] && [ -x "$old/tests/example_translate" ] && carried "$old/tests/example_translate" "examples/translate.cpp ($old)"
+carried build/tests/example_translate "examples/translate.cpp (build)"
 [ -n "$site" ] && carried "$(ls "$site"/nmt/_nmt*.so)" "Python's nmt/_nmt module"
 
 if [ -n "$site" ]; then
   echo
   n=$(wc -l <"$lines")
-  echo "Python's translate_batch against nmt translate, the same $n lines ($lines), greedy and beam 4,"
-  echo "decoding alone (after the checkpoint is open), sentences/s, 5 runs each interleaved."
+  echo "Python's translate_batch (every line at once) and translate_file (in chunks of 64 batches,"
+  echo "as nmt translate reads a file) against nmt translate, the same $n lines ($lines), greedy and"
+  echo "beam 4, after the checkpoint is open, sentences/s: median (min-max) of $runs runs, interleaved."
   echo
-  echo "| search | nmt translate (median) | Python (median) | Python / nmt |"
-  echo "|---|---|---|---|"
+  echo "| search | nmt translate | translate_batch | / nmt | translate_file | / nmt |"
+  echo "|---|---|---|---|---|---|"
   cat >"$work/batch.py" <<PY
 import sys, time
 import nmt
 t = nmt.Translator(sys.argv[1], threads=$threads)
 lines = open(sys.argv[2], encoding="utf-8").read().splitlines()
 start = time.perf_counter()
-t.translate_batch(lines, beam_size=int(sys.argv[3]))
+if sys.argv[4] == "batch":
+    t.translate_batch(lines, beam_size=int(sys.argv[3]))
+else:
+    t.translate_file(sys.argv[2], sys.argv[5], beam_size=int(sys.argv[3]))
 print(f"{len(lines) / (time.perf_counter() - start):.1f}")
 PY
   for beam in 0 4; do
-    : >"$work/cli.$beam"; : >"$work/py.$beam"
-    for ((r = 0; r < 5; ++r)); do
+    : >"$work/cli.$beam"; : >"$work/py.$beam"; : >"$work/file.$beam"
+    for ((r = 0; r < runs; ++r)); do
       build/nmt translate --checkpoint "$checkpoint" --threads "$threads" --beam $beam --input "$lines" \
         --output "$work/out.en" 2>"$work/log" || { echo "bench_runtime: nmt translate failed" >&2; exit 1; }
       sed -n 's/.*translated [0-9]* lines in [0-9.]* s (\([0-9.]*\) sentences\/s.*/\1/p' "$work/log" >>"$work/cli.$beam"
-      PYTHONPATH=$site "$python" "$work/batch.py" "$checkpoint" "$lines" $beam >>"$work/py.$beam"
+      PYTHONPATH=$site "$python" "$work/batch.py" "$checkpoint" "$lines" $beam batch >>"$work/py.$beam"
+      PYTHONPATH=$site "$python" "$work/batch.py" "$checkpoint" "$lines" $beam file "$work/py.en" >>"$work/file.$beam"
     done
-    c=$(sort -g "$work/cli.$beam" | sed -n 3p) p=$(sort -g "$work/py.$beam" | sed -n 3p)
-    echo "| $([ $beam = 0 ] && echo greedy || echo "beam $beam") | $c | $p | $(echo "scale=3; $p / $c" | bc) |"
+    cmp -s "$work/out.en" "$work/py.en" || { echo "bench_runtime: Python's translate_file wrote other translations" >&2; exit 1; }
+    median() { sort -g "$1" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+    range() { sort -g "$1" | awk 'NR == 1 {a = $1} {b = $1} END {printf "%s-%s", a, b}'; }
+    c=$(median "$work/cli.$beam") p=$(median "$work/py.$beam") f=$(median "$work/file.$beam")
+    echo "| $([ $beam = 0 ] && echo greedy || echo "beam $beam") | $c ($(range "$work/cli.$beam")) |" \
+      "$p ($(range "$work/py.$beam")) | $(echo "scale=3; $p / $c" | bc) |" \
+      "$f ($(range "$work/file.$beam")) | $(echo "scale=3; $f / $c" | bc) |"
   done
 fi

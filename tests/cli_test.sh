@@ -86,8 +86,8 @@ if $(train_on crlf "$tmp/crlf.zh" "$tmp/crlf.en") --set train.max_steps=2 >/dev/
 # ---- A trained checkpoint to break.
 "$nmt" train --config "$tmp/tiny.yaml" --set train.max_steps=3 --set train.checkpoint_dir="$tmp/run" >/dev/null 2>&1 ||
   bad "tiny training"
-{ for i in $(seq 19); do echo 我爱水课; done; printf 'bad \xc3\x28 line\n'; echo 他喜欢猫; } >"$tmp/in.zh"
-expect 2 "in.zh:20: not valid UTF-8 \\(byte 5\\); 16 lines were translated before it \\(.*out.en not written\\)" -- \
+{ for i in $(seq 70); do echo 我爱水课; done; printf 'bad \xc3\x28 line\n'; echo 他喜欢猫; } >"$tmp/in.zh"
+expect 2 "in.zh:71: not valid UTF-8 \\(byte 5\\); 64 lines were translated before it \\(.*out.en not written\\)" -- \
   "$nmt" translate --checkpoint "$tmp/run" --input "$tmp/in.zh" --output "$tmp/out.en" --batch-size 1
 [ -e "$tmp/out.en" ] && bad "a half-written --output" || ok
 expect 1 "/nonexistent/out.en: cannot write: No such file or directory" -- \

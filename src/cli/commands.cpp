@@ -312,7 +312,7 @@ int run_translate(const TranslateArgs& args) {
   LineReader reader(args.input);
   // In chunks, so that a large input neither waits for its last line nor
   // sits in memory whole; --output is written once, complete, at the end.
-  const size_t chunk = static_cast<size_t>(std::max<int64_t>(opts.batch_size, 1)) * 16;
+  const size_t chunk = file_chunk_lines(opts);
   std::string output;
   // Kept for --attention-map only: every line, its source and its translation's ids.
   std::vector<std::string> all;

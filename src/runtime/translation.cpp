@@ -73,6 +73,10 @@ std::string describe_cuts(const std::vector<SourceCut>& cuts, int64_t limit, int
   return out;
 }
 
+size_t file_chunk_lines(const DecodeOptions& options) {
+  return static_cast<size_t>(std::max<int64_t>(options.batch_size, 1)) * 64;
+}
+
 PreparedLine prepare_line(const std::string& line, const Tokenizer& src_tok, int64_t max_positions,
                           const DecodeOptions& options) {
   PreparedLine p{SourceText(line, options), {}, 0};

@@ -223,10 +223,11 @@ TranslationStats Translator::translate_file(const std::string& input, const std:
   const DecodeOptions opts = impl_->decode_options(options);
   LineReader reader(input);
   const auto start = std::chrono::steady_clock::now();
-  // In chunks, so that a large file never sits in memory whole: each
-  // chunk's translations go to a temporary beside the output, which takes
-  // the output's place once every line is translated (util/atomic_file.h).
-  const size_t chunk = static_cast<size_t>(std::max<int64_t>(opts.batch_size, 1)) * 16;
+  // In chunks (file_chunk_lines), so that a large file never sits in memory
+  // whole: each chunk's translations go to a temporary beside the output,
+  // which takes the output's place once every line is translated
+  // (util/atomic_file.h).
+  const size_t chunk = file_chunk_lines(opts);
   AtomicFile file(output);
   std::ofstream out(file.temp_path(), std::ios::binary | std::ios::trunc);
   if (!out) throw IoError(output + ": cannot write: " + std::strerror(errno));
