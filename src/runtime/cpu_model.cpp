@@ -9,12 +9,15 @@
 
 namespace nmt::runtime {
 
-namespace {
-
-// A weight of the model, found by its use: the spec and its values.
+// A weight of the model, found by its use: the spec and its values. Outside
+// the anonymous namespace because CpuModel::Layers holds it (GCC warns of a
+// class whose field has an internal type when, in a unity batch, this file is
+// no longer the main one).
 struct Weight : WeightSpec {
   const float* data = nullptr;
 };
+
+namespace {
 
 const float* data_of(const std::vector<Weight>& table, ParamStack stack, int64_t layer, ParamRole role,
                      ParamPart part) {

@@ -131,11 +131,15 @@ typedef uint64_t U64xN __attribute__((vector_size(4 * kLanes)));  // the same by
 // micro-ops: a mask row took 1.8x as long) or with no instruction of its own.
 static inline void mulhilo(U32xN a, uint32_t m, U32xN& hi, U32xN& lo) {
 #if defined(__AVX512F__)
+  // The zero-masked multiply with every lane on, and shifts as vector
+  // operators: the same instructions, without GCC 12's unmasked AVX-512
+  // intrinsics, whose _mm512_undefined_epi32() warned (-Wmaybe-uninitialized)
+  // at every inlined call.
   const __m512i va = (__m512i)a, vm = _mm512_set1_epi64(m);
-  const __m512i even = _mm512_mul_epu32(va, vm);
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(va, 32), vm);
-  lo = (U32xN)_mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-  hi = (U32xN)_mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  const __m512i even = _mm512_maskz_mul_epu32(0xFF, va, vm);
+  const __m512i odd = _mm512_maskz_mul_epu32(0xFF, (__m512i)((U64xN)va >> 32), vm);
+  lo = (U32xN)_mm512_mask_blend_epi32(0xAAAA, even, (__m512i)((U64xN)odd << 32));
+  hi = (U32xN)_mm512_mask_blend_epi32(0xAAAA, (__m512i)((U64xN)even >> 32), odd);
 #elif defined(__AVX2__)
   const __m256i va = (__m256i)a, vm = _mm256_set1_epi64x(m);
   const __m256i even = _mm256_mul_epu32(va, vm);
