@@ -48,9 +48,11 @@ timed() {
   "$@" >/dev/null 2>&1 || { echo "bench_runtime: failed: $*" >&2; exit 1; }
   echo "$(date +%s.%N) - $start" | bc
 }
+min_median_max() {  # values on stdin -> "min median max"
+  sort -g | awk '{v[NR] = $1} END {print v[1], (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, v[NR]}'
+}
 stats() {  # values on stdin -> "min / median / max"
-  sort -g | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-    printf "%.3f / %.3f / %.3f", v[1], m, v[NR]}'
+  min_median_max | awk '{printf "%.3f / %.3f / %.3f", $1, $2, $3}'
 }
 
 cold=()  # "name|command..."
@@ -136,11 +138,11 @@ PY
       PYTHONPATH=$site "$python" "$work/batch.py" "$checkpoint" "$lines" $beam file "$work/py.en" >>"$work/file.$beam"
     done
     cmp -s "$work/out.en" "$work/py.en" || { echo "bench_runtime: Python's translate_file wrote other translations" >&2; exit 1; }
-    median() { sort -g "$1" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-    range() { sort -g "$1" | awk 'NR == 1 {a = $1} {b = $1} END {printf "%s-%s", a, b}'; }
-    c=$(median "$work/cli.$beam") p=$(median "$work/py.$beam") f=$(median "$work/file.$beam")
-    echo "| $([ $beam = 0 ] && echo greedy || echo "beam $beam") | $c ($(range "$work/cli.$beam")) |" \
-      "$p ($(range "$work/py.$beam")) | $(echo "scale=3; $p / $c" | bc) |" \
-      "$f ($(range "$work/file.$beam")) | $(echo "scale=3; $f / $c" | bc) |"
+    read -r c_lo c c_hi < <(min_median_max <"$work/cli.$beam")
+    read -r p_lo p p_hi < <(min_median_max <"$work/py.$beam")
+    read -r f_lo f f_hi < <(min_median_max <"$work/file.$beam")
+    echo "| $([ $beam = 0 ] && echo greedy || echo "beam $beam") | $c ($c_lo-$c_hi) |" \
+      "$p ($p_lo-$p_hi) | $(echo "scale=3; $p / $c" | bc) |" \
+      "$f ($f_lo-$f_hi) | $(echo "scale=3; $f / $c" | bc) |"
   done
 fi

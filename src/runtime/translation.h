@@ -47,9 +47,7 @@ std::string describe_cuts(const std::vector<SourceCut>& cuts, int64_t limit, int
 // Translator::translate_file): 64 batches, few enough that a file of
 // millions of lines never sits in memory, many enough that a chunk's tail
 // (its last sentences, decoded while the other workers have none left)
-// costs little: chunks of 16 batches made `nmt translate` of the
-// 2,000-line test split 10% slower with beam 4 than the same lines at once
-// (docs/bench/runtime.md).
+// costs little (docs/bench/runtime.md measured 16).
 size_t file_chunk_lines(const DecodeOptions& options);
 
 PreparedLine prepare_line(const std::string& line, const Tokenizer& src_tok, int64_t max_positions,
